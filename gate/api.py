@@ -1,0 +1,204 @@
+"""The gate's one code path: policy + bundle -> audits -> checks -> verdict.
+
+The CLI and notebooks both call :func:`run_gate` (already loaded inputs) or
+:func:`check_release` (files in, ``report.json`` out).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from gate._version import __version__
+from gate.audits.base import AuditContext, AuditResult
+from gate.audits.registry import create_audit
+from gate.data.bundle import Bundle, load_bundle
+from gate.policy.checks import CheckResult, evaluate_check, policy_checks
+from gate.policy.loader import LoadedPolicy, load_policy
+from gate.policy.models import Policy
+from gate.progress import NullProgress, Progress
+
+Status = Literal["pass", "fail", "error"]
+EXIT_CODES: dict[Status, int] = {"pass": 0, "fail": 1, "error": 3}
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """An audit's result and the checks of the policy against it.
+
+    ``status`` is ``error`` when the audit raised, was unavailable or did not report a
+    metric one of its checks needs; an errored audit never passes.
+    """
+
+    name: str
+    status: Status
+    checks: tuple[CheckResult, ...]
+    result: AuditResult | None
+    error: str | None
+    seed: dict[str, Any]
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    status: Status
+    audits: dict[str, AuditOutcome]
+    policy: Policy
+    policy_path: str | None
+    policy_sha256: str | None
+    bundle: Bundle
+    seed: int
+    started_at: str
+    seconds: float
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+def _overall(outcomes: Mapping[str, AuditOutcome]) -> Status:
+    statuses = {o.status for o in outcomes.values()}
+    if not outcomes or "error" in statuses:
+        return "error"
+    return "fail" if "fail" in statuses else "pass"
+
+
+def run_gate(
+    policy: Policy | LoadedPolicy,
+    bundle: Bundle,
+    *,
+    seed: int | None = None,
+    progress: Progress | None = None,
+) -> GateResult:
+    """Run every audit the policy enables on ``bundle`` and decide PASS or FAIL.
+
+    Args:
+        policy: a validated policy (or one loaded from a file, to record its fingerprint).
+        bundle: a validated release bundle (:func:`gate.data.bundle.load_bundle`).
+        seed: overrides ``policy.seed``; each audit gets its own child of this seed.
+        progress: progress reporter; none by default.
+
+    Returns:
+        The verdict: ``pass`` only if every audit ran to completion and every check held.
+    """
+    loaded = policy if isinstance(policy, LoadedPolicy) else None
+    policy_model: Policy = policy.policy if isinstance(policy, LoadedPolicy) else policy
+    root_seed = policy_model.seed if seed is None else seed
+    if root_seed < 0:
+        raise ValueError(f"seed must be >= 0; found {root_seed}")
+    progress = progress or NullProgress()
+    started = time.perf_counter()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+
+    checks_by_audit: dict[str, list] = {}
+    for spec in policy_checks(policy_model):
+        checks_by_audit.setdefault(spec.audit, []).append(spec)
+
+    enabled = policy_model.audits.enabled()
+    children = np.random.SeedSequence(root_seed).spawn(len(enabled))
+    outcomes: dict[str, AuditOutcome] = {}
+    for (name, config), child in zip(enabled.items(), children, strict=True):
+        seed_info = {"entropy": root_seed, "spawn_key": list(child.spawn_key)}
+        context = AuditContext(
+            alpha=policy_model.alpha,
+            p=policy_model.membership.p,
+            rng=np.random.default_rng(child),
+            seed_entropy=root_seed,
+            seed_spawn_key=tuple(child.spawn_key),
+            progress=progress,
+            redact=policy_model.evidence.redact_witnesses,
+            max_witnesses=policy_model.evidence.max_witnesses,
+        )
+        t0 = time.perf_counter()
+        result: AuditResult | None = None
+        checks: tuple[CheckResult, ...] = ()
+        error: str | None = None
+        try:
+            audit = create_audit(name)
+            with progress.step(f"audit {name}"):
+                result = audit.run(bundle, config, context)
+            checks = tuple(evaluate_check(s, result.metrics) for s in checks_by_audit.get(name, []))
+        except Exception as exc:  # noqa: BLE001 - recorded as an error verdict, never a pass
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            status: Status = "error"
+        else:
+            status = "pass" if all(c.passed for c in checks) else "fail"
+        outcomes[name] = AuditOutcome(
+            name=name,
+            status=status,
+            checks=checks,
+            result=result,
+            error=error,
+            seed=seed_info,
+            seconds=time.perf_counter() - t0,
+        )
+
+    return GateResult(
+        status=_overall(outcomes),
+        audits=outcomes,
+        policy=policy_model,
+        policy_path=loaded.path if loaded else None,
+        policy_sha256=loaded.sha256 if loaded else None,
+        bundle=bundle,
+        seed=root_seed,
+        started_at=started_at,
+        seconds=time.perf_counter() - started,
+        warnings=bundle.warnings,
+    )
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    result: GateResult
+    report_path: Path
+
+
+def check_release(
+    *,
+    policy: str | Path,
+    synthetic: str | Path,
+    train: str | Path | None = None,
+    holdout: str | Path | None = None,
+    source: str | Path | None = None,
+    manifest: str | Path | None = None,
+    out_dir: str | Path = "gate-report",
+    seed: int | None = None,
+    progress: Progress | None = None,
+) -> CheckOutcome:
+    """Files in, verdict and ``out_dir/report.json`` out (what ``gate check`` runs).
+
+    Raises:
+        InputError: the policy or bundle is bad (exit 2); nothing is written.
+    """
+    from gate.evidence.report import write_report
+
+    loaded = load_policy(policy)
+    progress = progress or NullProgress()
+    with progress.step("loading the release bundle"):
+        bundle = load_bundle(
+            synthetic=synthetic,
+            membership=loaded.policy.membership,
+            train=train,
+            holdout=holdout,
+            source=source,
+            manifest=manifest,
+        )
+    result = run_gate(loaded, bundle, seed=seed, progress=progress)
+    report_path = write_report(result, Path(out_dir))
+    return CheckOutcome(result=result, report_path=report_path)

@@ -1,0 +1,1 @@
+"""Release bundles: loading, validation, fingerprints and the membership split."""

@@ -1,0 +1,377 @@
+"""Release bundles: source records (train, holdout) and a synthetic release, validated.
+
+Contract (DESIGN.md): source records have ``text`` (required), ``user_id`` (defaults to the
+record id) and ``record_id`` (defaults to the row number); synthetic records have ``text``,
+optional ``record_id`` and ``source_id``. Every problem is a :class:`BundleError` naming
+the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gate.data.io import RawTable, read_table
+from gate.data.split import SplitManifest, read_manifest
+from gate.errors import BundleError
+from gate.policy.models import MembershipPolicy
+from gate.stats.split_balance import SplitBalance, split_balance_test
+
+SOURCE_COLUMNS = ("record_id", "user_id", "text", "split")
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    path: str
+    sha256: str
+    records: int
+    users: int | None
+    format: str
+    size_bytes: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            "records": self.records,
+            "users": self.users,
+            "format": self.format,
+            "size_bytes": self.size_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Membership:
+    """How train/holdout membership was assigned, and the check of its balance."""
+
+    how: str  # "gate split seed=N" or "declared"
+    p: float
+    seed: int | None
+    manifest_path: str | None
+    manifest_sha256: str | None
+    balance: SplitBalance
+    balance_alpha: float
+    balance_ok: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "p": self.p,
+            "how": self.how,
+            "seed": self.seed,
+            "manifest": (
+                None
+                if self.manifest_path is None
+                else {"path": self.manifest_path, "sha256": self.manifest_sha256}
+            ),
+            "split_check": {
+                "train_users": self.balance.train_users,
+                "users": self.balance.total_users,
+                "train_share": self.balance.train_share,
+                "p_value": self.balance.p_value,
+                "alpha": self.balance_alpha,
+                "consistent_with_p": self.balance_ok,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Validated records. ``source`` holds train and holdout rows with columns
+    ``record_id``, ``user_id``, ``text``, ``split`` (train first, then holdout)."""
+
+    source: pd.DataFrame
+    synthetic: pd.DataFrame
+    fingerprints: dict[str, Fingerprint]
+    membership: Membership
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def is_train(self) -> np.ndarray:
+        return (self.source["split"] == "train").to_numpy()
+
+    @property
+    def train(self) -> pd.DataFrame:
+        return self.source[self.source["split"] == "train"]
+
+    @property
+    def holdout(self) -> pd.DataFrame:
+        return self.source[self.source["split"] == "holdout"]
+
+
+def _first_line(frame: pd.DataFrame, mask: pd.Series) -> int:
+    return int(frame.loc[mask.idxmax(), "__line__"])
+
+
+def _columns(frame: pd.DataFrame) -> list[str]:
+    return [c for c in frame.columns if c != "__line__"]
+
+
+def _require_text(table: RawTable) -> pd.Series:
+    frame = table.frame
+    if "text" not in frame.columns:
+        raise BundleError(
+            f"{table.path}: no 'text' column; columns found: {_columns(frame)}"
+        )
+    text = frame["text"]
+    not_str = ~text.map(lambda v: isinstance(v, str)).astype(bool)
+    if not_str.any():
+        line = _first_line(frame, not_str)
+        found = text[not_str].iloc[0]
+        raise BundleError(
+            f"{table.path}: line {line}: 'text' must be a string; found {found!r}"
+        )
+    return text.astype(str)
+
+
+def _id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
+    frame = table.frame
+    if column not in frame.columns:
+        return default
+    values = frame[column]
+    empty = values.isna() | (values.astype(str).str.strip() == "")
+    if empty.any():
+        line = _first_line(frame, empty)
+        raise BundleError(f"{table.path}: line {line}: empty {column!r}")
+    return values.astype(str)
+
+
+def _reject_duplicates(ids: pd.Series, lines: pd.Series, paths: pd.Series, what: str) -> None:
+    duplicated = ids.duplicated(keep=False)
+    if duplicated.any():
+        value = ids[duplicated].iloc[0]
+        where = [
+            f"{p}:{ln}" for p, ln in zip(paths[ids == value], lines[ids == value], strict=True)
+        ]
+        raise BundleError(f"duplicate {what} {value!r} at {', '.join(where[:3])}")
+
+
+def _source_frame(table: RawTable, split: pd.Series | str, id_prefix: str) -> pd.DataFrame:
+    frame = table.frame
+    text = _require_text(table)
+    default_ids = id_prefix + frame["__line__"].astype(str)
+    record_id = _id_column(table, "record_id", default_ids)
+    user_id = _id_column(table, "user_id", record_id)
+    extras = [c for c in frame.columns if c not in (*SOURCE_COLUMNS, "__line__")]
+    out = pd.DataFrame(
+        {
+            "record_id": record_id.to_numpy(),
+            "user_id": user_id.to_numpy(),
+            "text": text.to_numpy(),
+            "split": split if isinstance(split, str) else split.to_numpy(),
+            "__line__": frame["__line__"].to_numpy(),
+            "__file__": table.path,
+        }
+    )
+    for column in extras:
+        out[column] = frame[column].to_numpy()
+    return out
+
+
+def _synthetic_frame(table: RawTable) -> pd.DataFrame:
+    frame = table.frame
+    text = _require_text(table)
+    record_id = _id_column(table, "record_id", "synthetic:" + frame["__line__"].astype(str))
+    out = pd.DataFrame({"record_id": record_id.to_numpy(), "text": text.to_numpy()})
+    if "source_id" in frame.columns:
+        out["source_id"] = frame["source_id"].astype("string").to_numpy()
+    if "label" in frame.columns:
+        out["label"] = frame["label"].to_numpy()
+    _reject_duplicates(
+        out["record_id"], frame["__line__"], pd.Series([table.path] * len(out)), "record_id"
+    )
+    return out
+
+
+def _fingerprint(table: RawTable, users: int | None, records: int) -> Fingerprint:
+    return Fingerprint(
+        path=table.path,
+        sha256=table.sha256,
+        records=records,
+        users=users,
+        format=table.format,
+        size_bytes=table.size_bytes,
+    )
+
+
+def load_bundle(
+    *,
+    synthetic: str | Path,
+    membership: MembershipPolicy,
+    train: str | Path | None = None,
+    holdout: str | Path | None = None,
+    source: str | Path | None = None,
+    manifest: str | Path | None = None,
+) -> Bundle:
+    """Load and validate a release bundle.
+
+    Source records come from ``train`` and ``holdout`` files, from one ``source`` file with
+    a ``split`` column, or from the files a ``gate split`` manifest names.
+
+    Raises:
+        BundleError: the bundle is incomplete, unreadable or inconsistent.
+    """
+    split_manifest: SplitManifest | None = None
+    if manifest is not None:
+        if source is not None:
+            raise BundleError("give either --source or --manifest, not both")
+        split_manifest = read_manifest(manifest)
+        base = Path(manifest).parent
+        train = train if train is not None else base / split_manifest.train.path
+        holdout = holdout if holdout is not None else base / split_manifest.holdout.path
+
+    fingerprints: dict[str, Fingerprint] = {}
+    tables: dict[str, RawTable] = {}
+    if source is not None:
+        if train is not None or holdout is not None:
+            raise BundleError("give either --source or --train/--holdout, not both")
+        table = read_table(source)
+        tables["source"] = table
+        if "split" not in table.frame.columns:
+            raise BundleError(
+                f"{source}: no 'split' column; a single source file needs one with values "
+                "'train' or 'holdout' (or use `gate split` to make one)"
+            )
+        split = table.frame["split"].astype(str).str.strip().str.lower()
+        bad = ~split.isin(["train", "holdout"])
+        if bad.any():
+            line = _first_line(table.frame, bad)
+            raise BundleError(
+                f"{source}: line {line}: 'split' must be 'train' or 'holdout'; "
+                f"found {table.frame['split'][bad].iloc[0]!r}"
+            )
+        frame = _source_frame(table, split, id_prefix="")
+    else:
+        if train is None or holdout is None:
+            raise BundleError(
+                "source records are missing: give --train and --holdout, --source, or --manifest"
+            )
+        tables["train"] = read_table(train)
+        tables["holdout"] = read_table(holdout)
+        frame = pd.concat(
+            [
+                _source_frame(tables["train"], "train", id_prefix="train:"),
+                _source_frame(tables["holdout"], "holdout", id_prefix="holdout:"),
+            ],
+            ignore_index=True,
+        )
+    tables["synthetic"] = read_table(synthetic)
+    synthetic_frame = _synthetic_frame(tables["synthetic"])
+
+    _reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
+    _reject_shared_users(frame)
+    _reject_copied_files(tables)
+    if "source_id" in synthetic_frame.columns:
+        _check_source_ids(synthetic_frame, frame, tables["synthetic"])
+
+    is_train = (frame["split"] == "train").to_numpy()
+    for name, table in tables.items():
+        if name == "synthetic":
+            fingerprints[name] = _fingerprint(table, None, len(synthetic_frame))
+        else:
+            rows = frame if name == "source" else frame[frame["split"] == name]
+            fingerprints[name] = _fingerprint(table, int(rows["user_id"].nunique()), len(rows))
+
+    if split_manifest is not None:
+        _verify_manifest(split_manifest, tables, Path(manifest), membership.p)  # type: ignore[arg-type]
+
+    train_users = int(frame.loc[is_train, "user_id"].nunique())
+    total_users = int(frame["user_id"].nunique())
+    if train_users == 0 or train_users == total_users:
+        raise BundleError(
+            f"the split has {train_users} train and {total_users - train_users} holdout users; "
+            "both sides need at least one user"
+        )
+    balance = split_balance_test(train_users=train_users, total_users=total_users, p=membership.p)
+    balance_ok = balance.p_value >= membership.split_check.alpha
+    warnings: list[str] = []
+    if not balance_ok:
+        message = (
+            f"the split is far from the declared p = {membership.p:g}: {train_users} of "
+            f"{total_users} users are in train (share {balance.train_share:.3f}, two-sided "
+            f"binomial p-value {balance.p_value:.2e} < {membership.split_check.alpha:g}). "
+            "The audits assume each user was put in train independently with probability p; "
+            "use `gate split` or declare the right membership.p"
+        )
+        if membership.split_check.action == "fail":
+            raise BundleError(message)
+        warnings.append(message)
+
+    how = "declared" if split_manifest is None else f"gate split seed={split_manifest.seed}"
+    membership_info = Membership(
+        how=how,
+        p=membership.p,
+        seed=None if split_manifest is None else split_manifest.seed,
+        manifest_path=None if manifest is None else str(manifest),
+        manifest_sha256=None if manifest is None else _sha(Path(manifest)),
+        balance=balance,
+        balance_alpha=membership.split_check.alpha,
+        balance_ok=balance_ok,
+    )
+    return Bundle(
+        source=frame.drop(columns=["__file__"]).rename(columns={"__line__": "line"}),
+        synthetic=synthetic_frame,
+        fingerprints=fingerprints,
+        membership=membership_info,
+        warnings=tuple(warnings),
+    )
+
+
+def _sha(path: Path) -> str:
+    from gate.data.io import sha256_file
+
+    return sha256_file(path)
+
+
+def _reject_shared_users(frame: pd.DataFrame) -> None:
+    sides = frame.groupby("user_id")["split"].nunique()
+    shared = sides[sides > 1]
+    if len(shared):
+        user = shared.index[0]
+        rows = frame[frame["user_id"] == user]
+        where = [f"{f}:{ln} ({s})" for f, ln, s in rows[["__file__", "__line__", "split"]].values[:4]]
+        raise BundleError(
+            f"user {user!r} is in both train and holdout ({len(shared)} such users), at "
+            f"{', '.join(where)}; membership is per user: all records of a user go to one side"
+        )
+
+
+def _reject_copied_files(tables: dict[str, RawTable]) -> None:
+    synthetic = tables["synthetic"]
+    for name, table in tables.items():
+        if name != "synthetic" and table.sha256 == synthetic.sha256:
+            raise BundleError(
+                f"{synthetic.path}: the synthetic file is byte-identical to the {name} file "
+                f"{table.path}; refusing to gate a copy of the source"
+            )
+
+
+def _check_source_ids(synthetic: pd.DataFrame, source: pd.DataFrame, table: RawTable) -> None:
+    given = synthetic["source_id"].dropna()
+    unknown = ~given.isin(source["record_id"])
+    if unknown.any():
+        line = int(table.frame.loc[unknown[unknown].index[0], "__line__"])
+        raise BundleError(
+            f"{table.path}: line {line}: source_id {given[unknown].iloc[0]!r} is not a "
+            "record_id of the source records"
+        )
+
+
+def _verify_manifest(
+    manifest: SplitManifest, tables: dict[str, RawTable], path: Path, policy_p: float
+) -> None:
+    for name in ("train", "holdout"):
+        expected = getattr(manifest, name).sha256
+        if name not in tables or tables[name].sha256 != expected:
+            found = tables[name].sha256 if name in tables else "(not given)"
+            raise BundleError(
+                f"{path}: the {name} file does not match the manifest (sha256 {found[:12]}… "
+                f"!= {expected[:12]}…); it was changed after `gate split`"
+            )
+    if abs(manifest.p - policy_p) > 1e-12:
+        raise BundleError(
+            f"{path}: the split was made with p = {manifest.p:g} but the policy declares "
+            f"membership.p = {policy_p:g}"
+        )

@@ -1,0 +1,141 @@
+"""`gate split`: reproducible Bernoulli(p) membership assignment of users, with a manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gate._version import __version__
+from gate.atomic import atomic_write_text
+from gate.data.io import read_table, sha256_file, write_table
+from gate.errors import BundleError
+
+MANIFEST_NAME = "split-manifest.json"
+
+
+class FileEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    records: int = Field(ge=0)
+    users: int = Field(ge=0)
+
+
+class SplitManifest(BaseModel):
+    """Evidence of how membership was assigned (METHODS §0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = 1
+    kind: str = Field("gate-split-manifest", pattern="^gate-split-manifest$")
+    method: str = Field("bernoulli", pattern="^bernoulli$")
+    p: float = Field(gt=0, lt=1)
+    seed: int = Field(ge=0)
+    by: str
+    gate_version: str
+    source: FileEntry
+    train: FileEntry
+    holdout: FileEntry
+
+
+def assign_members(units: np.ndarray, *, p: float, rng: np.random.Generator) -> np.ndarray:
+    """Independent Bernoulli(p) train flags for the distinct ``units`` (users).
+
+    The units are sorted first, so the assignment depends on the seed and the set of
+    users, not on the order of the rows. Returns a boolean array aligned with ``units``.
+    """
+    if not 0 < p < 1:
+        raise ValueError(f"p must be in (0, 1); found {p!r}")
+    distinct = np.unique(units.astype(str))
+    flags = rng.random(distinct.size) < p
+    return flags[np.searchsorted(distinct, units.astype(str))]
+
+
+@dataclass(frozen=True)
+class SplitOutcome:
+    manifest_path: Path
+    manifest: SplitManifest
+
+
+def split_source(
+    source: str | Path, *, p: float, seed: int, by: str, out_dir: str | Path
+) -> SplitOutcome:
+    """Split a source file by ``by`` into train/holdout files and a manifest in ``out_dir``."""
+    if not 0 < p < 1:
+        raise BundleError(f"--p must be in (0, 1); found {p}")
+    if seed < 0:
+        raise BundleError(f"--seed must be >= 0; found {seed}")
+    table = read_table(source)
+    frame = table.frame
+    if "text" not in frame.columns:
+        raise BundleError(f"{source}: no 'text' column; columns found: {_columns(frame)}")
+    if by in frame.columns:
+        missing = frame[by].isna()
+        if missing.any():
+            line = int(frame.loc[missing.idxmax(), "__line__"])
+            raise BundleError(f"{source}: line {line}: empty {by!r}; every record needs one")
+        units = frame[by].astype(str).to_numpy()
+    elif by == "user_id":
+        units = frame["__line__"].astype(str).to_numpy()  # no users: each record is its own
+    else:
+        raise BundleError(f"{source}: no {by!r} column to split by; columns: {_columns(frame)}")
+
+    flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = Path(source).suffix
+    body = frame.drop(columns=["split"], errors="ignore")
+    entries = {}
+    for name, mask in (("train", flags), ("holdout", ~flags)):
+        path = out / f"{name}{suffix}"
+        write_table(body[mask], path)
+        entries[name] = FileEntry(
+            path=path.name,
+            sha256=sha256_file(path),
+            records=int(mask.sum()),
+            users=int(np.unique(units[mask]).size),
+        )
+    manifest = SplitManifest(
+        p=p,
+        seed=seed,
+        by=by,
+        gate_version=__version__,
+        source=FileEntry(
+            path=os.path.relpath(Path(source).resolve(), out.resolve()),
+            sha256=table.sha256,
+            records=len(frame),
+            users=int(np.unique(units).size),
+        ),
+        train=entries["train"],
+        holdout=entries["holdout"],
+    )
+    manifest_path = out / MANIFEST_NAME
+    atomic_write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
+    return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
+
+
+def read_manifest(path: str | Path) -> SplitManifest:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BundleError(f"{p}: split manifest not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BundleError(f"{p}: not a valid JSON split manifest: {exc}") from None
+    try:
+        return SplitManifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
+        raise BundleError(f"{p}: {where}: {first['msg']}") from None
+
+
+def _columns(frame: pd.DataFrame) -> list[str]:
+    return [c for c in frame.columns if c != "__line__"]

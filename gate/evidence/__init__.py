@@ -1,0 +1,1 @@
+"""Evidence: report writers, summaries and redaction."""

@@ -1,0 +1,90 @@
+"""``report.json`` (DESIGN.md contract, schema_version 1), written atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gate._version import __version__
+from gate.atomic import atomic_write_text
+
+if TYPE_CHECKING:
+    from gate.api import AuditOutcome, GateResult
+
+REPORT_SCHEMA_VERSION = 1
+REPORT_NAME = "report.json"
+
+
+def _number(value: float) -> float | str | None:
+    """JSON has no NaN/inf: write them as strings so the report stays strict JSON."""
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _audit_dict(outcome: AuditOutcome) -> dict[str, Any]:
+    result = outcome.result
+    return {
+        "passed": outcome.passed,
+        "status": outcome.status,
+        "error": outcome.error,
+        "metrics": {} if result is None else {k: _number(v) for k, v in result.metrics.items()},
+        "checks": [check.as_dict() for check in outcome.checks],
+        "witnesses": [] if result is None else [w.as_dict() for w in result.witnesses],
+        "details": {} if result is None else _jsonable(result.details),
+        "seed": outcome.seed,
+        "seconds": round(outcome.seconds, 3),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return _number(value)
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _jsonable(value.item())
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays
+        return _jsonable(value.tolist())
+    return value
+
+
+def report_dict(result: GateResult) -> dict[str, Any]:
+    policy = result.policy
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "gate_version": __version__,
+        "passed": result.passed,
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "started_at": result.started_at,
+        "seconds": round(result.seconds, 3),
+        "policy": {
+            "name": policy.name,
+            "path": result.policy_path,
+            "sha256": result.policy_sha256,
+            "alpha": policy.alpha,
+            "effective": policy.model_dump(mode="json", by_alias=True),
+        },
+        "inputs": {name: fp.as_dict() for name, fp in result.bundle.fingerprints.items()},
+        "membership": result.bundle.membership.as_dict(),
+        "seeds": {"root": result.seed, "audits": {n: o.seed for n, o in result.audits.items()}},
+        "warnings": list(result.warnings),
+        "audits": {name: _audit_dict(outcome) for name, outcome in result.audits.items()},
+        "evidence": {"mlflow_run_id": None, "gx_validation": None},
+    }
+
+
+def write_report(result: GateResult, out_dir: Path) -> Path:
+    """Write ``out_dir/report.json`` atomically; return its path."""
+    text = json.dumps(report_dict(result), indent=2, allow_nan=False, ensure_ascii=False)
+    return atomic_write_text(out_dir / REPORT_NAME, text + "\n")

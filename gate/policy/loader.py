@@ -1,0 +1,187 @@
+"""Load a policy file: strict YAML (``yaml.safe_load`` semantics, duplicate keys rejected)
+into :class:`~gate.policy.models.Policy`, with errors that name the file, line and YAML path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gate.errors import PolicyError
+from gate.policy.models import Policy
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A validated policy with the fingerprint of the file it came from."""
+
+    policy: Policy
+    path: str
+    sha256: str
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys (a silently shadowed threshold
+    would weaken the gate without anyone noticing)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
+)
+
+
+def format_yaml_path(loc: tuple[int | str, ...]) -> str:
+    """``('audits', 'disclosure', 'features', 1, 'n_max')`` -> ``audits.disclosure.features[1].n_max``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _input_path(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
+    """Drop the parts of a pydantic error location that are not keys of the input
+    (union tags such as 'ngram', validator names) so the path is the user's YAML path."""
+    path: list[int | str] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and isinstance(part, str) and not path_is_tag(part, node):
+            path.append(part)  # a missing or unknown key: still the user's path
+            node = None
+        # else: a union tag or validator name; skip it
+    return tuple(path)
+
+
+def path_is_tag(part: str, node: dict[str, Any]) -> bool:
+    return node.get("class") == part or "[" in part or part.startswith("function-")
+
+
+def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
+    node = root
+    line = None if node is None else node.start_mark.line + 1
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if k.value == part]
+            if not match:
+                return line
+            key, node = match[0]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                return line
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def _describe(error: dict[str, Any], data: Any, path: tuple[int | str, ...]) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (the schema does not allow it; see `gate policy schema`)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "union_tag_invalid":
+        ctx = error.get("ctx", {})
+        return (
+            f"unknown class {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
+        )
+    if kind == "union_tag_not_found":
+        return "each entry needs a 'class' key (ngram, pii or semantic)"
+    message = str(error["msg"])
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if kind in {"model_type", "dict_type"} or "input" not in error:
+        return message
+    found = error["input"]
+    if isinstance(found, dict | list):
+        return message
+    return f"{message}; found {json.dumps(found, default=str)}"
+
+
+def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
+    """Parse and validate policy text; raise :class:`PolicyError` naming the YAML path."""
+    try:
+        root = yaml.compose(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise PolicyError(f"{where}: not valid YAML: {problem}") from None
+    if data is None:
+        raise PolicyError(f"{source}: the policy file is empty")
+    if not isinstance(data, dict):
+        raise PolicyError(
+            f"{source}: the policy must be a mapping at the top level; found {type(data).__name__}"
+        )
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            path = _input_path(tuple(error["loc"]), data)
+            line = _line_of(root, path)
+            where = f"{source}:{line}" if line else source
+            lines.append(f"{where}: {format_yaml_path(path)}: {_describe(error, data, path)}")
+        raise PolicyError("\n".join(lines)) from None
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """Read, parse and validate a policy file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise PolicyError(f"{p}: policy file not found") from None
+    except OSError as exc:
+        raise PolicyError(f"{p}: cannot read the policy file: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    policy = parse_policy(text, source=str(p))
+    return LoadedPolicy(policy=policy, path=str(p), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def effective_policy_yaml(policy: Policy) -> str:
+    """The policy after defaults, as YAML."""
+    data = policy.model_dump(mode="json", by_alias=True)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def policy_json_schema() -> dict[str, Any]:
+    schema = Policy.model_json_schema(by_alias=True)
+    schema["$id"] = "https://gate.invalid/schemas/policy-v1.json"
+    schema["title"] = "gate policy (version 1)"
+    return schema

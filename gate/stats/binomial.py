@@ -1,0 +1,47 @@
+"""Clopper-Pearson bounds on a binomial proportion."""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+from scipy import stats
+
+from gate.stats._validate import check_alpha, check_count
+
+
+class Interval(NamedTuple):
+    lower: float
+    upper: float
+
+
+def clopper_pearson(
+    *,
+    successes: int,
+    trials: int,
+    alpha: float,
+    side: Literal["two-sided", "lower", "upper"] = "two-sided",
+) -> Interval:
+    """Exact (Clopper-Pearson) confidence bounds for a binomial success probability.
+
+    ``side="lower"`` gives the one-sided lower bound ``Beta.ppf(alpha, K, T-K+1)`` with the
+    upper end 1; ``"two-sided"`` splits alpha over both ends (TeDA ``003`` App. C uses the
+    lower end of the two-sided interval).
+
+    Args:
+        successes: K, in [0, trials].
+        trials: T >= 1.
+        alpha: miss probability of the statement, in (0, 1).
+        side: which bounds to compute.
+    """
+    check_count("trials", trials, minimum=1)
+    check_count("successes", successes, maximum=trials)
+    check_alpha(alpha)
+    if side not in ("two-sided", "lower", "upper"):
+        raise ValueError(f"side must be 'two-sided', 'lower' or 'upper'; found {side!r}")
+    tail = alpha / 2 if side == "two-sided" else alpha
+    lower, upper = 0.0, 1.0
+    if side != "upper" and successes > 0:
+        lower = float(stats.beta.ppf(tail, successes, trials - successes + 1))
+    if side != "lower" and successes < trials:
+        upper = float(stats.beta.ppf(1 - tail, successes + 1, trials - successes))
+    return Interval(lower, upper)

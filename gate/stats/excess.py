@@ -1,0 +1,65 @@
+"""Phantom-adjusted excess disclosures (``001`` §4; METHODS §1)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from gate.stats._validate import check_alpha, check_probability
+from gate.stats.feature_match import exact_rate_lower_bound, feature_match_test
+
+
+class ExcessResult(NamedTuple):
+    """``excess = T - H p/(1-p)`` with one-sided confidence bounds, each at level alpha.
+
+    With ``D = T + H`` disclosures, ``excess = (T - p D)/(1 - p)``: 0 in expectation under
+    zero learning. If the records' true train rate is ``q``, the excess estimates
+    ``(q - p) D/(1 - p)``; the bounds map the exact bounds on ``q`` through that line, so
+    ``lower > 0`` exactly when the exact feature-match test rejects zero learning.
+    """
+
+    train: float
+    holdout: float
+    estimate: float
+    lower: float
+    upper: float
+    phantom_rate: float
+    alpha: float
+
+
+def phantom_excess(
+    *, counts: np.ndarray, is_train: np.ndarray, p: float = 0.5, alpha: float = 0.05
+) -> ExcessResult:
+    """Phantom-adjusted excess of train disclosures with its confidence bounds.
+
+    Args:
+        counts: c_i, disclosed rare features per record.
+        is_train: train flags.
+        p: membership probability, in (0, 1).
+        alpha: level of each one-sided bound, in (0, 1).
+
+    Returns:
+        T, H, the excess, its lower and upper bounds, and the phantom rate ``H / (T + H)``
+        (NaN when nothing is disclosed).
+    """
+    check_probability("p", p, open_low=True, open_high=True)
+    check_alpha(alpha)
+    test = feature_match_test(counts=counts, is_train=is_train, p=p, alpha=alpha)
+    t, h, d = test.statistic, test.holdout_statistic, test.c1
+    scale = d / (1.0 - p)
+    if d == 0:
+        return ExcessResult(0.0, 0.0, 0.0, 0.0, 0.0, float("nan"), alpha)
+    # Upper bound on q: the lower bound on the holdout rate 1 - q, from the holdout side.
+    c = np.asarray(counts, dtype=np.int64)
+    holdout_rate_lower = exact_rate_lower_bound(counts=c, statistic=h, alpha=alpha)
+    q_upper = 1.0 - holdout_rate_lower
+    return ExcessResult(
+        train=t,
+        holdout=h,
+        estimate=t - h * p / (1.0 - p),
+        lower=(test.p_lower_exact - p) * scale,
+        upper=(q_upper - p) * scale,
+        phantom_rate=h / d,
+        alpha=alpha,
+    )

@@ -1,0 +1,225 @@
+"""Feature-match test of the Phantoms paper (``001`` §5.1, Lemma 1, Thms 1-2, App. B-C).
+
+Records ``i`` of ``D = train ∪ holdout`` carry ``c_i`` rare features that the release
+discloses; ``S_i ~ Bern(p)`` marks train. The statistic is ``T = sum_i S_i c_i``.
+Under zero learning ``T ~ sum_i c_i Bern(p)`` given the ``c_i``; under ε-DP it is
+stochastically dominated by ``sum_i c_i Bern(q_ε)``, ``q_ε = p e^ε / (p e^ε + 1 - p)``.
+Hoeffding's inequality gives the paper's bounds; the exact tail of the weighted sum
+(:mod:`gate.stats.weighted_tail`) gives valid and tighter ones. Both are returned: the
+caller (the policy) decides which one gates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy import optimize, stats
+
+from gate.stats._validate import check_alpha, check_nonnegative, check_probability
+from gate.stats.weighted_tail import weight_multiplicities, weighted_bernoulli_sf
+
+
+class FeatureMatchResult(NamedTuple):
+    """The feature-match test and its confidence statements (all at level ``alpha``).
+
+    Attributes:
+        statistic: T, weighted train disclosures.
+        holdout_statistic: H = C1 - T, weighted holdout disclosures (phantoms).
+        c1: sum of c_i. c2: sum of c_i².
+        expected: p * C1, the mean of T under zero learning.
+        critical_value: Hoeffding critical value tau; reject zero learning if T > tau.
+        p_value / p_value_exact: p-values of zero learning (Hoeffding / exact tail).
+        p_lower / p_lower_exact: lower confidence bounds on the train rate (p̂).
+        epsilon_lower / epsilon_lower_exact: lower confidence bounds on ε (Thm 2).
+    """
+
+    statistic: float
+    holdout_statistic: float
+    c1: float
+    c2: float
+    p: float
+    alpha: float
+    expected: float
+    critical_value: float
+    p_value: float
+    p_lower: float
+    epsilon_lower: float
+    p_value_exact: float
+    p_lower_exact: float
+    epsilon_lower_exact: float
+
+    @property
+    def rejects_zero_learning(self) -> bool:
+        return self.p_value <= self.alpha
+
+    @property
+    def rejects_zero_learning_exact(self) -> bool:
+        return self.p_value_exact <= self.alpha
+
+
+def rate_from_epsilon(*, epsilon: float, p: float) -> float:
+    """``q_ε = p e^ε / (p e^ε + 1 - p)``: the largest train rate ε-DP allows (Thm 1)."""
+    check_nonnegative("epsilon", epsilon, allow_inf=True)
+    check_probability("p", p, open_low=True, open_high=True)
+    if math.isinf(epsilon):
+        return 1.0
+    return 1.0 / (1.0 + (1.0 - p) / p * math.exp(-epsilon))
+
+
+def epsilon_from_rate(*, rate: float, p: float) -> float:
+    """Inverse of :func:`rate_from_epsilon`: ``ln(r (1-p) / (p (1-r)))`` if ``r > p``, else 0
+    (Thm 2; with p = 1/2, ``ln(r / (1 - r))``)."""
+    check_probability("rate", rate)
+    check_probability("p", p, open_low=True, open_high=True)
+    if rate <= p:
+        return 0.0
+    if rate >= 1.0:
+        return math.inf
+    return math.log(rate * (1.0 - p) / (p * (1.0 - rate)))
+
+
+def hoeffding_margin(*, c2: float, alpha: float) -> float:
+    """``sqrt(C2 ln(1/alpha) / 2)``: Hoeffding's one-sided deviation at level alpha."""
+    check_nonnegative("c2", c2)
+    check_alpha(alpha)
+    return math.sqrt(c2 * math.log(1.0 / alpha) / 2.0)
+
+
+def dp_critical_value(*, c1: float, c2: float, epsilon: float, p: float, alpha: float) -> float:
+    """Critical value of the DP-bounded test: reject ε-DP if ``T > q_ε C1 + margin``."""
+    check_nonnegative("c1", c1)
+    q = rate_from_epsilon(epsilon=epsilon, p=p)
+    return q * c1 + hoeffding_margin(c2=c2, alpha=alpha)
+
+
+def _as_counts(counts: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    c = np.asarray(counts)
+    s = np.asarray(is_train)
+    if c.ndim != 1 or s.shape != c.shape:
+        raise ValueError(
+            f"counts and is_train must be 1-d arrays of one length; found shapes "
+            f"{c.shape} and {s.shape}"
+        )
+    if c.size and not np.issubdtype(c.dtype, np.integer):
+        if not np.all(np.equal(np.mod(c, 1), 0)):
+            raise ValueError("counts must be non-negative integers; found non-integer values")
+        c = c.astype(np.int64)
+    if c.size and c.min() < 0:
+        raise ValueError(f"counts must be non-negative integers; found {c.min()}")
+    if s.dtype != bool:
+        if not np.isin(s, (0, 1)).all():
+            raise ValueError("is_train must hold booleans (or 0/1)")
+        s = s.astype(bool)
+    return c.astype(np.int64), s
+
+
+def exact_tail(*, counts: np.ndarray, q: float, threshold: float) -> float:
+    """``P(sum_i c_i Bern(q) >= threshold)``, exact up to a bounded 1e-15 error."""
+    weights, mult = weight_multiplicities(np.asarray(counts))
+    return weighted_bernoulli_sf(weights=weights, multiplicities=mult, q=q, threshold=threshold)
+
+
+def exact_rate_lower_bound(
+    *, counts: np.ndarray, statistic: float, alpha: float, start: float = 0.0
+) -> float:
+    """Exact p̂: the infimum of the train rates q not rejected, ``P_q(S >= T) > alpha``.
+
+    The tail is increasing in q, so the set of non-rejected rates is an interval
+    ``(p̂, 1]``; p̂ is found by Brent's method on the log tail and returned from the
+    conservative side (a value whose tail is verified to be <= alpha).
+
+    Args:
+        counts: c_i, non-negative integers.
+        statistic: T.
+        alpha: level, in (0, 1).
+        start: a rate known to be rejected (e.g. Hoeffding's p̂), to shorten the search.
+    """
+    check_alpha(alpha)
+    weights, mult = weight_multiplicities(np.asarray(counts))
+    c1 = float((weights * mult).sum())
+    if statistic <= 0 or c1 == 0:
+        return 0.0
+    if weights.size == 1:  # one weight: a binomial, Clopper-Pearson in closed form
+        n, k = int(mult[0]), int(math.ceil(statistic / weights[0]))
+        return float(stats.beta.ppf(alpha, k, n - k + 1)) if k <= n else 1.0
+
+    def log_excess(q: float) -> float:
+        tail = weighted_bernoulli_sf(weights=weights, multiplicities=mult, q=q, threshold=statistic)
+        return math.log(max(tail, 1e-300)) - math.log(alpha)
+
+    lo = max(0.0, min(start, 1.0))
+    if log_excess(lo) > 0:
+        lo = 0.0  # the hint was not rejected; q = 0 always is when T > 0
+    hi = min(1.0, max(statistic / c1, lo))
+    while log_excess(hi) <= 0:  # P(S >= mean) is not always > alpha for tiny alpha
+        if hi >= 1.0:
+            return 1.0
+        hi = min(1.0, hi + 0.5 * (1.0 - hi) + 1e-6)
+    xtol = 1e-9
+    root = optimize.brentq(log_excess, lo, hi, xtol=xtol, rtol=1e-12)
+    candidate = max(lo, root - 2 * xtol)
+    return candidate if log_excess(candidate) <= 0 else lo
+
+
+def feature_match_test(
+    *, counts: np.ndarray, is_train: np.ndarray, p: float = 0.5, alpha: float = 0.05,
+    exact: bool = True,
+) -> FeatureMatchResult:
+    """Feature-match test of zero learning and the ε lower bounds (``001`` §5.1, Thm 2).
+
+    Args:
+        counts: c_i, disclosed rare features per record of D.
+        is_train: S_i, True for train records.
+        p: membership probability, in (0, 1).
+        alpha: level of every statement, in (0, 1).
+        exact: also compute the exact-tail p-value, p̂ and ε̂ (else they are NaN).
+
+    Returns:
+        Hoeffding: ``tau = p C1 + sqrt(C2 ln(1/alpha)/2)``, p-value
+        ``exp(-2 max(0, T - p C1)^2 / C2)``, ``p̂ = (T - sqrt(C2 ln(1/alpha)/2)) / C1``
+        (floored at 0), ``ε̂ = ln(p̂ (1-p) / (p (1-p̂)))`` if ``p̂ > p`` else 0; and the same
+        from the exact tail of ``sum_i c_i Bern(q)``.
+    """
+    check_probability("p", p, open_low=True, open_high=True)
+    check_alpha(alpha)
+    c, s = _as_counts(counts, is_train)
+    t = float(c[s].sum())
+    c1 = float(c.sum())
+    c2 = float((c.astype(np.float64) ** 2).sum())
+    expected = p * c1
+    margin = hoeffding_margin(c2=c2, alpha=alpha)
+    if c1 == 0:
+        p_value, p_lower = 1.0, 0.0
+    else:
+        p_value = math.exp(-2.0 * max(0.0, t - expected) ** 2 / c2) if t > expected else 1.0
+        p_lower = min(1.0, max(0.0, (t - margin) / c1))
+    epsilon = epsilon_from_rate(rate=p_lower, p=p)
+
+    if not exact:
+        p_value_x = p_lower_x = epsilon_x = math.nan
+    elif c1 == 0:
+        p_value_x, p_lower_x, epsilon_x = 1.0, 0.0, 0.0
+    else:
+        p_value_x = exact_tail(counts=c, q=p, threshold=t)
+        p_lower_x = max(
+            p_lower, exact_rate_lower_bound(counts=c, statistic=t, alpha=alpha, start=p_lower)
+        )
+        epsilon_x = epsilon_from_rate(rate=p_lower_x, p=p)
+    return FeatureMatchResult(
+        statistic=t,
+        holdout_statistic=c1 - t,
+        c1=c1,
+        c2=c2,
+        p=p,
+        alpha=alpha,
+        expected=expected,
+        critical_value=expected + margin,
+        p_value=p_value,
+        p_lower=p_lower,
+        epsilon_lower=epsilon,
+        p_value_exact=p_value_x,
+        p_lower_exact=p_lower_x,
+        epsilon_lower_exact=epsilon_x,
+    )

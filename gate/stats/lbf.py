@@ -1,0 +1,149 @@
+"""Log Bayes factors and the (ε, δ) profile from frequency statistics.
+
+Stomakhin (``000``) §3.2-3.7, Thms 5-6; METHODS §5. For two adjacent datasets X and Y
+and a mechanism whose outputs ``o`` have relative frequencies ``f_X(o)``, ``f_Y(o)``:
+``LBF_XY(o) = ln(f_X(o)/f_Y(o))`` and, for ε >= 0, the minimal δ is
+
+    δ(ε) = max( Σ_{o: LBF_XY(o) > ε} f_X(o),  Σ_{o: LBF_YX(o) > ε} f_Y(o) )   (Thm 5).
+
+The δ floor ``δ(∞)`` is the mass of outputs possible under one dataset only. For k
+independent observations LBFs add (basic composition); this module reports one output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from gate.stats._validate import check_count, check_nonnegative, check_probability
+
+
+class LbfProfile(NamedTuple):
+    """Sorted finite LBFs of each side with the mass above each, and the δ floor.
+
+    ``lbf_xy`` ascending with ``mass_xy[j] = Σ f_X over finite LBF_XY > lbf_xy[j]`` (plus
+    nothing else): see :func:`delta_at_epsilon` for how the floor is added.
+    """
+
+    lbf_xy: np.ndarray
+    weight_xy: np.ndarray
+    lbf_yx: np.ndarray
+    weight_yx: np.ndarray
+    floor_x: float  # f_X mass where f_Y = 0
+    floor_y: float  # f_Y mass where f_X = 0
+
+    @property
+    def delta_floor(self) -> float:
+        return max(self.floor_x, self.floor_y)
+
+
+def _frequencies(counts: np.ndarray, name: str) -> np.ndarray:
+    c = np.asarray(counts, dtype=np.float64)
+    if c.ndim != 1:
+        raise ValueError(f"{name} must be a 1-d array; found shape {c.shape}")
+    if c.size and (np.isnan(c).any() or c.min() < 0):
+        raise ValueError(f"{name} must be non-negative numbers; found min {np.nanmin(c)!r}")
+    total = c.sum()
+    if total <= 0:
+        raise ValueError(f"{name} must have positive total mass; found {total!r}")
+    return c / total
+
+
+def lbf_profile(*, counts_x: np.ndarray, counts_y: np.ndarray) -> LbfProfile:
+    """Build the (ε, δ) profile from counts of the same outputs under X and Y.
+
+    Args:
+        counts_x: counts (or frequencies) of each output under X.
+        counts_y: the same outputs under Y (aligned with ``counts_x``).
+    """
+    fx = _frequencies(counts_x, "counts_x")
+    fy = _frequencies(counts_y, "counts_y")
+    if fx.shape != fy.shape:
+        raise ValueError(f"counts_x and counts_y must align; found shapes {fx.shape}, {fy.shape}")
+    both = (fx > 0) & (fy > 0)
+    with np.errstate(divide="ignore"):
+        lbf = np.log(fx[both]) - np.log(fy[both])
+    order = np.argsort(lbf)
+    return LbfProfile(
+        lbf_xy=lbf[order],
+        weight_xy=fx[both][order],
+        lbf_yx=-lbf[order][::-1],
+        weight_yx=fy[both][order][::-1],
+        floor_x=float(fx[(fx > 0) & (fy == 0)].sum()),
+        floor_y=float(fy[(fy > 0) & (fx == 0)].sum()),
+    )
+
+
+# LBFs within this relative distance of ε count as equal to it (not "> ε"), so that
+# ln(0.1/0.09) and ln(10/9) are one value despite rounding.
+_TIE = 1e-12
+
+
+def _mass_above(lbf: np.ndarray, weight: np.ndarray, epsilon: np.ndarray) -> np.ndarray:
+    tail = np.r_[np.cumsum(weight[::-1])[::-1], 0.0]  # tail[j] = Σ weight[j:]
+    cut = epsilon + _TIE * np.maximum(1.0, np.abs(epsilon))
+    return tail[np.searchsorted(lbf, cut, side="right")]
+
+
+def delta_at_epsilon(profile: LbfProfile, *, epsilon: float | np.ndarray) -> float | np.ndarray:
+    """Minimal δ for target ε (Thm 5); vectorised over ε."""
+    eps = np.asarray(epsilon, dtype=np.float64)
+    if np.isnan(eps).any() or (eps < 0).any():
+        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    dx = profile.floor_x + _mass_above(profile.lbf_xy, profile.weight_xy, eps)
+    dy = profile.floor_y + _mass_above(profile.lbf_yx, profile.weight_yx, eps)
+    delta = np.minimum(1.0, np.maximum(dx, dy))
+    return float(delta) if delta.ndim == 0 else delta
+
+
+def epsilon_at_delta(profile: LbfProfile, *, delta: float) -> float:
+    """``ε(δ) = inf{ε >= 0 : δ(ε) <= δ}``; ∞ when δ is below the δ floor."""
+    check_probability("delta", delta)
+    if delta < profile.delta_floor:
+        return math.inf
+    candidates = np.unique(np.r_[0.0, profile.lbf_xy[profile.lbf_xy > 0], profile.lbf_yx[profile.lbf_yx > 0]])
+    deltas = delta_at_epsilon(profile, epsilon=candidates)
+    ok = np.nonzero(np.asarray(deltas) <= delta + 1e-15)[0]
+    return float(candidates[ok[0]])
+
+
+class EpsilonDeltaCurve(NamedTuple):
+    epsilon: np.ndarray
+    delta: np.ndarray
+
+
+def epsilon_delta_curve(profile: LbfProfile) -> EpsilonDeltaCurve:
+    """The whole curve: δ at ε = 0 and at every positive LBF breakpoint (one sort, one sweep).
+
+    δ(ε) is a non-increasing right-continuous step function; between consecutive
+    breakpoints it is constant.
+    """
+    eps = np.unique(np.r_[0.0, profile.lbf_xy[profile.lbf_xy > 0], profile.lbf_yx[profile.lbf_yx > 0]])
+    return EpsilonDeltaCurve(epsilon=eps, delta=np.asarray(delta_at_epsilon(profile, epsilon=eps)))
+
+
+def attack_profile(*, positive_rate_x: float, positive_rate_y: float) -> LbfProfile:
+    """Profile of a binary attack function's output under X and Y (``000`` Def. 8)."""
+    a = check_probability("positive_rate_x", positive_rate_x)
+    b = check_probability("positive_rate_y", positive_rate_y)
+    return lbf_profile(counts_x=np.array([a, 1 - a]), counts_y=np.array([b, 1 - b]))
+
+
+def censor(
+    *, counts_x: np.ndarray, counts_y: np.ndarray, threshold: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merge every output whose count under X and under Y is at most ``threshold`` into one
+    censoring token (``000`` §3.7); the curve moves left."""
+    check_count("threshold", threshold)
+    cx = np.asarray(counts_x, dtype=np.float64)
+    cy = np.asarray(counts_y, dtype=np.float64)
+    rare = (cx <= threshold) & (cy <= threshold)
+    if not rare.any():
+        return cx, cy
+    return np.r_[cx[~rare], cx[rare].sum()], np.r_[cy[~rare], cy[rare].sum()]
+
+
+def check_target_epsilon(epsilon: float) -> float:
+    return check_nonnegative("epsilon", epsilon)

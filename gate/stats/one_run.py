@@ -1,0 +1,230 @@
+"""ε lower bounds from membership guesses with abstention, in one run.
+
+Steinke, Nasr, Jagielski (2023), "Privacy auditing with one (1) training run",
+Prop. 5.1 and App. D; METHODS §3. Members are drawn independently with probability p;
+an auditor guesses "train" for its ``k₊`` highest scores and "holdout" for its ``k₋``
+lowest and abstains otherwise. Under ε-DP the number of correct guesses ``v`` is dominated
+by ``Bin(k₊, q₊) + Bin(k₋, q₋)`` with ``q₊ = p e^ε/(p e^ε + 1 - p)`` and
+``q₋ = (1-p) e^ε/((1-p) e^ε + p)`` (one binomial ``Bin(r, 1/(1+e^-ε))`` when p = 1/2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, NamedTuple
+
+import numpy as np
+from scipy import signal, stats
+
+from gate.stats._validate import check_alpha, check_count, check_probability
+
+DEFAULT_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+
+
+def _sum_of_binomials_sf(k_plus: int, q_plus: float, k_minus: int, q_minus: float, v: int) -> float:
+    if k_minus == 0 or math.isclose(q_plus, q_minus):
+        return float(stats.binom.sf(v - 1, k_plus + k_minus, q_plus))
+    if k_plus == 0:
+        return float(stats.binom.sf(v - 1, k_minus, q_minus))
+    a = stats.binom.pmf(np.arange(k_plus + 1), k_plus, q_plus)
+    b = stats.binom.pmf(np.arange(k_minus + 1), k_minus, q_minus)
+    pmf = signal.fftconvolve(a, b) if min(a.size, b.size) > 256 else np.convolve(a, b)
+    return float(min(1.0, max(0.0, pmf[v:].sum())))
+
+
+def one_run_p_value(
+    *,
+    epsilon: float,
+    k_plus: int,
+    k_minus: int,
+    correct: int,
+    p: float = 0.5,
+    delta: float = 0.0,
+    scored: int | None = None,
+) -> float:
+    """p-value of the hypothesis "the mechanism is (ε, δ)-DP" given ``correct`` of
+    ``k₊ + k₋`` guesses (Prop. 5.1; the δ term of App. D for p = 1/2).
+
+    ``β(ε) = P[Bin(r, q) >= v] + 2 m δ max_{i=1..v} P[v - i <= Bin(r, q) < v] / i``
+    with ``m`` = ``scored`` records.
+    """
+    check_count("k_plus", k_plus)
+    check_count("k_minus", k_minus)
+    r = k_plus + k_minus
+    check_count("correct", correct, maximum=r)
+    check_probability("p", p, open_low=True, open_high=True)
+    check_probability("delta", delta, open_high=True)
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    if delta > 0 and not math.isclose(p, 0.5):
+        raise ValueError(f"delta > 0 is supported for p = 0.5 only; found p = {p!r}")
+    if correct == 0:
+        return 1.0
+    e = math.exp(-epsilon) if math.isfinite(epsilon) else 0.0
+    q_plus = 1.0 / (1.0 + (1.0 - p) / p * e)
+    q_minus = 1.0 / (1.0 + p / (1.0 - p) * e)
+    value = _sum_of_binomials_sf(k_plus, q_plus, k_minus, q_minus, correct)
+    if delta > 0:
+        m = r if scored is None else check_count("scored", scored, minimum=r)
+        i = np.arange(1, correct + 1)
+        cdf = stats.binom.cdf(np.arange(-1, correct), r, q_plus)  # cdf[j+1] = P[B <= j]
+        window = cdf[correct] - cdf[correct - i]  # P[v - i <= B < v] = cdf(v-1) - cdf(v-i-1)
+        value += 2.0 * m * delta * float(np.max(window / i))
+    return min(1.0, value)
+
+
+def one_run_epsilon(
+    *,
+    k_plus: int,
+    k_minus: int,
+    correct: int,
+    alpha: float,
+    p: float = 0.5,
+    delta: float = 0.0,
+    scored: int | None = None,
+    tolerance: float = 1e-6,
+) -> float:
+    """Smallest ε whose p-value is >= alpha: bracket, bisect, return the conservative end.
+
+    The returned ε has p-value < alpha (every ε below it is rejected at level alpha), so it
+    is a valid lower confidence bound; 0 when ε = 0 is not rejected.
+    """
+    check_alpha(alpha)
+
+    def rejected(eps: float) -> bool:
+        return (
+            one_run_p_value(
+                epsilon=eps, k_plus=k_plus, k_minus=k_minus, correct=correct, p=p,
+                delta=delta, scored=scored,
+            )
+            < alpha
+        )
+
+    if not rejected(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while rejected(hi):
+        lo, hi = hi, 2 * hi
+        if hi > 1e4:
+            return math.inf
+    while hi - lo > tolerance:
+        mid = 0.5 * (lo + hi)
+        if rejected(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class GuessOutcome(NamedTuple):
+    k_plus: int
+    k_minus: int
+    correct: int
+
+
+def guess_outcome(
+    *, order: np.ndarray, is_train: np.ndarray, k_plus: int, k_minus: int
+) -> GuessOutcome:
+    """Correct guesses when the top ``k₊`` of ``order`` (descending score) are called train
+    and the bottom ``k₋`` holdout."""
+    n = order.size
+    if k_plus + k_minus > n:
+        raise ValueError(f"k_plus + k_minus must be <= {n} scored records; found {k_plus + k_minus}")
+    top = is_train[order[:k_plus]].sum()
+    bottom = (~is_train[order[n - k_minus :]]).sum() if k_minus else 0
+    return GuessOutcome(k_plus, k_minus, int(top + bottom))
+
+
+def descending_order(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Indices by descending score with ties broken at random (never by input order,
+    which may correlate with membership)."""
+    perm = rng.permutation(scores.size)
+    return perm[np.argsort(-scores[perm], kind="stable")]
+
+
+class OneRunResult(NamedTuple):
+    epsilon_lower: float
+    k_plus: int
+    k_minus: int
+    correct: int
+    evaluated: int
+    selection: str
+    alpha: float
+
+
+def _grid(n: int, fractions: tuple[float, ...]) -> list[tuple[int, int]]:
+    sizes = sorted({max(1, int(round(f * n))) for f in fractions if f * n >= 1})
+    pairs = [(k, 0) for k in sizes] + [(k, k) for k in sizes if 2 * k <= n]
+    return pairs
+
+
+def one_run_epsilon_from_scores(
+    *,
+    scores: np.ndarray,
+    is_train: np.ndarray,
+    rng: np.random.Generator,
+    alpha: float = 0.05,
+    p: float = 0.5,
+    delta: float = 0.0,
+    selection: Literal["split_half", "bonferroni"] = "split_half",
+    fractions: tuple[float, ...] = DEFAULT_GRID,
+) -> OneRunResult:
+    """One-run ε lower bound from membership scores, with thresholds chosen validly.
+
+    ``split_half``: a random half picks the guess counts (as fractions of its size) that
+    give the largest bound there; the bound is computed on the other half. ``bonferroni``:
+    every grid point is evaluated at ``alpha / |grid|`` and the largest bound is kept.
+    Never an uncorrected maximum over the grid (METHODS §3).
+
+    Args:
+        scores: higher = more likely train.
+        is_train: true membership.
+        rng: randomness for tie-breaking and the split.
+        alpha: level, in (0, 1).
+        p: membership probability.
+        delta: δ of the (ε, δ) hypothesis (p = 1/2 only).
+        selection: "split_half" or "bonferroni".
+        fractions: guess counts as fractions of the scored records.
+    """
+    check_alpha(alpha)
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(is_train, dtype=bool)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise ValueError(f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}")
+    if selection not in ("split_half", "bonferroni"):
+        raise ValueError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
+
+    def best(idx: np.ndarray, level: float) -> tuple[float, GuessOutcome]:
+        order = idx[descending_order(s[idx], rng)]
+        outcomes = [
+            guess_outcome(order=order, is_train=y, k_plus=a, k_minus=b)
+            for a, b in _grid(idx.size, fractions)
+        ]
+        bounds = [
+            one_run_epsilon(k_plus=o.k_plus, k_minus=o.k_minus, correct=o.correct, alpha=level,
+                            p=p, delta=delta, scored=idx.size)
+            for o in outcomes
+        ]
+        if not outcomes:
+            return 0.0, GuessOutcome(0, 0, 0)
+        i = int(np.argmax(bounds))
+        return bounds[i], outcomes[i]
+
+    if selection == "bonferroni":
+        level = alpha / max(1, len(_grid(s.size, fractions)))
+        eps, o = best(np.arange(s.size), level)
+        return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, s.size, selection, alpha)
+
+    perm = rng.permutation(s.size)
+    choose, evaluate = perm[: s.size // 2], perm[s.size // 2 :]
+    _, chosen = best(choose, alpha)
+    if chosen.k_plus + chosen.k_minus == 0 or choose.size == 0:
+        return OneRunResult(0.0, 0, 0, 0, evaluate.size, selection, alpha)
+    scale = evaluate.size / choose.size
+    k_plus = min(evaluate.size, max(1, int(round(chosen.k_plus * scale))))
+    k_minus = min(evaluate.size - k_plus, int(round(chosen.k_minus * scale)))
+    order = evaluate[descending_order(s[evaluate], rng)]
+    o = guess_outcome(order=order, is_train=y, k_plus=k_plus, k_minus=k_minus)
+    eps = one_run_epsilon(k_plus=o.k_plus, k_minus=o.k_minus, correct=o.correct, alpha=alpha,
+                          p=p, delta=delta, scored=evaluate.size)
+    return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, evaluate.size, selection, alpha)

@@ -1,0 +1,157 @@
+"""Re-identification privacy (RIP, paper ``004``; METHODS §4).
+
+η-RIP (Def. 1, k = n/2): no adversary identifies membership with accuracy above 1/2 + η.
+Pure functions: the η↔ε conversions (Thm 4), the empirical η̂ from a membership classifier,
+and the noise of Corollary 8 and Algorithm 1 (the caller passes the Generator).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from gate.stats._validate import check_alpha, check_count, check_nonnegative
+from gate.stats.binomial import clopper_pearson
+
+COR8_CONSTANT = 6.16  # Corollary 8 (numerically optimised Thm 7 with M = 2)
+ALG1_CONSTANT = 7.5  # Algorithm 1 / Theorem 7
+
+
+def _check_eta(eta: float, *, open_low: bool = False) -> float:
+    ok = isinstance(eta, int | float | np.floating) and not math.isnan(eta)
+    ok = ok and (eta > 0 if open_low else eta >= 0) and eta < 0.5
+    if not ok:
+        low = "(" if open_low else "["
+        raise ValueError(f"eta must be in {low}0, 0.5); found {eta!r}")
+    return float(eta)
+
+
+def eta_from_epsilon(*, epsilon: float) -> float:
+    """ε-DP implies η-RIP with ``η = 1/(1 + e^-ε) - 1/2``, tight (Thm 4)."""
+    check_nonnegative("epsilon", epsilon, allow_inf=True)
+    if math.isinf(epsilon):
+        return 0.5
+    return 1.0 / (1.0 + math.exp(-epsilon)) - 0.5
+
+
+def epsilon_from_eta(*, eta: float) -> float:
+    """Inverse of :func:`eta_from_epsilon`: ``ε = ln((1/2 + η)/(1/2 - η))``."""
+    _check_eta(eta)
+    return math.log((0.5 + eta) / (0.5 - eta))
+
+
+class RipEstimate(NamedTuple):
+    """η̂ = accuracy - 1/2 on a balanced evaluation sample, with the one-sided lower
+    Clopper-Pearson bound on accuracy (minus 1/2, floored at 0)."""
+
+    eta: float
+    eta_lower: float
+    correct: int
+    trials: int
+    alpha: float
+
+
+def rip_eta_estimate(*, correct: int, trials: int, alpha: float = 0.05) -> RipEstimate:
+    """Empirical η from a membership classifier's correct guesses on a balanced sample."""
+    check_count("trials", trials, minimum=1)
+    check_count("correct", correct, maximum=trials)
+    check_alpha(alpha)
+    lower = clopper_pearson(successes=correct, trials=trials, alpha=alpha, side="lower").lower
+    return RipEstimate(
+        eta=correct / trials - 0.5,
+        eta_lower=max(0.0, lower - 0.5),
+        correct=correct,
+        trials=trials,
+        alpha=alpha,
+    )
+
+
+def rip_eta_from_scores(
+    *, scores: np.ndarray, is_train: np.ndarray, rng: np.random.Generator, alpha: float = 0.05
+) -> RipEstimate:
+    """η̂ of the best threshold classifier on the scores, chosen without spending alpha.
+
+    A balanced sample (equal train and holdout counts, drawn at random) is split in half:
+    the threshold that maximises accuracy on one half is applied to the other, whose
+    accuracy gives η̂ and its bound.
+    """
+    check_alpha(alpha)
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(is_train, dtype=bool)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise ValueError(f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}")
+    train_idx, hold_idx = np.nonzero(y)[0], np.nonzero(~y)[0]
+    m = min(train_idx.size, hold_idx.size)
+    if m < 2:
+        raise ValueError(f"need at least 2 train and 2 holdout records; found {train_idx.size}, {hold_idx.size}")
+    train_idx = rng.choice(train_idx, size=m, replace=False)
+    hold_idx = rng.choice(hold_idx, size=m, replace=False)
+    half = m // 2
+    choose = np.r_[train_idx[:half], hold_idx[:half]]
+    evaluate = np.r_[train_idx[half:], hold_idx[half:]]
+    threshold = _best_threshold(s[choose], y[choose])
+    predicted = s[evaluate] > threshold
+    correct = int((predicted == y[evaluate]).sum())
+    return rip_eta_estimate(correct=correct, trials=evaluate.size, alpha=alpha)
+
+
+def _best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Threshold ``t`` maximising accuracy of ``score > t``."""
+    order = np.argsort(scores, kind="stable")
+    s, y = scores[order], labels[order]
+    cuts = np.r_[np.nonzero(np.diff(s))[0], s.size - 1]  # last index of each distinct value
+    # accuracy of "score > s[j]" = holdout at or below + train above
+    hold_below = np.cumsum(~y)[cuts]
+    train_above = y.sum() - np.cumsum(y)[cuts]
+    correct = hold_below + train_above
+    best = int(np.argmax(np.r_[y.sum(), correct]))  # index 0: threshold below every score
+    return -np.inf if best == 0 else float(s[cuts[best - 1]])
+
+
+def cor8_noise(
+    *, sigma: np.ndarray, eta: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Noise ``X = r U`` of Corollary 8 for η-RIP.
+
+    ``σ_i² >= Var(θ_i)`` over random half-subsets; ``Y_i ~ N(0, σ_i²)``,
+    ``U = Y/‖Y‖_{σ,2}`` with ``‖x‖_{σ,2} = sqrt(Σ x_i²/(d σ_i²))``, and
+    ``r ~ Laplace(scale (6.16/η)²)``. Returns X; release ``θ + X``.
+    """
+    _check_eta(eta, open_low=True)
+    sd = np.asarray(sigma, dtype=np.float64)
+    if sd.ndim != 1 or sd.size == 0 or (sd <= 0).any() or not np.isfinite(sd).all():
+        raise ValueError("sigma must be a non-empty 1-d array of positive finite numbers")
+    y = rng.normal(0.0, sd)
+    norm = math.sqrt(float(np.sum(y**2 / (sd.size * sd**2))))
+    r = rng.laplace(0.0, cor8_scale(eta=eta))
+    return r * y / norm
+
+
+def cor8_scale(*, eta: float) -> float:
+    """Laplace scale ``(6.16/η)²`` of Corollary 8 (in ‖·‖_{σ,2} units)."""
+    _check_eta(eta, open_low=True)
+    return (COR8_CONSTANT / eta) ** 2
+
+
+def replica_sigma(replicas: np.ndarray) -> float:
+    """Algorithm 1's ``σ² = Σ_b ‖θ^(b) - θ̄‖² / (B - 1)``, returned as σ."""
+    theta = np.asarray(replicas, dtype=np.float64)
+    if theta.ndim != 2 or theta.shape[0] < 2:
+        raise ValueError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
+    centred = theta - theta.mean(axis=0)
+    return math.sqrt(float((centred**2).sum()) / (theta.shape[0] - 1))
+
+
+def isotropic_noise(
+    *, dimension: int, sigma: float, eta: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Noise of Algorithm 1: ``r ~ Laplace((7.5/η)² σ)`` times ``U`` uniform on the sphere."""
+    check_count("dimension", dimension, minimum=1)
+    check_nonnegative("sigma", sigma)
+    _check_eta(eta, open_low=True)
+    u = rng.normal(size=dimension)
+    u /= np.linalg.norm(u)
+    r = rng.laplace(0.0, (ALG1_CONSTANT / eta) ** 2 * sigma)
+    return r * u

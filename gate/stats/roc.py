@@ -1,0 +1,109 @@
+"""ROC analysis of membership scores (``001`` §5.2, Thm 3; METHODS §3)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+
+class RocCurve(NamedTuple):
+    """ROC points at every distinct threshold, from (0, 0) to (1, 1)."""
+
+    fpr: np.ndarray
+    tpr: np.ndarray
+    thresholds: np.ndarray
+
+
+class RocResult(NamedTuple):
+    auc: float
+    p_value: float  # one-sided Mann-Whitney: train scores stochastically larger
+    n_train: int
+    n_holdout: int
+    curve: RocCurve
+
+
+def _split(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(is_train)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise ValueError(f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}")
+    if np.isnan(s).any():
+        raise ValueError("scores must not contain NaN")
+    y = y.astype(bool)
+    if y.all() or not y.any():
+        raise ValueError(
+            f"need both train and holdout records; found {int(y.sum())} train, "
+            f"{int((~y).sum())} holdout"
+        )
+    return s, y
+
+
+def roc_curve(*, scores: np.ndarray, is_train: np.ndarray) -> RocCurve:
+    """ROC points, one per distinct score (ties move both rates at once)."""
+    s, y = _split(scores, is_train)
+    order = np.argsort(-s, kind="stable")
+    s_sorted, y_sorted = s[order], y[order]
+    last_of_group = np.r_[np.diff(s_sorted) != 0, True]
+    tp = np.cumsum(y_sorted)[last_of_group]
+    fp = np.cumsum(~y_sorted)[last_of_group]
+    tpr = np.r_[0.0, tp / y.sum()]
+    fpr = np.r_[0.0, fp / (~y).sum()]
+    thresholds = np.r_[np.inf, s_sorted[last_of_group]]
+    return RocCurve(fpr=fpr, tpr=tpr, thresholds=thresholds)
+
+
+def roc_auc(*, scores: np.ndarray, is_train: np.ndarray) -> RocResult:
+    """AUC = U / (n_train n_holdout) with ties counted 1/2, and the one-sided Mann-Whitney
+    p-value of "train scores are not larger" (asymptotic with tie correction for large
+    samples, exact for small ones without ties)."""
+    s, y = _split(scores, is_train)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    ranks = stats.rankdata(s)
+    u = float(ranks[y].sum() - n1 * (n1 + 1) / 2.0)
+    test = stats.mannwhitneyu(s[y], s[~y], alternative="greater", method="auto")
+    return RocResult(
+        auc=u / (n1 * n0),
+        p_value=float(test.pvalue),
+        n_train=n1,
+        n_holdout=n0,
+        curve=roc_curve(scores=s, is_train=y),
+    )
+
+
+def tpr_at_fpr(curve: RocCurve, *, fpr: float) -> float:
+    """Largest TPR among thresholds whose FPR is at most ``fpr`` (no interpolation)."""
+    if not 0 <= fpr <= 1:
+        raise ValueError(f"fpr must be in [0, 1]; found {fpr!r}")
+    ok = curve.fpr <= fpr + 1e-12
+    return float(curve.tpr[ok].max())
+
+
+class TwoSampleResult(NamedTuple):
+    """Train vs holdout nearest-synthetic similarity: AUC (probability that a train value
+    exceeds a holdout one), one-sided Mann-Whitney p-value, and the difference of medians."""
+
+    auc: float
+    p_value: float
+    median_difference: float
+    n_train: int
+    n_holdout: int
+
+
+def similarity_two_sample(
+    *, train_similarity: np.ndarray, holdout_similarity: np.ndarray
+) -> TwoSampleResult:
+    """Are train records closer to the release than holdout records? (METHODS §3)."""
+    a = np.asarray(train_similarity, dtype=np.float64)
+    b = np.asarray(holdout_similarity, dtype=np.float64)
+    if a.size == 0 or b.size == 0:
+        raise ValueError(f"both samples must be non-empty; found sizes {a.size} and {b.size}")
+    result = roc_auc(scores=np.r_[a, b], is_train=np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)])
+    return TwoSampleResult(
+        auc=result.auc,
+        p_value=result.p_value,
+        median_difference=float(np.median(a) - np.median(b)),
+        n_train=a.size,
+        n_holdout=b.size,
+    )
