@@ -74,7 +74,8 @@ def _check(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=progress,
     )
-    print_summary(outcome.result, Console(), report_path=str(outcome.report_path))
+    console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
+    print_summary(outcome.result, console, report_path=str(outcome.report_path))
     return outcome.result.exit_code
 
 

@@ -12,7 +12,9 @@ from gate.errors import AuditError
 _AUDITS: dict[str, type[Audit]] = {}
 
 # Audits that ship with gate: name -> module that registers it.
-BUILTIN_AUDITS: dict[str, str] = {}
+BUILTIN_AUDITS: dict[str, str] = {
+    "disclosure": "gate.audits.disclosure",
+}
 
 
 def register_audit(name: str) -> Callable[[type[Audit]], type[Audit]]:

@@ -120,9 +120,8 @@ def _require_text(table: RawTable) -> pd.Series:
     if not_str.any():
         line = _first_line(frame, not_str)
         found = text[not_str].iloc[0]
-        raise BundleError(
-            f"{table.path}: line {line}: 'text' must be a string; found {found!r}"
-        )
+        shown = "null" if found is None or (isinstance(found, float) and found != found) else repr(found)
+        raise BundleError(f"{table.path}: line {line}: 'text' must be a string; found {shown}")
     return text.astype(str)
 
 
@@ -250,6 +249,8 @@ def load_bundle(
             )
         tables["train"] = read_table(train)
         tables["holdout"] = read_table(holdout)
+        if split_manifest is not None:
+            _verify_manifest(split_manifest, tables, Path(manifest), membership.p)  # type: ignore[arg-type]
         frame = pd.concat(
             [
                 _source_frame(tables["train"], "train", id_prefix="train:"),
@@ -273,9 +274,6 @@ def load_bundle(
         else:
             rows = frame if name == "source" else frame[frame["split"] == name]
             fingerprints[name] = _fingerprint(table, int(rows["user_id"].nunique()), len(rows))
-
-    if split_manifest is not None:
-        _verify_manifest(split_manifest, tables, Path(manifest), membership.p)  # type: ignore[arg-type]
 
     train_users = int(frame.loc[is_train, "user_id"].nunique())
     total_users = int(frame["user_id"].nunique())

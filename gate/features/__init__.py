@@ -1,0 +1,1 @@
+"""Disclosure classes: features of records and their rarity (METHODS §1)."""

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+MINIMAL_POLICY = """\
+version: 1
+name: test
+audits:
+  disclosure:
+    features:
+      - class: ngram
+        n_min: 3
+        n_max: 4
+    thresholds:
+      max_epsilon: 0.5
+"""
+
+
+def write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def write_policy(path: Path, text: str = MINIMAL_POLICY) -> Path:
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def unique_text(i: int, words: int = 12) -> str:
+    """A sentence whose tokens are unique to record ``i``: every n-gram is rare."""
+    return " ".join(f"w{i}x{j}" for j in range(words))
+
+
+@pytest.fixture
+def bundle_files(tmp_path: Path) -> dict[str, Path]:
+    """20 train and 20 holdout users with one record each; a release that copies train."""
+    train = write_jsonl(
+        tmp_path / "train.jsonl",
+        [{"record_id": f"t{i}", "user_id": f"ut{i}", "text": unique_text(i)} for i in range(20)],
+    )
+    holdout = write_jsonl(
+        tmp_path / "holdout.jsonl",
+        [
+            {"record_id": f"h{i}", "user_id": f"uh{i}", "text": unique_text(100 + i)}
+            for i in range(20)
+        ],
+    )
+    synthetic = write_jsonl(
+        tmp_path / "synthetic.jsonl",
+        [{"record_id": f"s{i}", "text": unique_text(i)} for i in range(10)],
+    )
+    policy = write_policy(tmp_path / "policy.yaml")
+    return {"train": train, "holdout": holdout, "synthetic": synthetic, "policy": policy}

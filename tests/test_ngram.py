@@ -1,0 +1,124 @@
+"""Vectorised n-gram hashing, rarity and disclosure against a plain Python reference."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import gate.features.ngram as ngram_module
+from gate.features.ngram import ngram_disclosures, ngram_index
+from gate.features.tokenize import split_corpus, tokenize
+
+
+def corpora(source: list[str], synthetic: list[str], **kwargs):
+    corpus = tokenize(source + synthetic, **kwargs)
+    return split_corpus(corpus, len(source))
+
+
+def reference(source: list[str], synthetic: list[str], users: list[int], n_min: int, n_max: int, k: int):
+    """Dictionary-based reference: c_i, rare feature count, disclosed feature count."""
+    holders: dict[tuple, set] = defaultdict(set)
+    grams_of = []
+    for text, user in zip(source, users, strict=True):
+        tokens = text.split()
+        grams = {tuple(tokens[i : i + n]) for n in range(n_min, n_max + 1) for i in range(len(tokens) - n + 1)}
+        grams_of.append(grams)
+        for g in grams:
+            holders[g].add(user)
+    in_synthetic = set()
+    for text in synthetic:
+        tokens = text.split()
+        in_synthetic |= {tuple(tokens[i : i + n]) for n in range(n_min, n_max + 1) for i in range(len(tokens) - n + 1)}
+    rare = {g for g, us in holders.items() if len(us) <= k}
+    counts = [len(grams & rare & in_synthetic) for grams in grams_of]
+    return counts, len(rare), len(rare & in_synthetic)
+
+
+def test_hand_case() -> None:
+    """doc0 'a b c d e f', doc1 'x y z a b c', doc2 'q r s t'; release 'b c d e', 'y z a',
+    's t'. n = 2..3, k = 1: 'a b', 'b c', 'a b c' are shared (not rare): 17 rare n-grams;
+    disclosed: cd de bcd cde | yz za yza | st."""
+    src, syn = corpora(["a b c d e f", "x y z a b c", "q r s t"], ["b c d e", "y z a", "s t"])
+    found = ngram_disclosures(src, syn, users=np.array([0, 1, 2]), n_min=2, n_max=3, max_users=1)
+    assert found.rare_features == 17
+    assert found.disclosed_features == 8
+    assert found.record_counts.tolist() == [4, 3, 1]
+    assert found.witness_length.tolist() == [3, 3, 2]
+    witnesses = [
+        " ".join(src.tokens(int(p), int(n)))
+        for p, n in zip(found.witness_position, found.witness_length, strict=True)
+    ]
+    assert witnesses[0] in {"b c d", "c d e"} and witnesses[1:] == ["y z a", "s t"]
+
+
+def test_same_user_twice_is_still_rare() -> None:
+    src, syn = corpora(["a b c", "a b c", "a b c"], ["a b c"])
+    found = ngram_disclosures(src, syn, users=np.array([7, 7, 8]), n_min=3, n_max=3, max_users=1)
+    assert found.rare_features == 0
+    found = ngram_disclosures(src, syn, users=np.array([7, 7, 8]), n_min=3, n_max=3, max_users=2)
+    assert found.rare_features == 1 and found.record_counts.tolist() == [1, 1, 1]
+
+
+def test_ngrams_never_cross_documents() -> None:
+    src, syn = corpora(["a b", "c d"], ["b c"])
+    index = ngram_index(src, 2)
+    assert index.hashes.size == 2
+    found = ngram_disclosures(src, syn, users=np.array([0, 1]), n_min=2, n_max=2, max_users=1)
+    assert found.record_counts.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_matches_reference_on_random_corpora(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    vocab = [f"t{i}" for i in range(12)]
+    source = [" ".join(rng.choice(vocab, size=rng.integers(0, 25))) for _ in range(40)]
+    synthetic = [" ".join(rng.choice(vocab, size=rng.integers(0, 25))) for _ in range(15)]
+    users = rng.integers(0, 25, size=40)
+    src, syn = corpora(source, synthetic)
+    found = ngram_disclosures(src, syn, users=users, n_min=2, n_max=4, max_users=2)
+    counts, rare, disclosed = reference(source, synthetic, users.tolist(), 2, 4, 2)
+    assert found.record_counts.tolist() == counts
+    assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
+
+
+def test_collisions_never_become_disclosures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With base 1 the 'hash' is the sum of token ids: many collisions. Confirmation on the
+    tokens keeps every reported disclosure a true one."""
+    monkeypatch.setattr(ngram_module, "_BASE", np.uint64(1))
+    monkeypatch.setattr(ngram_module, "_BASE_INV", np.uint64(1))
+    rng = np.random.default_rng(3)
+    vocab = [f"t{i}" for i in range(30)]
+    source = [" ".join(rng.choice(vocab, size=20)) for _ in range(30)]
+    synthetic = [" ".join(rng.choice(vocab, size=20)) for _ in range(30)]
+    src, syn = corpora(source, synthetic)
+    found = ngram_disclosures(src, syn, users=np.arange(30), n_min=3, n_max=3, max_users=1)
+    for row, pos, n, s in zip(found.witness_record, found.witness_position, found.witness_length,
+                              found.witness_synthetic, strict=True):
+        gram = " ".join(src.tokens(int(pos), int(n)))
+        assert gram in source[row] and gram in synthetic[s]
+    true_counts, _, _ = reference(source, synthetic, list(range(30)), 3, 3, 1)
+    # collisions can only merge features (less rare, fewer matches), never add evidence
+    assert (found.record_counts <= np.array(true_counts)).all()
+    assert found.record_counts.sum() > 0
+
+
+def test_normalisation_options() -> None:
+    src, syn = corpora(["Call ME, at Home now"], ["call me at home now"], lowercase=True, strip_punctuation=True)
+    found = ngram_disclosures(src, syn, users=np.array([0]), n_min=5, n_max=5, max_users=1)
+    assert found.record_counts.tolist() == [1]
+    src, syn = corpora(["Call ME, at Home now"], ["call me at home now"])
+    found = ngram_disclosures(src, syn, users=np.array([0]), n_min=5, n_max=5, max_users=1)
+    assert found.record_counts.tolist() == [0]
+    src, syn = corpora(["it's-a match"], ["it s a match"], tokenizer="word")
+    found = ngram_disclosures(src, syn, users=np.array([0]), n_min=4, n_max=4, max_users=1)
+    assert found.record_counts.tolist() == [1]
+
+
+def test_validation() -> None:
+    src, syn = corpora(["a b"], ["a b"])
+    with pytest.raises(ValueError, match="need 1 <= n_min <= n_max; found n_min=3, n_max=2"):
+        ngram_disclosures(src, syn, users=np.array([0]), n_min=3, n_max=2, max_users=1)
+    with pytest.raises(ValueError, match="users must have one entry per source document"):
+        ngram_disclosures(src, syn, users=np.array([0, 1]), n_min=1, n_max=2, max_users=1)

@@ -1,0 +1,306 @@
+"""Policy engine: loading, defaults, schema, and every error path with its message."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gate.cli import main
+from gate.errors import PolicyError
+from gate.policy import effective_policy_yaml, load_policy, parse_policy, policy_checks
+from gate.policy.loader import format_yaml_path, policy_json_schema
+from gate.policy.models import Policy
+
+from .conftest import MINIMAL_POLICY, REPO
+
+HEAD = "version: 1\nname: t\n"
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(PolicyError) as info:
+        parse_policy(textwrap.dedent(text), source="p.yaml")
+    return str(info.value)
+
+
+def test_minimal_policy_gets_paper_defaults() -> None:
+    policy = parse_policy(MINIMAL_POLICY)
+    assert policy.alpha == 0.05
+    assert policy.membership.p == 0.5
+    assert policy.evidence.redact_witnesses is True
+    ngram = policy.audits.disclosure.features[0]
+    assert (ngram.max_users, ngram.tokenizer) == (1, "whitespace")
+    assert policy.audits.disclosure.thresholds.epsilon_estimator == "exact"
+
+
+def test_default_ngram_lengths_are_the_papers() -> None:
+    policy = parse_policy(HEAD + "audits:\n  disclosure:\n    features: [{class: ngram}]\n"
+                          "    thresholds: {max_epsilon: 0}\n")
+    ngram = policy.audits.disclosure.features[0]
+    assert (ngram.n_min, ngram.n_max) == (8, 16)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "policies").glob("*.yaml")))
+def test_shipped_policies_validate_and_every_key_is_commented(path: Path) -> None:
+    loaded = load_policy(path)
+    assert policy_checks(loaded.policy)
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#") and ":" in stripped.split("#")[0]:
+            assert "#" in line, f"{path.name}:{number} has a key without a comment: {line!r}"
+
+
+def test_shipped_policies_include_the_three_named() -> None:
+    names = {p.stem for p in (REPO / "policies").glob("*.yaml")}
+    assert {"standard", "strict", "rewrite"} <= names
+
+
+def test_error_names_yaml_path_line_expected_and_found() -> None:
+    message = error_of(
+        HEAD
+        + "audits:\n"
+        + "  disclosure:\n"
+        + "    features:\n"
+        + "      - class: ngram\n"
+        + "      - class: pii\n"
+        + "        score_threshold: 1.5\n"
+        + "    thresholds: {max_epsilon: 0}\n"
+    )
+    assert message == (
+        "p.yaml:8: audits.disclosure.features[1].score_threshold: "
+        "Input should be less than or equal to 1; found 1.5"
+    )
+
+
+def test_unknown_key_is_named() -> None:
+    message = error_of(
+        HEAD + "audits:\n  disclosure:\n    features: [{class: ngram, max_tokens: 3}]\n"
+        "    thresholds: {max_epsilon: 0}\n"
+    )
+    assert "audits.disclosure.features[0].max_tokens: unknown key" in message
+
+
+def test_unknown_top_level_key() -> None:
+    message = error_of(MINIMAL_POLICY + "thresholds: {}\n")
+    assert "p.yaml:11: thresholds: unknown key" in message
+
+
+def test_missing_required_key() -> None:
+    message = error_of("version: 1\naudits: {}\n")
+    assert "p.yaml:1: name: required key is missing" in message
+
+
+def test_wrong_version() -> None:
+    assert "version: Input should be 1; found 2" in error_of(MINIMAL_POLICY.replace("version: 1", "version: 2"))
+
+
+def test_wrong_type_names_what_was_found() -> None:
+    message = error_of(MINIMAL_POLICY.replace("n_min: 3", "n_min: three"))
+    assert "audits.disclosure.features[0].n_min: Input should be a valid integer" in message
+    assert 'found "three"' in message
+
+
+def test_unknown_feature_class() -> None:
+    message = error_of(HEAD + "audits:\n  disclosure:\n    features: [{class: bigram}]\n")
+    assert "audits.disclosure.features[0]: unknown class 'bigram'; expected one of" in message
+
+
+def test_feature_without_class() -> None:
+    message = error_of(HEAD + "audits:\n  disclosure:\n    features: [{n_min: 3}]\n")
+    assert "features[0]: each entry needs a 'class' key" in message
+
+
+def test_n_min_above_n_max() -> None:
+    message = error_of(MINIMAL_POLICY.replace("n_min: 3", "n_min: 9"))
+    assert "n_min must be <= n_max; found n_min=9, n_max=4" in message
+
+
+def test_duplicate_feature_class() -> None:
+    message = error_of(
+        HEAD + "audits:\n  disclosure:\n    features: [{class: ngram}, {class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0}\n"
+    )
+    assert "audits.disclosure.features: each class may appear once; found duplicates: ['ngram']" in message
+
+
+def test_duplicate_scorer() -> None:
+    message = error_of(
+        HEAD + "audits:\n  membership:\n    scorers: [ngram, ngram]\n"
+        "    thresholds: {max_auc: 0.6}\n"
+    )
+    assert "audits.membership.scorers: each scorer may appear once" in message
+
+
+@pytest.mark.parametrize(
+    ("snippet", "expected"),
+    [
+        ("alpha: 0.7\n", "alpha: Input should be less than or equal to 0.5; found 0.7"),
+        ("alpha: 0\n", "alpha: Input should be greater than 0; found 0"),
+        ("membership: {p: 1.0}\n", "membership.p: Input should be less than 1; found 1.0"),
+        ("seed: -1\n", "seed: Input should be greater than or equal to 0; found -1"),
+        ("name: 'has space'\n", "name: String should match pattern"),
+    ],
+)
+def test_range_errors(snippet: str, expected: str) -> None:
+    text = MINIMAL_POLICY.replace("name: test\n", "" if snippet.startswith("name") else "name: test\n")
+    assert expected in error_of(text + snippet)
+
+
+def test_threshold_ranges() -> None:
+    message = error_of(
+        HEAD + "audits:\n  membership:\n    thresholds: {max_auc: 1.2, max_rip_eta: 0.6}\n"
+    )
+    assert "audits.membership.thresholds.max_auc: Input should be less than or equal to 1; found 1.2" in message
+    assert "audits.membership.thresholds.max_rip_eta: Input should be less than or equal to 0.5; found 0.6" in message
+
+
+def test_policy_without_audits_is_rejected() -> None:
+    assert "the policy enables no audit" in error_of(HEAD + "audits: {}\n")
+
+
+def test_disabled_audits_count_as_none() -> None:
+    text = MINIMAL_POLICY.replace("  disclosure:\n", "  disclosure:\n    enabled: false\n")
+    assert "the policy enables no audit" in error_of(text)
+
+
+def test_policy_that_cannot_fail_is_rejected() -> None:
+    message = error_of(HEAD + "audits:\n  disclosure:\n    features: [{class: ngram}]\n")
+    assert "the policy sets no threshold; it could never fail" in message
+
+
+def test_content_logging_requires_unredacted_witnesses() -> None:
+    message = error_of(MINIMAL_POLICY + "evidence: {mlflow: {log_dataset_content: true}}\n")
+    assert "log_dataset_content requires evidence.redact_witnesses: false" in message
+
+
+def test_duplicate_yaml_key_is_an_error() -> None:
+    message = error_of(MINIMAL_POLICY + "alpha: 0.05\nalpha: 0.5\n")
+    assert "duplicate key 'alpha' (first at line 11)" in message
+    assert message.startswith("p.yaml:12:")
+
+
+def test_yaml_syntax_error_names_line_and_column() -> None:
+    message = error_of("version: 1\nname: [unclosed\n")
+    assert message.startswith("p.yaml:3:1: not valid YAML")
+
+
+def test_python_tags_are_refused() -> None:
+    message = error_of("version: !!python/object/apply:os.system ['true']\n")
+    assert "not valid YAML" in message
+
+
+def test_empty_and_non_mapping_files() -> None:
+    assert error_of("") == "p.yaml: the policy file is empty"
+    assert error_of("- 1\n") == "p.yaml: the policy must be a mapping at the top level; found list"
+
+
+def test_missing_and_undecodable_files(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="policy file not found"):
+        load_policy(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"version: 1\nname: \xff\n")
+    with pytest.raises(PolicyError, match=r"bad.yaml: not UTF-8 text \(byte 17\)"):
+        load_policy(bad)
+
+
+def test_loaded_policy_records_sha256(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(MINIMAL_POLICY)
+    import hashlib
+
+    assert load_policy(path).sha256 == hashlib.sha256(MINIMAL_POLICY.encode()).hexdigest()
+
+
+def test_effective_policy_round_trips() -> None:
+    policy = parse_policy(MINIMAL_POLICY)
+    shown = effective_policy_yaml(policy)
+    assert "n_max: 4" in shown and "redact_witnesses: true" in shown
+    assert parse_policy(shown) == policy
+
+
+def test_checks_follow_estimator_choice() -> None:
+    exact = parse_policy(MINIMAL_POLICY)
+    assert [c.metric for c in policy_checks(exact)] == ["ngram.epsilon_lower_exact"]
+    text = MINIMAL_POLICY.replace("max_epsilon: 0.5", "max_epsilon: 0.5\n      epsilon_estimator: hoeffding")
+    hoeffding = parse_policy(text)
+    assert [c.metric for c in policy_checks(hoeffding)] == ["ngram.epsilon_lower"]
+
+
+def test_every_threshold_kind_maps_to_a_check() -> None:
+    policy = parse_policy(
+        HEAD
+        + """\
+audits:
+  disclosure:
+    features: [{class: ngram}, {class: semantic}]
+    thresholds: {max_epsilon: 1, max_excess_disclosures: 5}
+  membership:
+    scorers: [ngram, embedding]
+    thresholds: {max_auc: 0.6, tpr_at_fpr: {fpr: 0.01, max_tpr: 0.05}, max_epsilon: 1, max_rip_eta: 0.1}
+  profile:
+    thresholds: {target_epsilon: 2, max_delta: 0.001, max_delta_floor: 0.0001}
+  distinguishability:
+    thresholds: {max_epsilon: 2}
+"""
+    )
+    metrics = [(c.audit, c.metric) for c in policy_checks(policy)]
+    assert metrics == [
+        ("disclosure", "ngram.epsilon_lower_exact"),
+        ("disclosure", "ngram.excess_disclosures_lower"),
+        ("disclosure", "semantic.epsilon_lower_exact"),
+        ("disclosure", "semantic.excess_disclosures_lower"),
+        ("membership", "ngram.auc"),
+        ("membership", "ngram.tpr_at_fpr_0.01"),
+        ("membership", "ngram.epsilon_lower"),
+        ("membership", "ngram.rip_eta_lower"),
+        ("membership", "embedding.auc"),
+        ("membership", "embedding.tpr_at_fpr_0.01"),
+        ("membership", "embedding.epsilon_lower"),
+        ("membership", "embedding.rip_eta_lower"),
+        ("profile", "delta_at_target_epsilon"),
+        ("profile", "delta_floor"),
+        ("distinguishability", "epsilon_emp"),
+    ]
+
+
+def test_schema_is_exported_and_forbids_extra_keys() -> None:
+    schema = policy_json_schema()
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["NgramFeatures"]["additionalProperties"] is False
+    assert "class" in schema["$defs"]["NgramFeatures"]["properties"]
+    for kind in ("DisclosureThresholds", "MembershipThresholds", "ProfileThresholds"):
+        assert kind in schema["$defs"]
+
+
+def test_format_yaml_path() -> None:
+    assert format_yaml_path(("audits", "disclosure", "features", 1, "n_max")) == (
+        "audits.disclosure.features[1].n_max"
+    )
+    assert format_yaml_path(()) == "(top level)"
+
+
+def test_policy_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(MINIMAL_POLICY)
+    assert main(["policy", "validate", str(good)]) == 0
+    assert "valid policy 'test'" in capsys.readouterr().out
+    assert main(["policy", "show", str(good)]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["audits"]["disclosure"]["features"][0]["n_max"] == 4
+    assert main(["policy", "schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["title"].startswith("gate policy")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(MINIMAL_POLICY.replace("n_min: 3", "n_min: 0"))
+    assert main(["policy", "validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "audits.disclosure.features[0].n_min" in err and "Traceback" not in err
+
+
+def test_policy_model_is_frozen() -> None:
+    policy = parse_policy(MINIMAL_POLICY)
+    with pytest.raises(Exception, match="frozen"):
+        policy.alpha = 0.5  # type: ignore[misc]
+    assert isinstance(policy, Policy)

@@ -1,0 +1,131 @@
+"""`gate split`: reproducible Bernoulli(p) assignment by user, manifest, verification."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gate.cli import main
+from gate.data.bundle import load_bundle
+from gate.data.split import assign_members, read_manifest, split_source
+from gate.errors import BundleError
+from gate.policy.models import MembershipPolicy
+
+from .conftest import unique_text, write_jsonl
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    rows = [
+        {"record_id": f"r{i}", "user_id": f"u{i // 3}", "text": unique_text(i)} for i in range(300)
+    ]
+    return write_jsonl(tmp_path / "source.jsonl", rows)
+
+
+def test_same_seed_gives_identical_files(source: Path, tmp_path: Path) -> None:
+    a = split_source(source, p=0.5, seed=11, by="user_id", out_dir=tmp_path / "a")
+    b = split_source(source, p=0.5, seed=11, by="user_id", out_dir=tmp_path / "b")
+    for name in ("train.jsonl", "holdout.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert a.manifest.train.sha256 == b.manifest.train.sha256
+    c = split_source(source, p=0.5, seed=12, by="user_id", out_dir=tmp_path / "c")
+    assert c.manifest.train.sha256 != a.manifest.train.sha256
+
+
+def test_users_stay_together_and_counts_add_up(source: Path, tmp_path: Path) -> None:
+    outcome = split_source(source, p=0.3, seed=5, by="user_id", out_dir=tmp_path / "o")
+    m = outcome.manifest
+    train = [json.loads(line) for line in (tmp_path / "o" / "train.jsonl").read_text().splitlines()]
+    holdout = [json.loads(line) for line in (tmp_path / "o" / "holdout.jsonl").read_text().splitlines()]
+    assert not {r["user_id"] for r in train} & {r["user_id"] for r in holdout}
+    assert m.train.records + m.holdout.records == m.source.records == 300
+    assert m.train.users + m.holdout.users == m.source.users == 100
+    assert (m.p, m.seed, m.by, m.method) == (0.3, 5, "user_id", "bernoulli")
+
+
+def test_assignment_ignores_row_order() -> None:
+    users = np.array([f"u{i}" for i in range(50)])
+    flags = assign_members(users, p=0.5, rng=np.random.default_rng(3))
+    shuffled = users[::-1]
+    flags_shuffled = assign_members(shuffled, p=0.5, rng=np.random.default_rng(3))
+    assert (flags_shuffled == flags[::-1]).all()
+
+
+def test_assignment_is_bernoulli_p() -> None:
+    """Across seeds, the train count of 200 users is Binomial(200, p): a KS-style check on
+    the pooled share and a chi-square on per-user frequencies."""
+    users = np.array([f"user-{i}" for i in range(200)])
+    p = 0.3
+    draws = np.array([assign_members(users, p=p, rng=np.random.default_rng(s)) for s in range(400)])
+    totals = draws.sum(axis=1)
+    # Binomial(200, 0.3): mean 60, var 42; the mean of 400 draws has sd 0.324.
+    assert abs(totals.mean() - 60) < 4 * np.sqrt(42 / 400)
+    assert abs(totals.var(ddof=1) / 42 - 1) < 0.25
+    # Each user is in train with probability p, independently of the others.
+    per_user = draws.mean(axis=0)
+    assert stats.binomtest(int(draws.sum()), draws.size, p).pvalue > 1e-3
+    assert abs(np.corrcoef(draws[:, 0], draws[:, 1])[0, 1]) < 0.2
+    assert per_user.min() > 0.15 and per_user.max() < 0.45
+
+
+def test_manifest_is_accepted_and_recorded(source: Path, tmp_path: Path, bundle_files) -> None:
+    outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s")
+    bundle = load_bundle(
+        membership=MembershipPolicy(), manifest=outcome.manifest_path, synthetic=bundle_files["synthetic"]
+    )
+    assert bundle.membership.how == "gate split seed=9"
+    assert bundle.membership.seed == 9
+    assert len(bundle.source) == 300
+
+
+def test_manifest_detects_changed_files(source: Path, tmp_path: Path, bundle_files) -> None:
+    outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s")
+    train = tmp_path / "s" / "train.jsonl"
+    train.write_text(train.read_text() + json.dumps({"user_id": "new", "text": "x"}) + "\n")
+    with pytest.raises(BundleError, match=r"the train file does not match the manifest"):
+        load_bundle(membership=MembershipPolicy(), manifest=outcome.manifest_path, synthetic=bundle_files["synthetic"])
+
+
+def test_manifest_p_must_match_policy(source: Path, tmp_path: Path, bundle_files) -> None:
+    outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s")
+    with pytest.raises(BundleError, match=r"split was made with p = 0.5 but the policy declares membership.p = 0.4"):
+        load_bundle(membership=MembershipPolicy(p=0.4), manifest=outcome.manifest_path, synthetic=bundle_files["synthetic"])
+
+
+def test_bad_manifest(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text('{"kind": "gate-split-manifest"}')
+    with pytest.raises(BundleError, match=r"m.json: p: Field required"):
+        read_manifest(path)
+
+
+def test_split_without_user_column_splits_records(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "s.csv.jsonl", [{"text": unique_text(i)} for i in range(40)])
+    outcome = split_source(source, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "o")
+    assert outcome.manifest.source.users == 40
+
+
+def test_split_by_missing_column(source: Path, tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match=r"no 'patient' column to split by"):
+        split_source(source, p=0.5, seed=1, by="patient", out_dir=tmp_path / "o")
+
+
+def test_split_cli(source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["split", "--source", str(source), "--p", "0.5", "--seed", "4", "--out", str(tmp_path / "o")]) == 0
+    assert "manifest:" in capsys.readouterr().out
+    assert main(["split", "--source", str(source), "--p", "1.5", "--seed", "4", "--out", str(tmp_path / "o")]) == 2
+    assert "--p must be in (0, 1); found 1.5" in capsys.readouterr().err
+
+
+def test_split_preserves_format(tmp_path: Path) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"user_id": [f"u{i}" for i in range(30)], "text": [unique_text(i) for i in range(30)]})
+    frame.to_parquet(tmp_path / "src.parquet", index=False)
+    split_source(tmp_path / "src.parquet", p=0.5, seed=2, by="user_id", out_dir=tmp_path / "o")
+    back = pd.concat([pd.read_parquet(tmp_path / "o" / f"{n}.parquet") for n in ("train", "holdout")])
+    assert sorted(back["user_id"]) == sorted(frame["user_id"])

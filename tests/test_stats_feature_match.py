@@ -1,0 +1,326 @@
+"""Feature-match test (001 §5.1): known answers, null simulations, power, properties."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from gate.stats.excess import phantom_excess
+from gate.stats.feature_match import (
+    dp_critical_value,
+    epsilon_from_rate,
+    exact_rate_lower_bound,
+    exact_tail,
+    feature_match_test,
+    rate_from_epsilon,
+)
+from gate.stats.weighted_tail import weight_multiplicities, weighted_bernoulli_pmf, weighted_bernoulli_sf
+
+ALPHA = 0.05
+
+
+def binomial_slack(n: int, alpha: float) -> float:
+    """Upper end of a rejection rate consistent with alpha over n draws (4 sd)."""
+    return alpha + 4 * math.sqrt(alpha * (1 - alpha) / n)
+
+
+# ---------------------------------------------------------------- known answers
+
+
+def test_methods_check_116_of_121() -> None:
+    """METHODS §2: 116 of 121 with unit weights: Hoeffding p̂ 0.847, exact p̂ 0.915."""
+    counts = np.ones(121, dtype=int)
+    is_train = np.r_[np.ones(116, bool), np.zeros(5, bool)]
+    r = feature_match_test(counts=counts, is_train=is_train, p=0.5, alpha=0.05)
+    assert r.p_lower == pytest.approx(0.847, abs=5e-4)
+    assert r.p_lower_exact == pytest.approx(0.915, abs=5e-4)
+    # exact = one-sided Clopper-Pearson
+    assert r.p_lower_exact == pytest.approx(stats.beta.ppf(0.05, 116, 6), abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("p_hat", "epsilon"),
+    [(0.590, 0.364), (0.544, 0.177), (0.556, 0.223), (0.827, 1.561), (0.654, 0.636), (0.390, 0.0)],
+)
+def test_table5_to_table7_conversion(p_hat: float, epsilon: float) -> None:
+    """Phantoms paper: Table 5's p̂ -> App. A.5's ε̂ (SFT rows), p = 1/2. The tables print
+    three decimals, so the tolerance is the rounding of p̂ (±0.0005) propagated through
+    dε/dp̂ = 1/(p̂(1-p̂)), plus the rounding of ε̂."""
+    tolerance = 0.0005 / (p_hat * (1 - p_hat)) + 0.0005
+    assert epsilon_from_rate(rate=p_hat, p=0.5) == pytest.approx(epsilon, abs=tolerance)
+
+
+def test_hand_computed_hoeffding_case() -> None:
+    """c = (1, 2, 3, 0), train = (T, T, F, T): T = 3, C1 = 6, C2 = 14, p = 1/2, alpha = 0.05.
+    tau = 3 + sqrt(14 ln 20 / 2) = 3 + 4.5847 = 7.5847; p-value = 1 (T <= p C1);
+    p̂ = (3 - 4.5847) / 6 < 0 -> 0; exact P(S >= 3) for S = 1 B1 + 2 B2 + 3 B3:
+    outcomes (b1,b2,b3) with sum >= 3: 001,011,101,111,110 -> 5/8."""
+    r = feature_match_test(counts=np.array([1, 2, 3, 0]), is_train=np.array([1, 1, 0, 1]), alpha=0.05)
+    assert (r.statistic, r.c1, r.c2, r.holdout_statistic) == (3, 6, 14, 3)
+    assert r.critical_value == pytest.approx(3 + math.sqrt(14 * math.log(20) / 2))
+    assert r.p_value == 1.0 and r.p_lower == 0.0 and r.epsilon_lower == 0.0
+    assert r.p_value_exact == pytest.approx(5 / 8, abs=1e-12)
+
+
+def test_hand_computed_rejecting_case() -> None:
+    """All 30 disclosures of weight 2 in train (15 records) + 10 weight-1 in train:
+    T = C1 = 40, C2 = 70. Hoeffding p-value exp(-2 * 20^2 / 70) = exp(-80/7)."""
+    counts = np.r_[np.full(15, 2), np.ones(10, int)]
+    r = feature_match_test(counts=counts, is_train=np.ones(25, bool), alpha=0.05)
+    assert r.p_value == pytest.approx(math.exp(-80 / 7))
+    # exact: P(S = 40) = 2^-25
+    assert r.p_value_exact == pytest.approx(2.0**-25, rel=1e-9)
+    # exact p̂: q^25 = 0.05
+    assert r.p_lower_exact == pytest.approx(0.05 ** (1 / 25), abs=1e-7)
+
+
+def test_dp_bounded_critical_value_closed_form() -> None:
+    q = rate_from_epsilon(epsilon=1.0, p=0.5)
+    assert q == pytest.approx(math.e / (math.e + 1))
+    assert dp_critical_value(c1=100, c2=150, epsilon=1.0, p=0.5, alpha=0.05) == pytest.approx(
+        q * 100 + math.sqrt(150 * math.log(20) / 2)
+    )
+    assert rate_from_epsilon(epsilon=0.0, p=0.3) == pytest.approx(0.3)
+
+
+def test_epsilon_rate_round_trip_for_any_p() -> None:
+    for p in (0.1, 0.5, 0.8):
+        for eps in (0.0, 0.3, 2.0):
+            assert epsilon_from_rate(rate=rate_from_epsilon(epsilon=eps, p=p), p=p) == pytest.approx(eps, abs=1e-9)
+
+
+def test_weighted_pmf_matches_enumeration() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        counts = rng.integers(0, 5, size=8)
+        q = float(rng.uniform(0.05, 0.95))
+        w, m = weight_multiplicities(counts)
+        dist = weighted_bernoulli_pmf(weights=w, multiplicities=m, q=q)
+        bits = (np.arange(256)[:, None] >> np.arange(8)) & 1
+        sums = bits @ counts
+        probs = np.prod(np.where(bits == 1, q, 1 - q), axis=1)
+        expected = np.bincount(sums, weights=probs)
+        got = np.zeros(expected.size)
+        got[dist.offset : dist.offset + dist.pmf.size] = dist.pmf[: expected.size - dist.offset]
+        np.testing.assert_allclose(got, expected, atol=1e-14)
+
+
+def test_large_weighted_tail_matches_normal_approximation() -> None:
+    """Far from the edges, the exact tail agrees with the CLT to within 1%."""
+    rng = np.random.default_rng(1)
+    counts = rng.integers(1, 50, size=20000)
+    w, m = weight_multiplicities(counts)
+    mean, sd = 0.5 * counts.sum(), math.sqrt(0.25 * (counts.astype(float) ** 2).sum())
+    tail = weighted_bernoulli_sf(weights=w, multiplicities=m, q=0.5, threshold=mean + 1.5 * sd)
+    assert tail == pytest.approx(stats.norm.sf(1.5), rel=0.02)
+
+
+# ---------------------------------------------------------------- null and DP simulations
+
+
+def simulate_counts(rng: np.random.Generator, n: int) -> np.ndarray:
+    return np.minimum(rng.geometric(0.4, size=n), 30)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.3])
+def test_zero_learning_rejects_at_most_alpha(p: float) -> None:
+    """Disclosures independent of membership: both tests reject <= alpha of 2,000 draws.
+    The exact test's null distribution is computed once and reused for all draws."""
+    rng = np.random.default_rng(2024)
+    counts = simulate_counts(rng, 300)
+    draws = 2000
+    train = rng.random((draws, counts.size)) < p
+    t = train @ counts
+    c1, c2 = counts.sum(), (counts**2).sum()
+    hoeffding_p = np.where(t > p * c1, np.exp(-2 * np.maximum(0, t - p * c1) ** 2 / c2), 1.0)
+    w, m = weight_multiplicities(counts)
+    dist = weighted_bernoulli_pmf(weights=w, multiplicities=m, q=p)
+    tails = np.r_[np.cumsum(dist.pmf[::-1])[::-1], 0.0]
+    exact_p = tails[np.clip(t - dist.offset, 0, dist.pmf.size)]
+    assert (hoeffding_p <= ALPHA).mean() <= binomial_slack(draws, ALPHA)
+    assert (exact_p <= ALPHA).mean() <= binomial_slack(draws, ALPHA)
+    # the library agrees with the vectorised computation on a few draws
+    for i in range(5):
+        r = feature_match_test(counts=counts, is_train=train[i], p=p, alpha=ALPHA)
+        assert r.p_value == pytest.approx(hoeffding_p[i])
+        assert r.p_value_exact == pytest.approx(exact_p[i], abs=1e-12)
+
+
+def dp_release(rng: np.random.Generator, counts: np.ndarray, p: float, epsilon: float, draws: int):
+    """Randomised response on membership: record i's features are disclosed with probability
+    pi1 if train and pi0 if holdout, pi1/pi0 = e^eps, so the release is eps-DP in each
+    record and, given the disclosures, P(train) = q_eps exactly (the worst case)."""
+    train = rng.random((draws, counts.size)) < p
+    pi0 = 0.3
+    pi1 = min(1.0, pi0 * math.exp(epsilon))
+    disclosed = rng.random((draws, counts.size)) < np.where(train, pi1, pi0)
+    return train, disclosed * counts
+
+
+@pytest.mark.parametrize(("p", "epsilon"), [(0.5, 0.5), (0.5, 1.0), (0.3, 0.8)])
+def test_dp_mechanism_epsilon_hat_below_epsilon(p: float, epsilon: float) -> None:
+    """For an eps-DP mechanism, ε̂ <= ε in >= 1 - alpha of draws (Hoeffding and exact).
+    ε̂ > ε iff p̂ > q_ε iff tail_{q_ε}(T) <= alpha, so the exact check uses the tail at
+    q_ε; the bisection itself is checked on the first draws."""
+    rng = np.random.default_rng(7)
+    counts = simulate_counts(rng, 200)
+    draws = 2000
+    train, disclosed = dp_release(rng, counts, p, epsilon, draws)
+    q = rate_from_epsilon(epsilon=epsilon, p=p)
+    exceed_h = exceed_x = 0
+    for i in range(draws):
+        c = disclosed[i]
+        t, c1, c2 = c[train[i]].sum(), c.sum(), (c**2).sum()
+        if c1 == 0:
+            continue
+        p_lower = (t - math.sqrt(c2 * math.log(1 / ALPHA) / 2)) / c1
+        exceed_h += epsilon_from_rate(rate=min(1.0, max(0.0, p_lower)), p=p) > epsilon + 1e-12
+        exceed_x += exact_tail(counts=c, q=q, threshold=t) <= ALPHA
+    assert exceed_h / draws <= binomial_slack(draws, ALPHA)
+    assert exceed_x / draws <= binomial_slack(draws, ALPHA)
+    for i in range(10):
+        r = feature_match_test(counts=disclosed[i], is_train=train[i], p=p, alpha=ALPHA)
+        assert (r.epsilon_lower_exact > epsilon) == (
+            exact_tail(counts=disclosed[i], q=q, threshold=r.statistic) <= ALPHA
+        )
+
+
+def test_leak_is_detected_and_epsilon_grows_with_it() -> None:
+    rng = np.random.default_rng(3)
+    counts = simulate_counts(rng, 2000)
+    estimates = []
+    for leak in (1.0, 2.0, 4.0, 8.0):
+        train = rng.random(counts.size) < 0.5
+        pi = np.where(train, 0.1 * leak, 0.1)
+        disclosed = (rng.random(counts.size) < np.minimum(pi, 1)) * counts
+        r = feature_match_test(counts=disclosed, is_train=train)
+        estimates.append(r.epsilon_lower_exact)
+    assert estimates[0] < 0.3
+    assert estimates[1] > 0 and r.rejects_zero_learning_exact
+    assert estimates == sorted(estimates)
+    # ε̂ stays below the truth ln(leak)
+    assert estimates[-1] < math.log(8.0)
+
+
+# ---------------------------------------------------------------- exact p̂ is the boundary
+
+
+def test_exact_rate_lower_bound_is_the_boundary() -> None:
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 7, size=150)
+    train = rng.random(150) < 0.7
+    t = float(counts[train].sum())
+    p_hat = exact_rate_lower_bound(counts=counts, statistic=t, alpha=ALPHA)
+    assert exact_tail(counts=counts, q=p_hat, threshold=t) <= ALPHA
+    assert exact_tail(counts=counts, q=p_hat + 1e-6, threshold=t) > ALPHA
+
+
+# ---------------------------------------------------------------- properties
+
+
+counts_and_flags = st.integers(min_value=1, max_value=40).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(0, 12), min_size=n, max_size=n),
+        st.lists(st.booleans(), min_size=n, max_size=n),
+    )
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts_and_flags, st.sampled_from([0.3, 0.5, 0.7]), st.sampled_from([0.01, 0.05, 0.2]))
+def test_bounds_in_range_and_exact_at_least_hoeffding(data, p, alpha) -> None:
+    counts, flags = np.array(data[0]), np.array(data[1])
+    r = feature_match_test(counts=counts, is_train=flags, p=p, alpha=alpha)
+    for value in (r.p_value, r.p_value_exact, r.p_lower, r.p_lower_exact):
+        assert 0.0 <= value <= 1.0
+    assert r.epsilon_lower >= 0 and r.epsilon_lower_exact >= 0
+    assert r.p_lower_exact >= r.p_lower - 1e-12
+    assert r.epsilon_lower_exact >= r.epsilon_lower - 1e-9
+    assert r.p_value_exact <= r.p_value + 1e-9  # the exact tail is below Hoeffding's bound
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts_and_flags)
+def test_moving_a_disclosure_to_train_never_lowers_epsilon(data) -> None:
+    counts, flags = np.array(data[0]), np.array(data[1])
+    holdout_with = np.nonzero(~flags & (counts > 0))[0]
+    if holdout_with.size == 0:
+        return
+    before = feature_match_test(counts=counts, is_train=flags)
+    flags2 = flags.copy()
+    flags2[holdout_with[0]] = True
+    after = feature_match_test(counts=counts, is_train=flags2)
+    assert after.epsilon_lower_exact >= before.epsilon_lower_exact - 1e-9
+    assert after.epsilon_lower >= before.epsilon_lower - 1e-12
+
+
+# ---------------------------------------------------------------- excess
+
+
+def test_excess_hand_case_and_interval() -> None:
+    counts = np.ones(121, dtype=int)
+    flags = np.r_[np.ones(116, bool), np.zeros(5, bool)]
+    e = phantom_excess(counts=counts, is_train=flags, p=0.5, alpha=0.05)
+    assert (e.train, e.holdout, e.estimate) == (116, 5, 111)
+    assert e.phantom_rate == pytest.approx(5 / 121)
+    # lower = (p̂_exact - p) * D / (1 - p)
+    assert e.lower == pytest.approx((stats.beta.ppf(0.05, 116, 6) - 0.5) * 121 / 0.5)
+    upper_q = 1 - stats.beta.ppf(0.05, 5, 117)
+    assert e.upper == pytest.approx((upper_q - 0.5) * 121 / 0.5)
+    assert e.lower <= e.estimate <= e.upper
+
+
+def test_excess_p_not_half() -> None:
+    e = phantom_excess(counts=np.ones(10, int), is_train=np.r_[np.ones(3, bool), np.zeros(7, bool)], p=0.25)
+    assert e.estimate == pytest.approx(3 - 7 * 0.25 / 0.75)
+
+
+def test_excess_under_null_covers_zero() -> None:
+    rng = np.random.default_rng(11)
+    counts = simulate_counts(rng, 200)
+    covered = sum(
+        phantom_excess(counts=counts, is_train=rng.random(200) < 0.5).lower <= 0 for _ in range(150)
+    )
+    assert covered / 150 >= 1 - binomial_slack(150, ALPHA)
+
+
+# ---------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"p": 1.0}, r"p must be in \(0, 1\); found 1.0"),
+        ({"p": 0}, r"p must be in \(0, 1\); found 0"),
+        ({"alpha": 0.0}, r"alpha must be in \(0, 1\); found 0.0"),
+        ({"alpha": float("nan")}, r"alpha must be in \(0, 1\); found nan"),
+    ],
+)
+def test_feature_match_rejects_bad_arguments(kwargs, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        feature_match_test(counts=np.ones(3, int), is_train=np.ones(3, bool), **kwargs)
+
+
+def test_feature_match_rejects_bad_arrays() -> None:
+    with pytest.raises(ValueError, match="one length"):
+        feature_match_test(counts=np.ones(3, int), is_train=np.ones(2, bool))
+    with pytest.raises(ValueError, match="non-negative integers; found -1"):
+        feature_match_test(counts=np.array([1, -1]), is_train=np.ones(2, bool))
+    with pytest.raises(ValueError, match="non-integer"):
+        feature_match_test(counts=np.array([1.5, 1]), is_train=np.ones(2, bool))
+    with pytest.raises(ValueError, match="is_train must hold booleans"):
+        feature_match_test(counts=np.array([1, 1]), is_train=np.array([2, 0]))
+
+
+def test_conversion_validation() -> None:
+    with pytest.raises(ValueError, match=r"epsilon must be in \[0, inf\]; found -1"):
+        rate_from_epsilon(epsilon=-1, p=0.5)
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\]; found 1.2"):
+        epsilon_from_rate(rate=1.2, p=0.5)
+    with pytest.raises(ValueError, match=r"q must be in \[0, 1\]; found 2"):
+        weighted_bernoulli_pmf(weights=np.array([1]), multiplicities=np.array([1]), q=2)

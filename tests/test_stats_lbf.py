@@ -1,0 +1,125 @@
+"""LBF and the (ε, δ) profile (Stomakhin 000 §3.2-3.7, Thm 5): the paper's M1/M2 answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gate.stats.lbf import (
+    attack_profile,
+    censor,
+    delta_at_epsilon,
+    epsilon_at_delta,
+    epsilon_delta_curve,
+    lbf_profile,
+)
+
+
+def m1():
+    """X = {1..10}, Y = {2..10}; M1 samples one element uniformly."""
+    return lbf_profile(counts_x=np.ones(10), counts_y=np.r_[0.0, np.ones(9)])
+
+
+def m2():
+    """M2 outputs 1 w.p. 1/10, else a uniform element of the dataset."""
+    fx = np.r_[0.1 + 0.9 / 10, np.full(9, 0.9 / 10)]
+    fy = np.r_[0.1, np.full(9, 0.9 / 9)]
+    return lbf_profile(counts_x=fx, counts_y=fy)
+
+
+def test_m1_known_answers() -> None:
+    profile = m1()
+    assert delta_at_epsilon(profile, epsilon=math.log(10 / 9)) == pytest.approx(0.1)
+    assert profile.delta_floor == pytest.approx(0.1)
+    assert epsilon_at_delta(profile, delta=0.05) == math.inf  # below the floor
+    assert epsilon_at_delta(profile, delta=0.1) == pytest.approx(math.log(10 / 9))
+    assert delta_at_epsilon(profile, epsilon=100.0) == pytest.approx(0.1)  # δ(∞) = floor
+
+
+def test_m2_known_answers() -> None:
+    profile = m2()
+    assert epsilon_at_delta(profile, delta=0.0) == pytest.approx(math.log(19 / 10))
+    assert delta_at_epsilon(profile, epsilon=math.log(10 / 9)) == pytest.approx(19 / 100)
+    assert profile.delta_floor == 0.0
+
+
+def test_curve_is_a_non_increasing_step_function() -> None:
+    curve = epsilon_delta_curve(m2())
+    np.testing.assert_allclose(curve.epsilon, [0.0, math.log(10 / 9), math.log(1.9)], rtol=1e-12)
+    np.testing.assert_allclose(curve.delta, [0.9, 0.19, 0.0], atol=1e-12)
+
+
+def test_hand_case_three_outputs() -> None:
+    """f_X = (1/2, 1/4, 1/4), f_Y = (1/4, 1/4, 1/2): LBF_XY = (ln 2, 0, -ln 2).
+    δ(0) = max(1/2, 1/2) = 1/2; δ(ln 2) = 0 (nothing strictly above)."""
+    profile = lbf_profile(counts_x=np.array([2, 1, 1]), counts_y=np.array([1, 1, 2]))
+    assert delta_at_epsilon(profile, epsilon=0.0) == pytest.approx(0.5)
+    assert delta_at_epsilon(profile, epsilon=0.5) == pytest.approx(0.5)
+    assert delta_at_epsilon(profile, epsilon=math.log(2)) == pytest.approx(0.0)
+    assert epsilon_at_delta(profile, delta=0.0) == pytest.approx(math.log(2))
+
+
+def test_vectorised_matches_direct_definition() -> None:
+    rng = np.random.default_rng(0)
+    cx = rng.integers(0, 20, size=200).astype(float)
+    cy = rng.integers(0, 20, size=200).astype(float)
+    profile = lbf_profile(counts_x=cx, counts_y=cy)
+    fx, fy = cx / cx.sum(), cy / cy.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lbf = np.log(fx) - np.log(fy)
+    for eps in (0.0, 0.1, 0.5, 1.0, 3.0):
+        direct = max(fx[lbf > eps + 1e-9].sum(), fy[-lbf > eps + 1e-9].sum())
+        assert delta_at_epsilon(profile, epsilon=eps) == pytest.approx(direct, abs=1e-12)
+
+
+def test_attack_profile_of_a_binary_attack() -> None:
+    """A(M(X)) = 1 w.p. 0.6, A(M(Y)) = 1 w.p. 0.3: LBFs ln 2 (output 1) and ln(7/4)
+    (output 0, Y side): ε at δ = 0 is ln 2."""
+    profile = attack_profile(positive_rate_x=0.6, positive_rate_y=0.3)
+    assert epsilon_at_delta(profile, delta=0.0) == pytest.approx(math.log(2))
+    assert delta_at_epsilon(profile, epsilon=math.log(7 / 4)) == pytest.approx(0.6)
+
+
+def test_censoring_moves_the_curve_left() -> None:
+    cx = np.array([50, 40, 3, 1, 0, 2], dtype=float)
+    cy = np.array([50, 40, 0, 2, 3, 1], dtype=float)
+    before = lbf_profile(counts_x=cx, counts_y=cy)
+    after = lbf_profile(**dict(zip(("counts_x", "counts_y"), censor(counts_x=cx, counts_y=cy, threshold=3), strict=True)))
+    assert after.delta_floor < before.delta_floor
+    for eps in (0.0, 0.5, 1.0):
+        assert delta_at_epsilon(after, epsilon=eps) <= delta_at_epsilon(before, epsilon=eps) + 1e-12
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=2, max_size=30))
+def test_profile_properties(pairs) -> None:
+    cx = np.array([a for a, _ in pairs], dtype=float)
+    cy = np.array([b for _, b in pairs], dtype=float)
+    if cx.sum() == 0 or cy.sum() == 0:
+        return
+    profile = lbf_profile(counts_x=cx, counts_y=cy)
+    grid = np.linspace(0, 5, 30)
+    deltas = np.asarray(delta_at_epsilon(profile, epsilon=grid))
+    assert ((deltas >= 0) & (deltas <= 1)).all()
+    assert (np.diff(deltas) <= 1e-12).all()
+    assert deltas[-1] >= profile.delta_floor - 1e-12
+    eps = epsilon_at_delta(profile, delta=0.2) if 0.2 >= profile.delta_floor else math.inf
+    if math.isfinite(eps):
+        assert delta_at_epsilon(profile, epsilon=eps) <= 0.2 + 1e-12
+
+
+def test_validation() -> None:
+    with pytest.raises(ValueError, match="counts_x must be non-negative"):
+        lbf_profile(counts_x=np.array([-1.0, 1]), counts_y=np.ones(2))
+    with pytest.raises(ValueError, match="counts_y must have positive total mass"):
+        lbf_profile(counts_x=np.ones(2), counts_y=np.zeros(2))
+    with pytest.raises(ValueError, match="must align"):
+        lbf_profile(counts_x=np.ones(2), counts_y=np.ones(3))
+    with pytest.raises(ValueError, match=r"epsilon must be in \[0, inf\]"):
+        delta_at_epsilon(m1(), epsilon=-0.1)
+    with pytest.raises(ValueError, match=r"delta must be in \[0, 1\]; found 1.5"):
+        epsilon_at_delta(m1(), delta=1.5)

@@ -1,0 +1,336 @@
+"""One-run ε (Steinke et al. 2023), ROC/AUC, Clopper-Pearson, RIP, distinguishability."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from gate.stats.binomial import clopper_pearson
+from gate.stats.distinguishability import distinguishability_epsilon
+from gate.stats.one_run import (
+    descending_order,
+    one_run_epsilon,
+    one_run_epsilon_from_scores,
+    one_run_p_value,
+)
+from gate.stats.rip import (
+    cor8_noise,
+    cor8_scale,
+    epsilon_from_eta,
+    eta_from_epsilon,
+    isotropic_noise,
+    replica_sigma,
+    rip_eta_estimate,
+    rip_eta_from_scores,
+)
+from gate.stats.roc import roc_auc, roc_curve, similarity_two_sample, tpr_at_fpr
+from gate.stats.split_balance import split_balance_test
+
+ALPHA = 0.05
+
+
+def slack(n: int, alpha: float = ALPHA) -> float:
+    return alpha + 4 * math.sqrt(alpha * (1 - alpha) / n)
+
+
+# ---------------------------------------------------------------- one run
+
+
+def test_one_run_all_correct_closed_form() -> None:
+    """v = r = 100 correct: p-value q^100; ε̂ solves q^100 = alpha, q = 1/(1+e^-ε)."""
+    q = ALPHA ** (1 / 100)
+    eps = one_run_epsilon(k_plus=100, k_minus=0, correct=100, alpha=ALPHA)
+    assert eps == pytest.approx(math.log(q / (1 - q)), abs=1e-5)
+    assert eps <= math.log(q / (1 - q))  # the conservative end
+    assert one_run_p_value(epsilon=eps, k_plus=100, k_minus=0, correct=100) < ALPHA
+
+
+def test_one_run_hand_case() -> None:
+    """r = 10 guesses, v = 9: p-value at ε = 0 is P[Bin(10, 1/2) >= 9] = 11/1024."""
+    assert one_run_p_value(epsilon=0.0, k_plus=5, k_minus=5, correct=9) == pytest.approx(11 / 1024)
+    assert one_run_epsilon(k_plus=5, k_minus=5, correct=5, alpha=ALPHA) == 0.0
+
+
+def test_one_run_delta_term_matches_formula() -> None:
+    r, v, m, delta, eps = 20, 17, 1000, 1e-5, 0.5
+    q = 1 / (1 + math.exp(-eps))
+    base = stats.binom.sf(v - 1, r, q)
+    extra = max(
+        (stats.binom.cdf(v - 1, r, q) - stats.binom.cdf(v - i - 1, r, q)) / i for i in range(1, v + 1)
+    )
+    got = one_run_p_value(epsilon=eps, k_plus=r, k_minus=0, correct=v, delta=delta, scored=m)
+    assert got == pytest.approx(base + 2 * m * delta * extra)
+
+
+def test_one_run_asymmetric_p_uses_two_binomials() -> None:
+    p, eps = 0.2, 0.7
+    e = math.exp(eps)
+    q_plus, q_minus = p * e / (p * e + 1 - p), (1 - p) * e / ((1 - p) * e + p)
+    k_plus, k_minus, v = 30, 40, 50
+    a = stats.binom.pmf(np.arange(k_plus + 1), k_plus, q_plus)
+    b = stats.binom.pmf(np.arange(k_minus + 1), k_minus, q_minus)
+    expected = np.convolve(a, b)[v:].sum()
+    got = one_run_p_value(epsilon=eps, k_plus=k_plus, k_minus=k_minus, correct=v, p=p)
+    assert got == pytest.approx(expected)
+
+
+def test_one_run_p_value_valid_under_dp_null() -> None:
+    """v ~ Bin(r, q_ε) exactly: the p-value of ε is <= alpha in at most alpha of draws."""
+    rng = np.random.default_rng(1)
+    r, eps = 200, 1.0
+    pvals = np.array([one_run_p_value(epsilon=eps, k_plus=r, k_minus=0, correct=v) for v in range(r + 1)])
+    draws = rng.binomial(r, 1 / (1 + math.exp(-eps)), size=20000)
+    assert (pvals[draws] <= ALPHA).mean() <= ALPHA
+
+
+def randomized_response_scores(rng, n, p, eps):
+    """Scores from randomised response on membership: exactly ε-DP in each record."""
+    train = rng.random(n) < p
+    keep = rng.random(n) < math.exp(eps) / (1 + math.exp(eps))
+    return np.where(keep, train, ~train).astype(float), train
+
+
+@pytest.mark.parametrize(
+    ("p", "selection"), [(0.5, "split_half"), (0.5, "bonferroni"), (0.3, "split_half")]
+)
+def test_one_run_epsilon_valid_for_dp_mechanism(p: float, selection: str) -> None:
+    rng = np.random.default_rng(4)
+    eps, draws = 1.0, 300
+    exceed = 0
+    for _ in range(draws):
+        scores, train = randomized_response_scores(rng, 400, p, eps)
+        result = one_run_epsilon_from_scores(
+            scores=scores, is_train=train, rng=rng, alpha=ALPHA, p=p, selection=selection
+        )
+        exceed += result.epsilon_lower > eps
+    assert exceed / draws <= slack(draws)
+
+
+def test_one_run_rejects_rarely_under_zero_learning() -> None:
+    rng = np.random.default_rng(5)
+    draws, positive = 300, 0
+    for _ in range(draws):
+        train = rng.random(400) < 0.5
+        scores = rng.normal(size=400)
+        positive += one_run_epsilon_from_scores(scores=scores, is_train=train, rng=rng).epsilon_lower > 0
+    assert positive / draws <= slack(draws)
+
+
+def test_one_run_power_grows_with_leak() -> None:
+    rng = np.random.default_rng(6)
+    bounds = []
+    for shift in (0.0, 1.0, 3.0):
+        train = rng.random(20000) < 0.5
+        scores = rng.normal(size=20000) + shift * train
+        bounds.append(one_run_epsilon_from_scores(scores=scores, is_train=train, rng=rng).epsilon_lower)
+    assert bounds[0] < 0.2 and bounds[1] > 0.5 and bounds[2] > bounds[1]
+
+
+def test_ties_are_broken_at_random_not_by_input_order() -> None:
+    """All scores tie; train rows first. Input order must not become a fake signal."""
+    rng = np.random.default_rng(7)
+    train = np.r_[np.ones(500, bool), np.zeros(500, bool)]
+    result = one_run_epsilon_from_scores(scores=np.zeros(1000), is_train=train, rng=rng)
+    assert result.epsilon_lower == 0.0
+    order = descending_order(np.zeros(10), np.random.default_rng(0))
+    assert sorted(order) == list(range(10)) and list(order) != list(range(10))
+
+
+def test_one_run_validation() -> None:
+    with pytest.raises(ValueError, match=r"correct must be an integer in \[0, 10\]; found 11"):
+        one_run_p_value(epsilon=1, k_plus=5, k_minus=5, correct=11)
+    with pytest.raises(ValueError, match=r"delta > 0 is supported for p = 0.5 only"):
+        one_run_p_value(epsilon=1, k_plus=5, k_minus=5, correct=3, p=0.3, delta=1e-6)
+    with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\); found 1.5"):
+        one_run_epsilon(k_plus=5, k_minus=5, correct=3, alpha=1.5)
+    with pytest.raises(ValueError, match="selection must be"):
+        one_run_epsilon_from_scores(scores=np.ones(4), is_train=np.ones(4, bool),
+                                    rng=np.random.default_rng(0), selection="max")
+
+
+# ---------------------------------------------------------------- ROC
+
+
+def test_auc_hand_case_with_ties() -> None:
+    """train {3, 2}, holdout {2, 1}: pairs 1 + 1 + 1/2 + 1 = 3.5 of 4."""
+    r = roc_auc(scores=np.array([3, 2, 2, 1.0]), is_train=np.array([1, 1, 0, 0]))
+    assert r.auc == pytest.approx(0.875)
+    np.testing.assert_allclose(r.curve.fpr, [0, 0, 0.5, 1])
+    np.testing.assert_allclose(r.curve.tpr, [0, 0.5, 1, 1])
+    assert tpr_at_fpr(r.curve, fpr=0.0) == 0.5
+    assert tpr_at_fpr(r.curve, fpr=0.5) == 1.0
+
+
+def test_auc_matches_mann_whitney_and_pairs() -> None:
+    rng = np.random.default_rng(8)
+    scores = rng.integers(0, 5, size=60).astype(float)
+    train = rng.random(60) < 0.5
+    r = roc_auc(scores=scores, is_train=train)
+    a, b = scores[train], scores[~train]
+    pairs = ((a[:, None] > b[None, :]) + 0.5 * (a[:, None] == b[None, :])).mean()
+    assert r.auc == pytest.approx(pairs)
+    assert r.p_value == pytest.approx(stats.mannwhitneyu(a, b, alternative="greater").pvalue)
+    # trapezoid area under the ROC points equals the AUC with ties as 1/2
+    assert np.trapezoid(r.curve.tpr, r.curve.fpr) == pytest.approx(r.auc)
+
+
+def test_auc_null_rejection_rate() -> None:
+    rng = np.random.default_rng(9)
+    draws = 2000
+    scores = rng.normal(size=(draws, 100))
+    train = rng.random((draws, 100)) < 0.5
+    rejected = sum(roc_auc(scores=scores[i], is_train=train[i]).p_value <= ALPHA for i in range(draws))
+    assert rejected / draws <= slack(draws)
+
+
+def test_two_sample_similarity() -> None:
+    rng = np.random.default_rng(10)
+    result = similarity_two_sample(train_similarity=rng.normal(0.5, 0.1, 300) + 0.1,
+                                   holdout_similarity=rng.normal(0.5, 0.1, 300))
+    assert result.auc > 0.6 and result.p_value < 1e-6 and result.median_difference > 0
+    with pytest.raises(ValueError, match="non-empty"):
+        similarity_two_sample(train_similarity=np.array([]), holdout_similarity=np.ones(3))
+
+
+def test_roc_validation() -> None:
+    with pytest.raises(ValueError, match="need both train and holdout"):
+        roc_curve(scores=np.ones(3), is_train=np.ones(3, bool))
+    with pytest.raises(ValueError, match="NaN"):
+        roc_auc(scores=np.array([1, np.nan]), is_train=np.array([1, 0]))
+    with pytest.raises(ValueError, match=r"fpr must be in \[0, 1\]; found 2"):
+        tpr_at_fpr(roc_curve(scores=np.array([1.0, 0]), is_train=np.array([1, 0])), fpr=2)
+
+
+# ---------------------------------------------------------------- Clopper-Pearson
+
+
+def test_clopper_pearson_closed_forms() -> None:
+    assert clopper_pearson(successes=10, trials=10, alpha=0.05, side="lower").lower == pytest.approx(0.05 ** 0.1)
+    lo, hi = clopper_pearson(successes=0, trials=10, alpha=0.05)
+    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** 0.1)
+    lo, hi = clopper_pearson(successes=3, trials=10, alpha=0.05)
+    assert (lo, hi) == pytest.approx((stats.beta.ppf(0.025, 3, 8), stats.beta.ppf(0.975, 4, 7)))
+
+
+def test_clopper_pearson_coverage() -> None:
+    rng = np.random.default_rng(12)
+    trials, q, draws = 40, 0.3, 5000
+    ks = rng.binomial(trials, q, size=draws)
+    lower = {k: clopper_pearson(successes=int(k), trials=trials, alpha=ALPHA, side="lower").lower for k in set(ks)}
+    assert np.mean([lower[k] > q for k in ks]) <= ALPHA
+
+
+def test_clopper_pearson_validation() -> None:
+    with pytest.raises(ValueError, match=r"successes must be an integer in \[0, 5\]; found 6"):
+        clopper_pearson(successes=6, trials=5, alpha=0.05)
+    with pytest.raises(ValueError, match=r"trials must be an integer in \[1, inf\]; found 0"):
+        clopper_pearson(successes=0, trials=0, alpha=0.05)
+    with pytest.raises(ValueError, match="side must be"):
+        clopper_pearson(successes=1, trials=5, alpha=0.05, side="left")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- distinguishability
+
+
+def test_teda_ceiling() -> None:
+    """METHODS §6: k = 2, T = K = 10^4, alpha_conf = 0.01 -> ε_emp ≈ 7.54."""
+    r = distinguishability_epsilon(successes=10_000, trials=10_000, candidates=2, alpha_conf=0.01)
+    assert r.epsilon_emp == pytest.approx(7.54, abs=0.005)
+
+
+def test_teda_hand_case_and_floor() -> None:
+    r = distinguishability_epsilon(successes=60, trials=100, candidates=4, alpha_conf=0.05)
+    p0 = stats.beta.ppf(0.025, 60, 41)
+    assert r.epsilon_emp == pytest.approx(math.log(3 * p0 / (1 - p0)))
+    chance = distinguishability_epsilon(successes=25, trials=100, candidates=4)
+    assert chance.epsilon_emp == 0.0
+    with pytest.raises(ValueError, match=r"candidates must be an integer in \[2, inf\]; found 1"):
+        distinguishability_epsilon(successes=1, trials=2, candidates=1)
+
+
+def test_teda_valid_under_eps_dp_guessing() -> None:
+    """An attack that succeeds with exactly the ε-DP limit e^ε/(e^ε + k - 1)."""
+    rng = np.random.default_rng(13)
+    eps, k, trials, draws = 1.0, 4, 500, 2000
+    success = math.exp(eps) / (math.exp(eps) + k - 1)
+    ks = rng.binomial(trials, success, size=draws)
+    values = {int(x): distinguishability_epsilon(successes=int(x), trials=trials, candidates=k).epsilon_emp
+              for x in set(ks)}
+    # two-sided level 0.05: the lower end misses with probability <= 0.025
+    assert np.mean([values[int(x)] > eps for x in ks]) <= slack(draws, 0.025)
+
+
+# ---------------------------------------------------------------- RIP
+
+
+def test_rip_theorem4_round_trip_and_values() -> None:
+    assert eta_from_epsilon(epsilon=0.0) == 0.0
+    assert eta_from_epsilon(epsilon=math.log(3)) == pytest.approx(0.25)  # 1/(1+1/3) - 1/2
+    for eta in (0.01, 0.1, 0.3, 0.49):
+        assert eta_from_epsilon(epsilon=epsilon_from_eta(eta=eta)) == pytest.approx(eta)
+    with pytest.raises(ValueError, match=r"eta must be in \[0, 0.5\); found 0.5"):
+        epsilon_from_eta(eta=0.5)
+
+
+def test_rip_estimate_hand_case() -> None:
+    r = rip_eta_estimate(correct=70, trials=100, alpha=0.05)
+    assert r.eta == pytest.approx(0.2)
+    assert r.eta_lower == pytest.approx(stats.beta.ppf(0.05, 70, 31) - 0.5)
+    assert rip_eta_estimate(correct=40, trials=100).eta_lower == 0.0
+
+
+def test_rip_from_scores_valid_under_null_and_powerful_under_leak() -> None:
+    rng = np.random.default_rng(14)
+    draws, positive = 300, 0
+    for _ in range(draws):
+        train = rng.random(300) < 0.5
+        positive += rip_eta_from_scores(scores=rng.normal(size=300), is_train=train, rng=rng).eta_lower > 0
+    assert positive / draws <= slack(draws)
+    train = rng.random(4000) < 0.5
+    leak = rip_eta_from_scores(scores=rng.normal(size=4000) + train, is_train=train, rng=rng)
+    assert leak.eta_lower > 0.1
+    assert leak.eta_lower <= stats.norm.cdf(0.5) - 0.5 + 0.02  # the Bayes-optimal η is 0.191
+
+
+def test_rip_noise_scales_and_shapes() -> None:
+    rng = np.random.default_rng(15)
+    assert cor8_scale(eta=0.1) == pytest.approx(61.6**2)
+    sigma = np.array([1.0, 2.0, 0.5])
+    noise = np.array([cor8_noise(sigma=sigma, eta=0.2, rng=rng) for _ in range(4000)])
+    # X = r U with ||U||_{σ,2} = 1, so ||X||_{σ,2} = |r| ~ Exp(scale (6.16/η)^2)
+    norms = np.sqrt((noise**2 / (3 * sigma**2)).sum(axis=1))
+    assert norms.mean() == pytest.approx(cor8_scale(eta=0.2), rel=0.05)
+    replicas = rng.normal(size=(8, 5))
+    sd = replica_sigma(replicas)
+    assert sd**2 == pytest.approx(((replicas - replicas.mean(0)) ** 2).sum() / 7)
+    iso = np.array([isotropic_noise(dimension=5, sigma=sd, eta=0.3, rng=rng) for _ in range(4000)])
+    assert np.linalg.norm(iso, axis=1).mean() == pytest.approx((7.5 / 0.3) ** 2 * sd, rel=0.05)
+    with pytest.raises(ValueError, match="sigma must be a non-empty 1-d array"):
+        cor8_noise(sigma=np.array([1.0, 0.0]), eta=0.1, rng=rng)
+    with pytest.raises(ValueError, match=r"eta must be in \(0, 0.5\); found 0"):
+        cor8_scale(eta=0)
+
+
+# ---------------------------------------------------------------- split balance
+
+
+def test_split_balance_test() -> None:
+    r = split_balance_test(train_users=50, total_users=100, p=0.5)
+    assert r.p_value == pytest.approx(1.0) and r.train_share == 0.5
+    assert split_balance_test(train_users=90, total_users=100, p=0.5).p_value < 1e-10
+    with pytest.raises(ValueError, match=r"train_users must be an integer in \[0, 10\]; found 11"):
+        split_balance_test(train_users=11, total_users=10, p=0.5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 60), st.data())
+def test_one_run_epsilon_monotone_in_correct(r: int, data) -> None:
+    v = data.draw(st.integers(0, r - 1))
+    a = one_run_epsilon(k_plus=r, k_minus=0, correct=v, alpha=ALPHA, tolerance=1e-4)
+    b = one_run_epsilon(k_plus=r, k_minus=0, correct=v + 1, alpha=ALPHA, tolerance=1e-4)
+    assert 0 <= a <= b + 1e-4
