@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gate._version import __version__
 from gate.audits.base import AuditContext, AuditResult
 from gate.audits.registry import create_audit
 from gate.data.bundle import Bundle, load_bundle
@@ -112,6 +111,7 @@ def run_gate(
     enabled = policy_model.audits.enabled()
     children = np.random.SeedSequence(root_seed).spawn(len(enabled))
     outcomes: dict[str, AuditOutcome] = {}
+    shared_cache: dict[Any, Any] = {}
     for (name, config), child in zip(enabled.items(), children, strict=True):
         seed_info = {"entropy": root_seed, "spawn_key": list(child.spawn_key)}
         context = AuditContext(
@@ -123,6 +123,7 @@ def run_gate(
             progress=progress,
             redact=policy_model.evidence.redact_witnesses,
             max_witnesses=policy_model.evidence.max_witnesses,
+            cache=shared_cache,
         )
         t0 = time.perf_counter()
         result: AuditResult | None = None
@@ -133,7 +134,7 @@ def run_gate(
             with progress.step(f"audit {name}"):
                 result = audit.run(bundle, config, context)
             checks = tuple(evaluate_check(s, result.metrics) for s in checks_by_audit.get(name, []))
-        except Exception as exc:  # noqa: BLE001 - recorded as an error verdict, never a pass
+        except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:
             status: Status = "error"

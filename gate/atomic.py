@@ -34,7 +34,10 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+    def write(tmp: Path) -> None:
+        tmp.write_bytes(data)
+
+    return atomic_write(path, write)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -37,7 +37,9 @@ def test_loads_jsonl_with_fingerprints(bundle_files: dict[str, Path]) -> None:
 
 
 def test_csv_and_parquet_load_like_jsonl(bundle_files: dict[str, Path], tmp_path: Path) -> None:
-    frames = {k: pd.read_json(bundle_files[k], lines=True) for k in ("train", "holdout", "synthetic")}
+    frames = {
+        k: pd.read_json(bundle_files[k], lines=True) for k in ("train", "holdout", "synthetic")
+    }
     frames["train"].to_csv(tmp_path / "train.csv", index=False)
     frames["holdout"].to_parquet(tmp_path / "holdout.parquet", index=False)
     bundle = load(bundle_files, train=tmp_path / "train.csv", holdout=tmp_path / "holdout.parquet")
@@ -53,20 +55,29 @@ def test_defaults_for_ids(tmp_path: Path, bundle_files: dict[str, Path]) -> None
     holdout = write_jsonl(tmp_path / "h.jsonl", [{"text": unique_text(10 + i)} for i in range(3)])
     bundle = load(bundle_files, train=train, holdout=holdout)
     assert bundle.source["record_id"].tolist() == [
-        "train:1", "train:2", "train:3", "holdout:1", "holdout:2", "holdout:3"
+        "train:1",
+        "train:2",
+        "train:3",
+        "holdout:1",
+        "holdout:2",
+        "holdout:3",
     ]
     assert bundle.source["user_id"].tolist() == bundle.source["record_id"].tolist()
 
 
 def test_missing_text_column(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"body": "x"}])
-    with pytest.raises(BundleError, match=r"bad.jsonl: no 'text' column; columns found: \['body'\]"):
+    with pytest.raises(
+        BundleError, match=r"bad.jsonl: no 'text' column; columns found: \['body'\]"
+    ):
         load(bundle_files, train=bad)
 
 
 def test_null_text_names_line(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"text": "a"}, {"text": None}])
-    with pytest.raises(BundleError, match=r"bad.jsonl: line 2: 'text' must be a string; found null"):
+    with pytest.raises(
+        BundleError, match=r"bad.jsonl: line 2: 'text' must be a string; found null"
+    ):
         load(bundle_files, holdout=bad)
 
 
@@ -98,7 +109,9 @@ def test_invalid_json_line(tmp_path: Path, bundle_files: dict[str, Path]) -> Non
         load(bundle_files, synthetic=bad)
 
 
-def test_unsupported_extension_and_missing_file(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
+def test_unsupported_extension_and_missing_file(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
     with pytest.raises(BundleError, match=r"unsupported file type '.txt'"):
         load(bundle_files, synthetic=tmp_path / "x.txt")
     with pytest.raises(BundleError, match=r"nope.jsonl: file not found"):
@@ -110,12 +123,16 @@ def test_duplicate_record_ids_across_files(tmp_path: Path, bundle_files: dict[st
         tmp_path / "dup.jsonl",
         [{"record_id": "t3", "user_id": "other", "text": "x"}],
     )
-    with pytest.raises(BundleError, match=r"duplicate record_id 't3' at .*train.jsonl:4, .*dup.jsonl:1"):
+    with pytest.raises(
+        BundleError, match=r"duplicate record_id 't3' at .*train.jsonl:4, .*dup.jsonl:1"
+    ):
         load(bundle_files, holdout=holdout)
 
 
 def test_duplicate_synthetic_ids(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
-    syn = write_jsonl(tmp_path / "s.jsonl", [{"record_id": "a", "text": "x"}, {"record_id": "a", "text": "y"}])
+    syn = write_jsonl(
+        tmp_path / "s.jsonl", [{"record_id": "a", "text": "x"}, {"record_id": "a", "text": "y"}]
+    )
     with pytest.raises(BundleError, match=r"duplicate record_id 'a' at .*s.jsonl:1, .*s.jsonl:2"):
         load(bundle_files, synthetic=syn)
 
@@ -123,42 +140,63 @@ def test_duplicate_synthetic_ids(tmp_path: Path, bundle_files: dict[str, Path]) 
 def test_user_in_both_splits(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
     holdout = write_jsonl(
         tmp_path / "h.jsonl",
-        [{"record_id": "h0", "user_id": "ut5", "text": "x"}, {"record_id": "h1", "user_id": "z", "text": "y"}],
+        [
+            {"record_id": "h0", "user_id": "ut5", "text": "x"},
+            {"record_id": "h1", "user_id": "z", "text": "y"},
+        ],
     )
-    with pytest.raises(BundleError, match=r"user 'ut5' is in both train and holdout \(1 such users\)"):
+    with pytest.raises(
+        BundleError, match=r"user 'ut5' is in both train and holdout \(1 such users\)"
+    ):
         load(bundle_files, holdout=holdout)
 
 
 def test_synthetic_identical_to_source(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
     copy = tmp_path / "copy.jsonl"
     shutil.copy(bundle_files["train"], copy)
-    with pytest.raises(BundleError, match=r"copy.jsonl: the synthetic file is byte-identical to the train file"):
+    with pytest.raises(
+        BundleError, match=r"copy.jsonl: the synthetic file is byte-identical to the train file"
+    ):
         load(bundle_files, synthetic=copy)
 
 
 def test_split_far_from_p_fails_or_warns(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
     holdout = write_jsonl(tmp_path / "h.jsonl", [{"user_id": "solo", "text": "x"}])
-    with pytest.raises(BundleError, match=r"the split is far from the declared p = 0.5: 20 of 21 users"):
+    with pytest.raises(
+        BundleError, match=r"the split is far from the declared p = 0.5: 20 of 21 users"
+    ):
         load(bundle_files, holdout=holdout)
     warn = MembershipPolicy(split_check=SplitCheck(action="warn"))
     bundle = load_bundle(
-        membership=warn, train=bundle_files["train"], holdout=holdout, synthetic=bundle_files["synthetic"]
+        membership=warn,
+        train=bundle_files["train"],
+        holdout=holdout,
+        synthetic=bundle_files["synthetic"],
     )
     assert bundle.warnings and "far from the declared p" in bundle.warnings[0]
     assert bundle.membership.balance_ok is False
 
 
-def test_declared_p_matching_an_unbalanced_split_passes(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
-    holdout = write_jsonl(tmp_path / "h.jsonl", [{"user_id": f"x{i}", "text": "x"} for i in range(5)])
+def test_declared_p_matching_an_unbalanced_split_passes(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    holdout = write_jsonl(
+        tmp_path / "h.jsonl", [{"user_id": f"x{i}", "text": "x"} for i in range(5)]
+    )
     bundle = load_bundle(
-        membership=MembershipPolicy(p=0.8), train=bundle_files["train"], holdout=holdout,
+        membership=MembershipPolicy(p=0.8),
+        train=bundle_files["train"],
+        holdout=holdout,
         synthetic=bundle_files["synthetic"],
     )
     assert bundle.membership.balance.train_users == 20 and bundle.membership.balance_ok
 
 
 def test_source_file_with_split_column(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
-    rows = [{"user_id": f"u{i}", "text": unique_text(i), "split": "train" if i % 2 else "holdout"} for i in range(10)]
+    rows = [
+        {"user_id": f"u{i}", "text": unique_text(i), "split": "train" if i % 2 else "holdout"}
+        for i in range(10)
+    ]
     source = write_jsonl(tmp_path / "src.jsonl", rows)
     bundle = load_bundle(membership=MEMBERSHIP, source=source, synthetic=bundle_files["synthetic"])
     assert bundle.is_train.sum() == 5
@@ -169,8 +207,12 @@ def test_source_file_needs_valid_split(tmp_path: Path, bundle_files: dict[str, P
     no_split = write_jsonl(tmp_path / "a.jsonl", [{"text": "x"}])
     with pytest.raises(BundleError, match=r"a.jsonl: no 'split' column"):
         load_bundle(membership=MEMBERSHIP, source=no_split, synthetic=bundle_files["synthetic"])
-    bad = write_jsonl(tmp_path / "b.jsonl", [{"text": "x", "split": "train"}, {"text": "y", "split": "public"}])
-    with pytest.raises(BundleError, match=r"b.jsonl: line 2: 'split' must be 'train' or 'holdout'; found 'public'"):
+    bad = write_jsonl(
+        tmp_path / "b.jsonl", [{"text": "x", "split": "train"}, {"text": "y", "split": "public"}]
+    )
+    with pytest.raises(
+        BundleError, match=r"b.jsonl: line 2: 'split' must be 'train' or 'holdout'; found 'public'"
+    ):
         load_bundle(membership=MEMBERSHIP, source=bad, synthetic=bundle_files["synthetic"])
 
 
@@ -178,7 +220,9 @@ def test_source_and_train_are_exclusive(bundle_files: dict[str, Path]) -> None:
     with pytest.raises(BundleError, match="either --source or --train/--holdout"):
         load(bundle_files, source=bundle_files["train"])
     with pytest.raises(BundleError, match="source records are missing"):
-        load_bundle(membership=MEMBERSHIP, train=bundle_files["train"], synthetic=bundle_files["synthetic"])
+        load_bundle(
+            membership=MEMBERSHIP, train=bundle_files["train"], synthetic=bundle_files["synthetic"]
+        )
 
 
 def test_one_side_empty_is_rejected(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
@@ -189,6 +233,8 @@ def test_one_side_empty_is_rejected(tmp_path: Path, bundle_files: dict[str, Path
 
 
 def test_unknown_source_id(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
-    syn = write_jsonl(tmp_path / "s.jsonl", [{"text": "x", "source_id": "t1"}, {"text": "y", "source_id": "zz"}])
+    syn = write_jsonl(
+        tmp_path / "s.jsonl", [{"text": "x", "source_id": "t1"}, {"text": "y", "source_id": "zz"}]
+    )
     with pytest.raises(BundleError, match=r"s.jsonl: line 2: source_id 'zz' is not a record_id"):
         load(bundle_files, synthetic=syn)

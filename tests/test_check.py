@@ -23,8 +23,18 @@ from .conftest import REPO, unique_text, write_jsonl, write_policy
 
 def check_args(files: dict[str, Path], out: Path, **extra: str) -> list[str]:
     args = [
-        "check", "--quiet", "--policy", str(files["policy"]), "--train", str(files["train"]),
-        "--holdout", str(files["holdout"]), "--synthetic", str(files["synthetic"]), "--out", str(out),
+        "check",
+        "--quiet",
+        "--policy",
+        str(files["policy"]),
+        "--train",
+        str(files["train"]),
+        "--holdout",
+        str(files["holdout"]),
+        "--synthetic",
+        str(files["synthetic"]),
+        "--out",
+        str(out),
     ]
     for key, value in extra.items():
         args += [f"--{key}", value]
@@ -48,7 +58,9 @@ def test_leaky_release_fails_with_exit_1(bundle_files: dict[str, Path], tmp_path
     assert witness["split"] == "train" and witness["source_record_id"].startswith("t")
 
 
-def test_release_without_disclosures_passes_with_exit_0(bundle_files: dict[str, Path], tmp_path: Path) -> None:
+def test_release_without_disclosures_passes_with_exit_0(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
     write_jsonl(bundle_files["synthetic"], [{"text": unique_text(1000 + i)} for i in range(10)])
     out = tmp_path / "out"
     assert main(check_args(bundle_files, out)) == 0
@@ -60,7 +72,9 @@ def test_release_without_disclosures_passes_with_exit_0(bundle_files: dict[str, 
 def test_phantom_only_release_passes(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     """As many holdout as train records copied: disclosures are non-zero but explained
     by phantoms, so zero learning is not rejected."""
-    rows = [{"text": unique_text(i)} for i in range(5)] + [{"text": unique_text(100 + i)} for i in range(5)]
+    rows = [{"text": unique_text(i)} for i in range(5)] + [
+        {"text": unique_text(100 + i)} for i in range(5)
+    ]
     write_jsonl(bundle_files["synthetic"], rows)
     out = tmp_path / "out"
     assert main(check_args(bundle_files, out)) == 0
@@ -83,7 +97,14 @@ def test_report_contract(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     check = report["audits"]["disclosure"]["checks"][0]
     assert set(check) >= {"metric", "op", "threshold", "value", "passed"}
     witness = report["audits"]["disclosure"]["witnesses"][0]
-    assert set(witness) >= {"feature", "class", "source_record_id", "user_id", "split", "synthetic_record_id"}
+    assert set(witness) >= {
+        "feature",
+        "class",
+        "source_record_id",
+        "user_id",
+        "split",
+        "synthetic_record_id",
+    }
 
 
 def test_witnesses_are_redacted_by_default(bundle_files: dict[str, Path], tmp_path: Path) -> None:
@@ -95,7 +116,9 @@ def test_witnesses_are_redacted_by_default(bundle_files: dict[str, Path], tmp_pa
             assert token not in text
 
 
-def test_raw_witnesses_only_when_the_policy_allows(bundle_files: dict[str, Path], tmp_path: Path) -> None:
+def test_raw_witnesses_only_when_the_policy_allows(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
     policy = bundle_files["policy"]
     policy.write_text(policy.read_text() + "evidence:\n  redact_witnesses: false\n")
     out = tmp_path / "out"
@@ -104,7 +127,9 @@ def test_raw_witnesses_only_when_the_policy_allows(bundle_files: dict[str, Path]
     assert witness["feature"] in unique_text(int(witness["source_record_id"][1:]))
 
 
-def test_bad_input_exits_2_and_writes_nothing(bundle_files: dict[str, Path], tmp_path: Path, capsys) -> None:
+def test_bad_input_exits_2_and_writes_nothing(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys
+) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"body": 1}\n')
     out = tmp_path / "out"
@@ -116,7 +141,9 @@ def test_bad_input_exits_2_and_writes_nothing(bundle_files: dict[str, Path], tmp
 
 
 def test_bad_policy_exits_2(bundle_files: dict[str, Path], tmp_path: Path, capsys) -> None:
-    write_policy(bundle_files["policy"], "version: 1\nname: x\naudits: {disclosure: {features: []}}\n")
+    write_policy(
+        bundle_files["policy"], "version: 1\nname: x\naudits: {disclosure: {features: []}}\n"
+    )
     assert main(check_args(bundle_files, tmp_path / "out")) == 2
     assert "audits.disclosure.features" in capsys.readouterr().err
 
@@ -149,7 +176,10 @@ class SilentAudit(Audit):
     ],
 )
 def test_audit_that_cannot_finish_exits_3_never_pass(
-    audit: type[Audit], message: str, bundle_files: dict[str, Path], tmp_path: Path,
+    audit: type[Audit],
+    message: str,
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(registry._AUDITS, "disclosure", audit)
@@ -176,7 +206,9 @@ def test_unavailable_feature_class_exits_3(bundle_files: dict[str, Path], tmp_pa
         assert code == 3 and "semantic" in report["audits"]["disclosure"]["error"]
 
 
-def test_unavailable_audit_exits_3(bundle_files: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
+def test_unavailable_audit_exits_3(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.delitem(registry._AUDITS, "disclosure", raising=False)
     monkeypatch.setattr(registry, "BUILTIN_AUDITS", {})
     out = tmp_path / "out"
@@ -187,8 +219,10 @@ def test_unavailable_audit_exits_3(bundle_files: dict[str, Path], tmp_path: Path
 def test_one_failing_audit_among_passing_ones_is_not_a_pass(bundle_files: dict[str, Path]) -> None:
     loaded = load_policy(bundle_files["policy"])
     bundle = load_bundle(
-        membership=loaded.policy.membership, train=bundle_files["train"],
-        holdout=bundle_files["holdout"], synthetic=bundle_files["synthetic"],
+        membership=loaded.policy.membership,
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
     )
     result = run_gate(loaded, bundle, seed=3)
     assert result.status == "fail" and not result.passed and result.exit_code == 1
@@ -196,8 +230,11 @@ def test_one_failing_audit_among_passing_ones_is_not_a_pass(bundle_files: dict[s
 
 def test_run_gate_matches_cli(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     outcome = check_release(
-        policy=bundle_files["policy"], train=bundle_files["train"], holdout=bundle_files["holdout"],
-        synthetic=bundle_files["synthetic"], out_dir=tmp_path / "api",
+        policy=bundle_files["policy"],
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
+        out_dir=tmp_path / "api",
     )
     main(check_args(bundle_files, tmp_path / "cli"))
     api, cli = read_report(tmp_path / "api"), read_report(tmp_path / "cli")
@@ -229,10 +266,26 @@ def test_console_script_on_the_bundled_example(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     example = REPO / "examples" / "bundle"
     result = subprocess.run(
-        [sys.executable, "-m", "gate", "check", "--quiet", "--policy", str(REPO / "policies" / "standard.yaml"),
-         "--manifest", str(example / "split" / "split-manifest.json"),
-         "--synthetic", str(example / "synthetic.jsonl"), "--out", str(tmp_path / "r")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        [
+            sys.executable,
+            "-m",
+            "gate",
+            "check",
+            "--quiet",
+            "--policy",
+            str(REPO / "policies" / "standard.yaml"),
+            "--manifest",
+            str(example / "split" / "split-manifest.json"),
+            "--synthetic",
+            str(example / "synthetic.jsonl"),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 1, result.stderr
     assert "verdict: FAIL" in result.stdout

@@ -17,23 +17,37 @@ def corpora(source: list[str], synthetic: list[str], **kwargs):
     return split_corpus(corpus, len(source))
 
 
-def reference(source: list[str], synthetic: list[str], users: list[int], n_min: int, n_max: int, k: int):
+def reference(
+    source: list[str], synthetic: list[str], users: list[int], n_min: int, n_max: int, k: int
+):
     """Dictionary-based reference: c_i, rare feature count, disclosed feature count."""
     holders: dict[tuple, set] = defaultdict(set)
     grams_of = []
     for text, user in zip(source, users, strict=True):
         tokens = text.split()
-        grams = {tuple(tokens[i : i + n]) for n in range(n_min, n_max + 1) for i in range(len(tokens) - n + 1)}
+        grams = {
+            tuple(tokens[i : i + n])
+            for n in range(n_min, n_max + 1)
+            for i in range(len(tokens) - n + 1)
+        }
         grams_of.append(grams)
         for g in grams:
             holders[g].add(user)
     in_synthetic = set()
     for text in synthetic:
         tokens = text.split()
-        in_synthetic |= {tuple(tokens[i : i + n]) for n in range(n_min, n_max + 1) for i in range(len(tokens) - n + 1)}
+        in_synthetic |= {
+            tuple(tokens[i : i + n])
+            for n in range(n_min, n_max + 1)
+            for i in range(len(tokens) - n + 1)
+        }
     rare = {g for g, us in holders.items() if len(us) <= k}
     counts = [len(grams & rare & in_synthetic) for grams in grams_of]
-    return counts, len(rare), len(rare & in_synthetic)
+    per_user: dict[int, set] = defaultdict(set)
+    for grams, user in zip(grams_of, users, strict=True):
+        per_user[user] |= grams & rare & in_synthetic
+    user_counts = [len(per_user[u]) for u in range(max(users) + 1)]
+    return counts, len(rare), len(rare & in_synthetic), user_counts
 
 
 def test_hand_case() -> None:
@@ -55,10 +69,11 @@ def test_hand_case() -> None:
 
 def test_same_user_twice_is_still_rare() -> None:
     src, syn = corpora(["a b c", "a b c", "a b c"], ["a b c"])
-    found = ngram_disclosures(src, syn, users=np.array([7, 7, 8]), n_min=3, n_max=3, max_users=1)
+    found = ngram_disclosures(src, syn, users=np.array([0, 0, 1]), n_min=3, n_max=3, max_users=1)
     assert found.rare_features == 0
-    found = ngram_disclosures(src, syn, users=np.array([7, 7, 8]), n_min=3, n_max=3, max_users=2)
+    found = ngram_disclosures(src, syn, users=np.array([0, 0, 1]), n_min=3, n_max=3, max_users=2)
     assert found.rare_features == 1 and found.record_counts.tolist() == [1, 1, 1]
+    assert found.user_counts.tolist() == [1, 1]  # one feature per user, not per record
 
 
 def test_ngrams_never_cross_documents() -> None:
@@ -78,8 +93,9 @@ def test_matches_reference_on_random_corpora(seed: int) -> None:
     users = rng.integers(0, 25, size=40)
     src, syn = corpora(source, synthetic)
     found = ngram_disclosures(src, syn, users=users, n_min=2, n_max=4, max_users=2)
-    counts, rare, disclosed = reference(source, synthetic, users.tolist(), 2, 4, 2)
+    counts, rare, disclosed, user_counts = reference(source, synthetic, users.tolist(), 2, 4, 2)
     assert found.record_counts.tolist() == counts
+    assert found.user_counts.tolist() == user_counts
     assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
 
 
@@ -89,23 +105,33 @@ def test_collisions_never_become_disclosures(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(ngram_module, "_BASE", np.uint64(1))
     monkeypatch.setattr(ngram_module, "_BASE_INV", np.uint64(1))
     rng = np.random.default_rng(3)
-    vocab = [f"t{i}" for i in range(30)]
+    vocab = [f"t{i}" for i in range(400)]
     source = [" ".join(rng.choice(vocab, size=20)) for _ in range(30)]
-    synthetic = [" ".join(rng.choice(vocab, size=20)) for _ in range(30)]
+    synthetic = source[:10] + [" ".join(rng.choice(vocab, size=20)) for _ in range(30)]
     src, syn = corpora(source, synthetic)
+    index = ngram_index(src, 3)
+    distinct_grams = {tuple(src.ids[p : p + 3]) for p in index.positions}
+    assert np.unique(index.hashes).size < len(distinct_grams)  # collisions do happen
     found = ngram_disclosures(src, syn, users=np.arange(30), n_min=3, n_max=3, max_users=1)
-    for row, pos, n, s in zip(found.witness_record, found.witness_position, found.witness_length,
-                              found.witness_synthetic, strict=True):
+    for row, pos, n, s in zip(
+        found.witness_record,
+        found.witness_position,
+        found.witness_length,
+        found.witness_synthetic,
+        strict=True,
+    ):
         gram = " ".join(src.tokens(int(pos), int(n)))
         assert gram in source[row] and gram in synthetic[s]
-    true_counts, _, _ = reference(source, synthetic, list(range(30)), 3, 3, 1)
+    true_counts, _, _, _ = reference(source, synthetic, list(range(30)), 3, 3, 1)
     # collisions can only merge features (less rare, fewer matches), never add evidence
     assert (found.record_counts <= np.array(true_counts)).all()
     assert found.record_counts.sum() > 0
 
 
 def test_normalisation_options() -> None:
-    src, syn = corpora(["Call ME, at Home now"], ["call me at home now"], lowercase=True, strip_punctuation=True)
+    src, syn = corpora(
+        ["Call ME, at Home now"], ["call me at home now"], lowercase=True, strip_punctuation=True
+    )
     found = ngram_disclosures(src, syn, users=np.array([0]), n_min=5, n_max=5, max_users=1)
     assert found.record_counts.tolist() == [1]
     src, syn = corpora(["Call ME, at Home now"], ["call me at home now"])

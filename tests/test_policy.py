@@ -37,8 +37,10 @@ def test_minimal_policy_gets_paper_defaults() -> None:
 
 
 def test_default_ngram_lengths_are_the_papers() -> None:
-    policy = parse_policy(HEAD + "audits:\n  disclosure:\n    features: [{class: ngram}]\n"
-                          "    thresholds: {max_epsilon: 0}\n")
+    policy = parse_policy(
+        HEAD + "audits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0}\n"
+    )
     ngram = policy.audits.disclosure.features[0]
     assert (ngram.n_min, ngram.n_max) == (8, 16)
 
@@ -94,7 +96,9 @@ def test_missing_required_key() -> None:
 
 
 def test_wrong_version() -> None:
-    assert "version: Input should be 1; found 2" in error_of(MINIMAL_POLICY.replace("version: 1", "version: 2"))
+    assert "version: Input should be 1; found 2" in error_of(
+        MINIMAL_POLICY.replace("version: 1", "version: 2")
+    )
 
 
 def test_wrong_type_names_what_was_found() -> None:
@@ -123,7 +127,10 @@ def test_duplicate_feature_class() -> None:
         HEAD + "audits:\n  disclosure:\n    features: [{class: ngram}, {class: ngram}]\n"
         "    thresholds: {max_epsilon: 0}\n"
     )
-    assert "audits.disclosure.features: each class may appear once; found duplicates: ['ngram']" in message
+    assert (
+        "audits.disclosure.features: each class may appear once; found duplicates: ['ngram']"
+        in message
+    )
 
 
 def test_duplicate_scorer() -> None:
@@ -145,7 +152,9 @@ def test_duplicate_scorer() -> None:
     ],
 )
 def test_range_errors(snippet: str, expected: str) -> None:
-    text = MINIMAL_POLICY.replace("name: test\n", "" if snippet.startswith("name") else "name: test\n")
+    text = MINIMAL_POLICY.replace(
+        "name: test\n", "" if snippet.startswith("name") else "name: test\n"
+    )
     assert expected in error_of(text + snippet)
 
 
@@ -153,8 +162,14 @@ def test_threshold_ranges() -> None:
     message = error_of(
         HEAD + "audits:\n  membership:\n    thresholds: {max_auc: 1.2, max_rip_eta: 0.6}\n"
     )
-    assert "audits.membership.thresholds.max_auc: Input should be less than or equal to 1; found 1.2" in message
-    assert "audits.membership.thresholds.max_rip_eta: Input should be less than or equal to 0.5; found 0.6" in message
+    assert (
+        "audits.membership.thresholds.max_auc: Input should be less than or equal to 1; found 1.2"
+        in message
+    )
+    assert (
+        "audits.membership.thresholds.max_rip_eta: Input should be less than or equal to 0.5; found 0.6"
+        in message
+    )
 
 
 def test_policy_without_audits_is_rejected() -> None:
@@ -224,7 +239,9 @@ def test_effective_policy_round_trips() -> None:
 def test_checks_follow_estimator_choice() -> None:
     exact = parse_policy(MINIMAL_POLICY)
     assert [c.metric for c in policy_checks(exact)] == ["ngram.epsilon_lower_exact"]
-    text = MINIMAL_POLICY.replace("max_epsilon: 0.5", "max_epsilon: 0.5\n      epsilon_estimator: hoeffding")
+    text = MINIMAL_POLICY.replace(
+        "max_epsilon: 0.5", "max_epsilon: 0.5\n      epsilon_estimator: hoeffding"
+    )
     hoeffding = parse_policy(text)
     assert [c.metric for c in policy_checks(hoeffding)] == ["ngram.epsilon_lower"]
 

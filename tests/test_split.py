@@ -40,7 +40,9 @@ def test_users_stay_together_and_counts_add_up(source: Path, tmp_path: Path) -> 
     outcome = split_source(source, p=0.3, seed=5, by="user_id", out_dir=tmp_path / "o")
     m = outcome.manifest
     train = [json.loads(line) for line in (tmp_path / "o" / "train.jsonl").read_text().splitlines()]
-    holdout = [json.loads(line) for line in (tmp_path / "o" / "holdout.jsonl").read_text().splitlines()]
+    holdout = [
+        json.loads(line) for line in (tmp_path / "o" / "holdout.jsonl").read_text().splitlines()
+    ]
     assert not {r["user_id"] for r in train} & {r["user_id"] for r in holdout}
     assert m.train.records + m.holdout.records == m.source.records == 300
     assert m.train.users + m.holdout.users == m.source.users == 100
@@ -75,7 +77,9 @@ def test_assignment_is_bernoulli_p() -> None:
 def test_manifest_is_accepted_and_recorded(source: Path, tmp_path: Path, bundle_files) -> None:
     outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s")
     bundle = load_bundle(
-        membership=MembershipPolicy(), manifest=outcome.manifest_path, synthetic=bundle_files["synthetic"]
+        membership=MembershipPolicy(),
+        manifest=outcome.manifest_path,
+        synthetic=bundle_files["synthetic"],
     )
     assert bundle.membership.how == "gate split seed=9"
     assert bundle.membership.seed == 9
@@ -87,13 +91,23 @@ def test_manifest_detects_changed_files(source: Path, tmp_path: Path, bundle_fil
     train = tmp_path / "s" / "train.jsonl"
     train.write_text(train.read_text() + json.dumps({"user_id": "new", "text": "x"}) + "\n")
     with pytest.raises(BundleError, match=r"the train file does not match the manifest"):
-        load_bundle(membership=MembershipPolicy(), manifest=outcome.manifest_path, synthetic=bundle_files["synthetic"])
+        load_bundle(
+            membership=MembershipPolicy(),
+            manifest=outcome.manifest_path,
+            synthetic=bundle_files["synthetic"],
+        )
 
 
 def test_manifest_p_must_match_policy(source: Path, tmp_path: Path, bundle_files) -> None:
     outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s")
-    with pytest.raises(BundleError, match=r"split was made with p = 0.5 but the policy declares membership.p = 0.4"):
-        load_bundle(membership=MembershipPolicy(p=0.4), manifest=outcome.manifest_path, synthetic=bundle_files["synthetic"])
+    with pytest.raises(
+        BundleError, match=r"split was made with p = 0.5 but the policy declares membership.p = 0.4"
+    ):
+        load_bundle(
+            membership=MembershipPolicy(p=0.4),
+            manifest=outcome.manifest_path,
+            synthetic=bundle_files["synthetic"],
+        )
 
 
 def test_bad_manifest(tmp_path: Path) -> None:
@@ -115,17 +129,51 @@ def test_split_by_missing_column(source: Path, tmp_path: Path) -> None:
 
 
 def test_split_cli(source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["split", "--source", str(source), "--p", "0.5", "--seed", "4", "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "split",
+                "--source",
+                str(source),
+                "--p",
+                "0.5",
+                "--seed",
+                "4",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     assert "manifest:" in capsys.readouterr().out
-    assert main(["split", "--source", str(source), "--p", "1.5", "--seed", "4", "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "split",
+                "--source",
+                str(source),
+                "--p",
+                "1.5",
+                "--seed",
+                "4",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert "--p must be in (0, 1); found 1.5" in capsys.readouterr().err
 
 
 def test_split_preserves_format(tmp_path: Path) -> None:
     import pandas as pd
 
-    frame = pd.DataFrame({"user_id": [f"u{i}" for i in range(30)], "text": [unique_text(i) for i in range(30)]})
+    frame = pd.DataFrame(
+        {"user_id": [f"u{i}" for i in range(30)], "text": [unique_text(i) for i in range(30)]}
+    )
     frame.to_parquet(tmp_path / "src.parquet", index=False)
     split_source(tmp_path / "src.parquet", p=0.5, seed=2, by="user_id", out_dir=tmp_path / "o")
-    back = pd.concat([pd.read_parquet(tmp_path / "o" / f"{n}.parquet") for n in ("train", "holdout")])
+    back = pd.concat(
+        [pd.read_parquet(tmp_path / "o" / f"{n}.parquet") for n in ("train", "holdout")]
+    )
     assert sorted(back["user_id"]) == sorted(frame["user_id"])

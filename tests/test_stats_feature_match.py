@@ -19,7 +19,11 @@ from gate.stats.feature_match import (
     feature_match_test,
     rate_from_epsilon,
 )
-from gate.stats.weighted_tail import weight_multiplicities, weighted_bernoulli_pmf, weighted_bernoulli_sf
+from gate.stats.weighted_tail import (
+    weight_multiplicities,
+    weighted_bernoulli_pmf,
+    weighted_bernoulli_sf,
+)
 
 ALPHA = 0.05
 
@@ -60,7 +64,9 @@ def test_hand_computed_hoeffding_case() -> None:
     tau = 3 + sqrt(14 ln 20 / 2) = 3 + 4.5847 = 7.5847; p-value = 1 (T <= p C1);
     p̂ = (3 - 4.5847) / 6 < 0 -> 0; exact P(S >= 3) for S = 1 B1 + 2 B2 + 3 B3:
     outcomes (b1,b2,b3) with sum >= 3: 001,011,101,111,110 -> 5/8."""
-    r = feature_match_test(counts=np.array([1, 2, 3, 0]), is_train=np.array([1, 1, 0, 1]), alpha=0.05)
+    r = feature_match_test(
+        counts=np.array([1, 2, 3, 0]), is_train=np.array([1, 1, 0, 1]), alpha=0.05
+    )
     assert (r.statistic, r.c1, r.c2, r.holdout_statistic) == (3, 6, 14, 3)
     assert r.critical_value == pytest.approx(3 + math.sqrt(14 * math.log(20) / 2))
     assert r.p_value == 1.0 and r.p_lower == 0.0 and r.epsilon_lower == 0.0
@@ -91,7 +97,9 @@ def test_dp_bounded_critical_value_closed_form() -> None:
 def test_epsilon_rate_round_trip_for_any_p() -> None:
     for p in (0.1, 0.5, 0.8):
         for eps in (0.0, 0.3, 2.0):
-            assert epsilon_from_rate(rate=rate_from_epsilon(epsilon=eps, p=p), p=p) == pytest.approx(eps, abs=1e-9)
+            assert epsilon_from_rate(
+                rate=rate_from_epsilon(epsilon=eps, p=p), p=p
+            ) == pytest.approx(eps, abs=1e-9)
 
 
 def test_weighted_pmf_matches_enumeration() -> None:
@@ -276,7 +284,9 @@ def test_excess_hand_case_and_interval() -> None:
 
 
 def test_excess_p_not_half() -> None:
-    e = phantom_excess(counts=np.ones(10, int), is_train=np.r_[np.ones(3, bool), np.zeros(7, bool)], p=0.25)
+    e = phantom_excess(
+        counts=np.ones(10, int), is_train=np.r_[np.ones(3, bool), np.zeros(7, bool)], p=0.25
+    )
     assert e.estimate == pytest.approx(3 - 7 * 0.25 / 0.75)
 
 

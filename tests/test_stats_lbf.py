@@ -88,7 +88,13 @@ def test_censoring_moves_the_curve_left() -> None:
     cx = np.array([50, 40, 3, 1, 0, 2], dtype=float)
     cy = np.array([50, 40, 0, 2, 3, 1], dtype=float)
     before = lbf_profile(counts_x=cx, counts_y=cy)
-    after = lbf_profile(**dict(zip(("counts_x", "counts_y"), censor(counts_x=cx, counts_y=cy, threshold=3), strict=True)))
+    after = lbf_profile(
+        **dict(
+            zip(
+                ("counts_x", "counts_y"), censor(counts_x=cx, counts_y=cy, threshold=3), strict=True
+            )
+        )
+    )
     assert after.delta_floor < before.delta_floor
     for eps in (0.0, 0.5, 1.0):
         assert delta_at_epsilon(after, epsilon=eps) <= delta_at_epsilon(before, epsilon=eps) + 1e-12
@@ -107,7 +113,7 @@ def test_profile_properties(pairs) -> None:
     assert ((deltas >= 0) & (deltas <= 1)).all()
     assert (np.diff(deltas) <= 1e-12).all()
     assert deltas[-1] >= profile.delta_floor - 1e-12
-    eps = epsilon_at_delta(profile, delta=0.2) if 0.2 >= profile.delta_floor else math.inf
+    eps = epsilon_at_delta(profile, delta=0.2) if profile.delta_floor <= 0.2 else math.inf
     if math.isfinite(eps):
         assert delta_at_epsilon(profile, epsilon=eps) <= 0.2 + 1e-12
 

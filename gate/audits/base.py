@@ -55,6 +55,7 @@ class AuditContext:
     progress: Progress
     redact: bool
     max_witnesses: int
+    cache: dict[Any, Any] = field(default_factory=dict)  # shared by the audits of one run
 
 
 @dataclass(frozen=True)

@@ -2,79 +2,41 @@
 
 Per disclosure class: rare features of the source records, those the release discloses,
 train disclosures T and holdout disclosures H (phantoms), the phantom-adjusted excess
-with its bounds, and the feature-match test (Hoeffding and exact tails).
+with its bounds, and the feature-match test (Hoeffding and exact tails). The unit of
+membership is the user: ``c_u`` counts the distinct disclosed rare features of user ``u``.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from gate.audits.base import Audit, AuditContext, AuditResult, Witness
-from gate.audits.registry import AuditUnavailableError, register_audit
+from gate.audits.feature_classes import ClassDisclosures, class_disclosures
+from gate.audits.registry import register_audit
 from gate.data.bundle import Bundle
 from gate.evidence.redaction import feature_hash, mask
-from gate.features.ngram import ngram_disclosures
-from gate.features.tokenize import split_corpus, tokenize
-from gate.policy.models import DisclosureAudit, NgramFeatures
+from gate.policy.models import DisclosureAudit
 from gate.stats.excess import phantom_excess
 from gate.stats.feature_match import feature_match_test
 
 
-class ClassDisclosures:
-    """What a disclosure class found: ``c_i`` per source record and witness candidates."""
-
-    def __init__(
-        self,
-        *,
-        rare_features: int,
-        disclosed_features: int,
-        record_counts: np.ndarray,
-        witnesses: list[tuple[int, str, int]],
-    ) -> None:
-        self.rare_features = rare_features
-        self.disclosed_features = disclosed_features
-        self.record_counts = record_counts
-        self.witnesses = witnesses  # (source row, feature text, synthetic row)
-
-
-def ngram_class(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> ClassDisclosures:
-    source_texts = bundle.source["text"].tolist()
-    corpus = tokenize(
-        source_texts + bundle.synthetic["text"].tolist(),
-        tokenizer=config.tokenizer,
-        lowercase=config.lowercase,
-        strip_punctuation=config.strip_punctuation,
-    )
-    source, synthetic = split_corpus(corpus, len(source_texts))
-    users = bundle.source["user_id"].factorize()[0]
-    found = ngram_disclosures(
-        source,
-        synthetic,
-        users=users,
-        n_min=config.n_min,
-        n_max=config.n_max,
-        max_users=config.max_users,
-        progress=context.progress,
-    )
-    witnesses = [
-        (int(row), " ".join(source.tokens(int(pos), int(n))), int(syn))
-        for row, pos, n, syn in zip(
-            found.witness_record,
-            found.witness_position,
-            found.witness_length,
-            found.witness_synthetic,
-            strict=True,
+def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext) -> list[Witness]:
+    """Witness records of a class, train first, most disclosures first."""
+    out = []
+    for w in found.witnesses:
+        record = bundle.source.iloc[w.source_row]
+        out.append(
+            Witness(
+                feature_class=found.feature_class,
+                feature=mask(w.feature_text) if context.redact else w.feature_text,
+                feature_hash=feature_hash(w.feature_text),
+                source_record_id=str(record["record_id"]),
+                user_id=str(record["user_id"]),
+                split=str(record["split"]),
+                synthetic_record_id=str(bundle.synthetic["record_id"].iloc[w.synthetic_row]),
+                score=float(found.record_counts[w.source_row]),
+            )
         )
-    ]
-    return ClassDisclosures(
-        rare_features=found.rare_features,
-        disclosed_features=found.disclosed_features,
-        record_counts=found.record_counts,
-        witnesses=witnesses,
-    )
-
-
-CLASS_RUNNERS = {"ngram": ngram_class}
+    out.sort(key=lambda w: (w.split != "train", -(w.score or 0.0)))
+    return out
 
 
 @register_audit("disclosure")
@@ -84,28 +46,24 @@ class DisclosureAuditRunner(Audit):
     def run(self, bundle: Bundle, config: DisclosureAudit, context: AuditContext) -> AuditResult:
         metrics: dict[str, float] = {}
         details: dict[str, object] = {}
-        witnesses: list[tuple[int, Witness]] = []
-        is_train = bundle.is_train
+        witnesses: list[Witness] = []
+        user_is_train = bundle.user_is_train
         for feature_config in config.features:
-            name = feature_config.feature_class
-            runner = CLASS_RUNNERS.get(name)
-            if runner is None:
-                raise AuditUnavailableError(
-                    f"disclosure class {name!r} is not available in this version of gate "
-                    f"(available: {sorted(CLASS_RUNNERS)})"
-                )
-            found = runner(bundle, feature_config, context)
+            found = class_disclosures(bundle, feature_config, context)
+            name = found.feature_class
+            counts = found.user_counts
             test = feature_match_test(
-                counts=found.record_counts, is_train=is_train, p=context.p, alpha=context.alpha
+                counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
             )
             excess = phantom_excess(
-                counts=found.record_counts, is_train=is_train, p=context.p, alpha=context.alpha
+                counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
             )
             metrics.update(
                 {
                     f"{name}.rare_features": float(found.rare_features),
                     f"{name}.disclosed_features": float(found.disclosed_features),
                     f"{name}.records_with_disclosures": float((found.record_counts > 0).sum()),
+                    f"{name}.users_with_disclosures": float((counts > 0).sum()),
                     f"{name}.train_disclosures": test.statistic,
                     f"{name}.holdout_disclosures": test.holdout_statistic,
                     f"{name}.phantom_rate": excess.phantom_rate,
@@ -123,36 +81,20 @@ class DisclosureAuditRunner(Audit):
             )
             details[name] = {
                 "statement": (
-                    f"With probability >= {1 - context.alpha:g} over the random train/holdout "
-                    f"assignment, the train rate of disclosed {name} features is >= "
-                    f"{test.p_lower_exact:.4f} (exact) / {test.p_lower:.4f} (Hoeffding), so the "
-                    f"release is not epsilon-DP for any epsilon < "
-                    f"{test.epsilon_lower_exact:.4f} (exact). A lower bound: it can show "
-                    "leakage, never its absence."
+                    f"With probability >= {1 - context.alpha:g} over the random assignment of "
+                    f"users to train (p = {context.p:g}), the train share of disclosed {name} "
+                    f"features is >= {test.p_lower_exact:.4f} (exact tail; Hoeffding "
+                    f"{test.p_lower:.4f}), so the release is not epsilon-DP for any epsilon < "
+                    f"{test.epsilon_lower_exact:.4f}. A lower bound: an audit can show leakage, "
+                    "never its absence."
                 ),
                 "excess_interval": [excess.lower, excess.upper],
                 "excess_interval_level": f"each side at alpha = {context.alpha:g}",
             }
-            for row, text, syn in found.witnesses:
-                record = bundle.source.iloc[row]
-                witnesses.append(
-                    (
-                        int(found.record_counts[row]),
-                        Witness(
-                            feature_class=name,
-                            feature=mask(text) if context.redact else text,
-                            feature_hash=feature_hash(text),
-                            source_record_id=str(record["record_id"]),
-                            user_id=str(record["user_id"]),
-                            split=str(record["split"]),
-                            synthetic_record_id=str(bundle.synthetic["record_id"].iloc[syn]),
-                            score=float(found.record_counts[row]),
-                        ),
-                    )
-                )
-        witnesses.sort(key=lambda item: (item[1].split != "train", -item[0]))
+            witnesses.extend(witnesses_of(found, bundle, context))
+        witnesses.sort(key=lambda w: (w.split != "train", -(w.score or 0.0)))
         return AuditResult(
             metrics=metrics,
-            witnesses=tuple(w for _, w in witnesses[: context.max_witnesses]),
+            witnesses=tuple(witnesses[: context.max_witnesses]),
             details=details,
         )

@@ -14,6 +14,7 @@ _AUDITS: dict[str, type[Audit]] = {}
 # Audits that ship with gate: name -> module that registers it.
 BUILTIN_AUDITS: dict[str, str] = {
     "disclosure": "gate.audits.disclosure",
+    "membership": "gate.audits.membership",
 }
 
 

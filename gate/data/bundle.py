@@ -90,7 +90,21 @@ class Bundle:
 
     @property
     def is_train(self) -> np.ndarray:
+        """Train flag of each source record."""
         return (self.source["split"] == "train").to_numpy()
+
+    @property
+    def user_codes(self) -> np.ndarray:
+        """User of each source record as an integer code 0..U-1 (first appearance order)."""
+        return self.source["user_id"].factorize()[0].astype(np.int64)
+
+    @property
+    def user_is_train(self) -> np.ndarray:
+        """Train flag of each user code: users are the unit of membership."""
+        codes = self.user_codes
+        flags = np.zeros(codes.max() + 1, dtype=bool)
+        flags[codes] = self.is_train
+        return flags
 
     @property
     def train(self) -> pd.DataFrame:
@@ -112,15 +126,17 @@ def _columns(frame: pd.DataFrame) -> list[str]:
 def _require_text(table: RawTable) -> pd.Series:
     frame = table.frame
     if "text" not in frame.columns:
-        raise BundleError(
-            f"{table.path}: no 'text' column; columns found: {_columns(frame)}"
-        )
+        raise BundleError(f"{table.path}: no 'text' column; columns found: {_columns(frame)}")
     text = frame["text"]
     not_str = ~text.map(lambda v: isinstance(v, str)).astype(bool)
     if not_str.any():
         line = _first_line(frame, not_str)
         found = text[not_str].iloc[0]
-        shown = "null" if found is None or (isinstance(found, float) and found != found) else repr(found)
+        shown = (
+            "null"
+            if found is None or (isinstance(found, float) and found != found)
+            else repr(found)
+        )
         raise BundleError(f"{table.path}: line {line}: 'text' must be a string; found {shown}")
     return text.astype(str)
 
@@ -329,7 +345,9 @@ def _reject_shared_users(frame: pd.DataFrame) -> None:
     if len(shared):
         user = shared.index[0]
         rows = frame[frame["user_id"] == user]
-        where = [f"{f}:{ln} ({s})" for f, ln, s in rows[["__file__", "__line__", "split"]].values[:4]]
+        where = [
+            f"{f}:{ln} ({s})" for f, ln, s in rows[["__file__", "__line__", "split"]].values[:4]
+        ]
         raise BundleError(
             f"user {user!r} is in both train and holdout ({len(shared)} such users), at "
             f"{', '.join(where)}; membership is per user: all records of a user go to one side"

@@ -16,7 +16,13 @@ import pyarrow.parquet as pq
 from gate.atomic import atomic_write
 from gate.errors import BundleError
 
-FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ def _decode(path: Path, raw: bytes) -> str:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise BundleError(
             f"{path}: line {line}: bytes that are not UTF-8 at offset {exc.start} "
-            f"({raw[exc.start:exc.start + 4]!r}); re-encode the file as UTF-8"
+            f"({raw[exc.start : exc.start + 4]!r}); re-encode the file as UTF-8"
         ) from None
 
 

@@ -33,7 +33,7 @@ def feature_hash(text: str, *, key: bytes | None = None) -> str:
 
 
 def mask(text: str, *, max_tokens: int = 8) -> str:
-    """Keep the first character of each token and mask the rest: ``John Smith`` -> ``J*** S****``."""
+    """Keep each token's first character and mask the rest: ``John Smith`` -> ``J*** S****``."""
     tokens = _TOKEN.findall(text)
     masked = [t[0] + "*" * (len(t) - 1) for t in tokens[:max_tokens]]
     if len(tokens) > max_tokens:

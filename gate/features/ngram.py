@@ -78,14 +78,17 @@ def same_tokens(
 class NgramDisclosures:
     """Rare n-grams of the source corpus and those the release discloses.
 
-    ``record_counts[i]`` is ``c_i``: distinct rare disclosed n-grams (over every n) of
-    source record ``i``. ``witness_*`` hold, for each source record with ``c_i > 0``, its
+    ``record_counts[i]``: distinct rare disclosed n-grams (over every n) of source record
+    ``i``; ``user_counts[u]``: the same per user, the unit of membership (a feature in
+    two records of one user counts once), i.e. the ``c_u`` of the feature-match test.
+    ``witness_*`` hold, for each source record with ``c_i > 0``, its
     longest disclosed n-gram: source position, length, and a synthetic document holding it.
     """
 
     rare_features: int
     disclosed_features: int
     record_counts: np.ndarray
+    user_counts: np.ndarray
     witness_record: np.ndarray
     witness_position: np.ndarray
     witness_length: np.ndarray
@@ -106,7 +109,7 @@ def ngram_disclosures(
     source documents and their disclosure in the synthetic documents.
 
     ``source`` and ``synthetic`` must share one vocabulary (tokenise them together).
-    ``users[d]`` is the integer user of source document ``d``.
+    ``users[d]`` is the integer user (0..U-1) of source document ``d``.
     """
     if not 1 <= n_min <= n_max:
         raise ValueError(f"need 1 <= n_min <= n_max; found n_min={n_min}, n_max={n_max}")
@@ -115,15 +118,21 @@ def ngram_disclosures(
     users = np.asarray(users, dtype=np.int64)
     if users.shape != (source.n_docs,):
         raise ValueError(f"users must have one entry per source document ({source.n_docs})")
+    if users.size and users.min() < 0:
+        raise ValueError(f"users must be integer codes >= 0; found {users.min()}")
     n_records = source.n_docs
+    n_users = int(users.max()) + 1 if users.size else 0
     counts = np.zeros(n_records, dtype=np.int64)
+    per_user = np.zeros(n_users, dtype=np.int64)
     best_len = np.zeros(n_records, dtype=np.int64)
     best_pos = np.full(n_records, -1, dtype=np.int64)
     best_syn = np.full(n_records, -1, dtype=np.int64)
     rare_total = 0
     disclosed_total = 0
     lengths = range(n_min, n_max + 1)
-    iterator = progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
+    iterator = (
+        progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
+    )
     for n in iterator:
         src = ngram_index(source, n)
         if src.hashes.size == 0:
@@ -165,6 +174,11 @@ def ngram_disclosures(
         d_sorted, h_sorted2 = docs[pair_order], src.hashes[cand][pair_order]
         first = np.r_[True, (d_sorted[1:] != d_sorted[:-1]) | (h_sorted2[1:] != h_sorted2[:-1])]
         counts += np.bincount(d_sorted[first], minlength=n_records)
+        owners = users[docs]
+        user_order = np.lexsort((src.hashes[cand], owners))
+        o_sorted, h_by_user = owners[user_order], src.hashes[cand][user_order]
+        first_u = np.r_[True, (o_sorted[1:] != o_sorted[:-1]) | (h_by_user[1:] != h_by_user[:-1])]
+        per_user += np.bincount(o_sorted[first_u], minlength=n_users)
         # Witness: the longest n per record (later n overwrite earlier ones).
         best_len[docs] = n
         best_pos[docs] = src.positions[cand]
@@ -174,6 +188,7 @@ def ngram_disclosures(
         rare_features=rare_total,
         disclosed_features=disclosed_total,
         record_counts=counts,
+        user_counts=per_user,
         witness_record=np.nonzero(has)[0],
         witness_position=best_pos[has],
         witness_length=best_len[has],

@@ -20,4 +20,5 @@ __all__ = [
     "load_policy",
     "parse_policy",
     "policy_checks",
+    "policy_json_schema",
 ]

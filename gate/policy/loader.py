@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None,
@@ -47,12 +48,13 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
+    _construct_mapping,
 )
 
 
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:
-    """``('audits', 'disclosure', 'features', 1, 'n_max')`` -> ``audits.disclosure.features[1].n_max``."""
+    """``('audits', 'disclosure', 'features', 1, 'n_max')`` becomes
+    ``audits.disclosure.features[1].n_max``."""
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -105,7 +107,7 @@ def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
     return line
 
 
-def _describe(error: dict[str, Any], data: Any, path: tuple[int | str, ...]) -> str:
+def _describe(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         return "unknown key (the schema does not allow it; see `gate policy schema`)"
@@ -113,9 +115,7 @@ def _describe(error: dict[str, Any], data: Any, path: tuple[int | str, ...]) -> 
         return "required key is missing"
     if kind == "union_tag_invalid":
         ctx = error.get("ctx", {})
-        return (
-            f"unknown class {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
-        )
+        return f"unknown class {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
     if kind == "union_tag_not_found":
         return "each entry needs a 'class' key (ngram, pii or semantic)"
     message = str(error["msg"])
@@ -133,7 +133,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     """Parse and validate policy text; raise :class:`PolicyError` naming the YAML path."""
     try:
         root = yaml.compose(text, Loader=_UniqueKeyLoader)
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
@@ -153,7 +153,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
             path = _input_path(tuple(error["loc"]), data)
             line = _line_of(root, path)
             where = f"{source}:{line}" if line else source
-            lines.append(f"{where}: {format_yaml_path(path)}: {_describe(error, data, path)}")
+            lines.append(f"{where}: {format_yaml_path(path)}: {_describe(error)}")
         raise PolicyError("\n".join(lines)) from None
 
 

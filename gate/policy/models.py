@@ -113,7 +113,10 @@ class SemanticFeatures(StrictModel):
     rare_quantile: float = Field(0.05, gt=0, le=1, description="Rare: lowest q quantile.")
     neighbours: int = Field(10, ge=1, le=1000, description="Neighbours for the rarity score.")
     similarity_threshold: float = Field(
-        0.9, ge=-1, le=1, description="A rare record is disclosed if a synthetic record is this close."
+        0.9,
+        ge=-1,
+        le=1,
+        description="A rare record is disclosed if a synthetic record is this close.",
     )
     batch_size: int = Field(64, ge=1, le=4096)
     cache_dir: str | None = Field(None, description="Embedding cache; null = no cache.")
@@ -186,6 +189,11 @@ class MembershipAudit(StrictModel):
     scorers: tuple[Literal["ngram", "pii", "embedding"], ...] = Field(
         ("ngram",), min_length=1, description="Record scores: higher = more likely train."
     )
+    ngram: NgramFeatures = Field(
+        default_factory=NgramFeatures,
+        description="n-grams of the 'ngram' scorer (a user's score: its rare n-grams found in "
+        "the release).",
+    )
     embedding_top_k: int = Field(1, ge=1, le=1000, description="Top-k mean cosine similarity.")
     threshold_selection: Literal["split_half", "bonferroni"] = Field(
         "split_half",
@@ -251,9 +259,7 @@ class DistinguishabilityAudit(StrictModel):
     )
     alpha_conf: float = Field(0.05, gt=0, lt=1, description="Two-sided Clopper-Pearson level.")
     delta: float = Field(0.0, ge=0, lt=1)
-    thresholds: DistinguishabilityThresholds = Field(
-        default_factory=DistinguishabilityThresholds
-    )
+    thresholds: DistinguishabilityThresholds = Field(default_factory=DistinguishabilityThresholds)
 
 
 class Audits(StrictModel):

@@ -21,9 +21,7 @@ def check_probability(
     return float(value)
 
 
-def check_count(
-    name: str, value: Any, *, minimum: int = 0, maximum: int | None = None
-) -> int:
+def check_count(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None) -> int:
     """Require an integer count in [minimum, maximum]."""
     is_int = isinstance(value, int | np.integer) and not isinstance(value, bool)
     if not is_int or value < minimum or (maximum is not None and value > maximum):

@@ -142,7 +142,7 @@ def exact_rate_lower_bound(
     if statistic <= 0 or c1 == 0:
         return 0.0
     if weights.size == 1:  # one weight: a binomial, Clopper-Pearson in closed form
-        n, k = int(mult[0]), int(math.ceil(statistic / weights[0]))
+        n, k = int(mult[0]), math.ceil(statistic / weights[0])
         return float(stats.beta.ppf(alpha, k, n - k + 1)) if k <= n else 1.0
 
     def log_excess(q: float) -> float:
@@ -164,7 +164,11 @@ def exact_rate_lower_bound(
 
 
 def feature_match_test(
-    *, counts: np.ndarray, is_train: np.ndarray, p: float = 0.5, alpha: float = 0.05,
+    *,
+    counts: np.ndarray,
+    is_train: np.ndarray,
+    p: float = 0.5,
+    alpha: float = 0.05,
     exact: bool = True,
 ) -> FeatureMatchResult:
     """Feature-match test of zero learning and the ε lower bounds (``001`` §5.1, Thm 2).

@@ -103,7 +103,9 @@ def epsilon_at_delta(profile: LbfProfile, *, delta: float) -> float:
     check_probability("delta", delta)
     if delta < profile.delta_floor:
         return math.inf
-    candidates = np.unique(np.r_[0.0, profile.lbf_xy[profile.lbf_xy > 0], profile.lbf_yx[profile.lbf_yx > 0]])
+    candidates = np.unique(
+        np.r_[0.0, profile.lbf_xy[profile.lbf_xy > 0], profile.lbf_yx[profile.lbf_yx > 0]]
+    )
     deltas = delta_at_epsilon(profile, epsilon=candidates)
     ok = np.nonzero(np.asarray(deltas) <= delta + 1e-15)[0]
     return float(candidates[ok[0]])
@@ -120,7 +122,9 @@ def epsilon_delta_curve(profile: LbfProfile) -> EpsilonDeltaCurve:
     δ(ε) is a non-increasing right-continuous step function; between consecutive
     breakpoints it is constant.
     """
-    eps = np.unique(np.r_[0.0, profile.lbf_xy[profile.lbf_xy > 0], profile.lbf_yx[profile.lbf_yx > 0]])
+    eps = np.unique(
+        np.r_[0.0, profile.lbf_xy[profile.lbf_xy > 0], profile.lbf_yx[profile.lbf_yx > 0]]
+    )
     return EpsilonDeltaCurve(epsilon=eps, delta=np.asarray(delta_at_epsilon(profile, epsilon=eps)))
 
 

@@ -94,8 +94,13 @@ def one_run_epsilon(
     def rejected(eps: float) -> bool:
         return (
             one_run_p_value(
-                epsilon=eps, k_plus=k_plus, k_minus=k_minus, correct=correct, p=p,
-                delta=delta, scored=scored,
+                epsilon=eps,
+                k_plus=k_plus,
+                k_minus=k_minus,
+                correct=correct,
+                p=p,
+                delta=delta,
+                scored=scored,
             )
             < alpha
         )
@@ -129,7 +134,9 @@ def guess_outcome(
     and the bottom ``k₋`` holdout."""
     n = order.size
     if k_plus + k_minus > n:
-        raise ValueError(f"k_plus + k_minus must be <= {n} scored records; found {k_plus + k_minus}")
+        raise ValueError(
+            f"k_plus + k_minus must be <= {n} scored records; found {k_plus + k_minus}"
+        )
     top = is_train[order[:k_plus]].sum()
     bottom = (~is_train[order[n - k_minus :]]).sum() if k_minus else 0
     return GuessOutcome(k_plus, k_minus, int(top + bottom))
@@ -153,7 +160,7 @@ class OneRunResult(NamedTuple):
 
 
 def _grid(n: int, fractions: tuple[float, ...]) -> list[tuple[int, int]]:
-    sizes = sorted({max(1, int(round(f * n))) for f in fractions if f * n >= 1})
+    sizes = sorted({max(1, round(f * n)) for f in fractions if f * n >= 1})
     pairs = [(k, 0) for k in sizes] + [(k, k) for k in sizes if 2 * k <= n]
     return pairs
 
@@ -190,7 +197,9 @@ def one_run_epsilon_from_scores(
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(is_train, dtype=bool)
     if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}")
+        raise ValueError(
+            f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
+        )
     if selection not in ("split_half", "bonferroni"):
         raise ValueError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
 
@@ -201,8 +210,15 @@ def one_run_epsilon_from_scores(
             for a, b in _grid(idx.size, fractions)
         ]
         bounds = [
-            one_run_epsilon(k_plus=o.k_plus, k_minus=o.k_minus, correct=o.correct, alpha=level,
-                            p=p, delta=delta, scored=idx.size)
+            one_run_epsilon(
+                k_plus=o.k_plus,
+                k_minus=o.k_minus,
+                correct=o.correct,
+                alpha=level,
+                p=p,
+                delta=delta,
+                scored=idx.size,
+            )
             for o in outcomes
         ]
         if not outcomes:
@@ -221,10 +237,17 @@ def one_run_epsilon_from_scores(
     if chosen.k_plus + chosen.k_minus == 0 or choose.size == 0:
         return OneRunResult(0.0, 0, 0, 0, evaluate.size, selection, alpha)
     scale = evaluate.size / choose.size
-    k_plus = min(evaluate.size, max(1, int(round(chosen.k_plus * scale))))
-    k_minus = min(evaluate.size - k_plus, int(round(chosen.k_minus * scale)))
+    k_plus = min(evaluate.size, max(1, round(chosen.k_plus * scale)))
+    k_minus = min(evaluate.size - k_plus, round(chosen.k_minus * scale))
     order = evaluate[descending_order(s[evaluate], rng)]
     o = guess_outcome(order=order, is_train=y, k_plus=k_plus, k_minus=k_minus)
-    eps = one_run_epsilon(k_plus=o.k_plus, k_minus=o.k_minus, correct=o.correct, alpha=alpha,
-                          p=p, delta=delta, scored=evaluate.size)
+    eps = one_run_epsilon(
+        k_plus=o.k_plus,
+        k_minus=o.k_minus,
+        correct=o.correct,
+        alpha=alpha,
+        p=p,
+        delta=delta,
+        scored=evaluate.size,
+    )
     return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, evaluate.size, selection, alpha)

@@ -81,11 +81,15 @@ def rip_eta_from_scores(
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(is_train, dtype=bool)
     if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}")
+        raise ValueError(
+            f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
+        )
     train_idx, hold_idx = np.nonzero(y)[0], np.nonzero(~y)[0]
     m = min(train_idx.size, hold_idx.size)
     if m < 2:
-        raise ValueError(f"need at least 2 train and 2 holdout records; found {train_idx.size}, {hold_idx.size}")
+        raise ValueError(
+            f"need at least 2 train and 2 holdout records; found {train_idx.size}, {hold_idx.size}"
+        )
     train_idx = rng.choice(train_idx, size=m, replace=False)
     hold_idx = rng.choice(hold_idx, size=m, replace=False)
     half = m // 2
@@ -110,9 +114,7 @@ def _best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
     return -np.inf if best == 0 else float(s[cuts[best - 1]])
 
 
-def cor8_noise(
-    *, sigma: np.ndarray, eta: float, rng: np.random.Generator
-) -> np.ndarray:
+def cor8_noise(*, sigma: np.ndarray, eta: float, rng: np.random.Generator) -> np.ndarray:
     """Noise ``X = r U`` of Corollary 8 for η-RIP.
 
     ``σ_i² >= Var(θ_i)`` over random half-subsets; ``Y_i ~ N(0, σ_i²)``,

@@ -28,7 +28,9 @@ def _split(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.nda
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(is_train)
     if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}")
+        raise ValueError(
+            f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
+        )
     if np.isnan(s).any():
         raise ValueError("scores must not contain NaN")
     y = y.astype(bool)
@@ -62,10 +64,15 @@ def roc_auc(*, scores: np.ndarray, is_train: np.ndarray) -> RocResult:
     n1, n0 = int(y.sum()), int((~y).sum())
     ranks = stats.rankdata(s)
     u = float(ranks[y].sum() - n1 * (n1 + 1) / 2.0)
-    test = stats.mannwhitneyu(s[y], s[~y], alternative="greater", method="auto")
+    if np.ptp(s) == 0:  # every score tied: no evidence either way
+        p_value = 1.0
+    else:
+        p_value = float(
+            stats.mannwhitneyu(s[y], s[~y], alternative="greater", method="auto").pvalue
+        )
     return RocResult(
         auc=u / (n1 * n0),
-        p_value=float(test.pvalue),
+        p_value=p_value,
         n_train=n1,
         n_holdout=n0,
         curve=roc_curve(scores=s, is_train=y),
@@ -99,7 +106,9 @@ def similarity_two_sample(
     b = np.asarray(holdout_similarity, dtype=np.float64)
     if a.size == 0 or b.size == 0:
         raise ValueError(f"both samples must be non-empty; found sizes {a.size} and {b.size}")
-    result = roc_auc(scores=np.r_[a, b], is_train=np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)])
+    result = roc_auc(
+        scores=np.r_[a, b], is_train=np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)]
+    )
     return TwoSampleResult(
         auc=result.auc,
         p_value=result.p_value,

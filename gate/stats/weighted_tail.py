@@ -71,7 +71,9 @@ def _convolve(a: LatticePmf, b: LatticePmf, q: float, c1: int, c2: float) -> Lat
     return LatticePmf(offset, pmf, dropped)
 
 
-def weighted_bernoulli_pmf(*, weights: np.ndarray, multiplicities: np.ndarray, q: float) -> LatticePmf:
+def weighted_bernoulli_pmf(
+    *, weights: np.ndarray, multiplicities: np.ndarray, q: float
+) -> LatticePmf:
     """Distribution of ``sum_w w * Binomial(m_w, q)`` on its integer lattice.
 
     Args:

@@ -1,0 +1,105 @@
+"""Membership (user-match) audit (Phantoms ``001`` §5.2, Thm 3; Steinke et al. 2023; RIP
+``004``).
+
+Each scorer gives every user of D a score from the release alone (higher = more likely in
+train). Users are the unit: they were assigned to train independently with probability p,
+which is what makes the AUC p-value, the one-run ε bound and the RIP bound valid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gate.audits.base import Audit, AuditContext, AuditResult
+from gate.audits.feature_classes import class_disclosures
+from gate.audits.registry import AuditUnavailableError, register_audit
+from gate.data.bundle import Bundle
+from gate.policy.checks import tpr_metric_name
+from gate.policy.models import MembershipAudit
+from gate.stats.one_run import one_run_epsilon_from_scores
+from gate.stats.rip import rip_eta_from_scores
+from gate.stats.roc import RocCurve, roc_auc, tpr_at_fpr
+
+STANDARD_FPRS = (0.1, 0.01)
+MAX_CURVE_POINTS = 201
+
+
+def ngram_user_scores(bundle: Bundle, config: MembershipAudit, context: AuditContext) -> np.ndarray:
+    """A user's score: the distinct rare n-grams of its records found in the release."""
+    return class_disclosures(bundle, config.ngram, context).user_counts.astype(np.float64)
+
+
+SCORERS = {"ngram": ngram_user_scores}
+
+
+def thin_curve(curve: RocCurve, limit: int = MAX_CURVE_POINTS) -> dict[str, list[float]]:
+    """At most ``limit`` ROC points for the report (always keeping both ends)."""
+    n = curve.fpr.size
+    keep = np.unique(np.r_[np.linspace(0, n - 1, min(n, limit)).round().astype(int), 0, n - 1])
+    return {"fpr": curve.fpr[keep].tolist(), "tpr": curve.tpr[keep].tolist()}
+
+
+@register_audit("membership")
+class MembershipAuditRunner(Audit):
+    citation = "Phantoms and Disclosures (2026) §5.2; Steinke, Nasr, Jagielski (2023); RIP Thm 4"
+
+    def run(self, bundle: Bundle, config: MembershipAudit, context: AuditContext) -> AuditResult:
+        labels = bundle.user_is_train
+        fprs = set(STANDARD_FPRS)
+        if config.thresholds.tpr_at_fpr is not None:
+            fprs.add(config.thresholds.tpr_at_fpr.fpr)
+        metrics: dict[str, float] = {}
+        details: dict[str, object] = {}
+        for scorer in config.scorers:
+            score = SCORERS.get(scorer)
+            if score is None:
+                raise AuditUnavailableError(
+                    f"membership scorer {scorer!r} is not available in this version of gate "
+                    f"(available: {sorted(SCORERS)})"
+                )
+            scores = score(bundle, config, context)
+            roc = roc_auc(scores=scores, is_train=labels)
+            one_run = one_run_epsilon_from_scores(
+                scores=scores,
+                is_train=labels,
+                rng=context.rng,
+                alpha=context.alpha,
+                p=context.p,
+                delta=config.delta,
+                selection=config.threshold_selection,
+            )
+            rip = rip_eta_from_scores(
+                scores=scores, is_train=labels, rng=context.rng, alpha=context.alpha
+            )
+            metrics.update(
+                {
+                    f"{scorer}.users_scored": float(scores.size),
+                    f"{scorer}.auc": roc.auc,
+                    f"{scorer}.auc_p_value": roc.p_value,
+                    f"{scorer}.epsilon_lower": one_run.epsilon_lower,
+                    f"{scorer}.rip_eta": rip.eta,
+                    f"{scorer}.rip_eta_lower": rip.eta_lower,
+                }
+            )
+            for fpr in sorted(fprs, reverse=True):
+                metrics[tpr_metric_name(scorer, fpr)] = tpr_at_fpr(roc.curve, fpr=fpr)
+            details[scorer] = {
+                "roc": thin_curve(roc.curve),
+                "one_run": {
+                    "k_plus": one_run.k_plus,
+                    "k_minus": one_run.k_minus,
+                    "correct": one_run.correct,
+                    "evaluated_users": one_run.evaluated,
+                    "threshold_selection": one_run.selection,
+                    "delta": config.delta,
+                },
+                "rip": {"correct": rip.correct, "trials": rip.trials},
+                "statement": (
+                    f"AUC {roc.auc:.3f} (one-sided Mann-Whitney p = {roc.p_value:.3g}). With "
+                    f"probability >= {1 - context.alpha:g} over the random assignment of users, "
+                    f"the release is not (epsilon, {config.delta:g})-DP for any epsilon < "
+                    f"{one_run.epsilon_lower:.4f}, and not eta-RIP for any eta < "
+                    f"{rip.eta_lower:.4f}. Lower bounds: they can show leakage, never its absence."
+                ),
+            }
+        return AuditResult(metrics=metrics, details=details)
