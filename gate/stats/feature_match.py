@@ -149,18 +149,45 @@ def exact_rate_lower_bound(
         tail = weighted_bernoulli_sf(weights=weights, multiplicities=mult, q=q, threshold=statistic)
         return math.log(max(tail, 1e-300)) - math.log(alpha)
 
-    lo = max(0.0, min(start, 1.0))
-    if log_excess(lo) > 0:
-        lo = 0.0  # the hint was not rejected; q = 0 always is when T > 0
-    hi = min(1.0, max(statistic / c1, lo))
-    while log_excess(hi) <= 0:  # P(S >= mean) is not always > alpha for tiny alpha
-        if hi >= 1.0:
+    # Bracket around the normal approximation (a few exact evaluations), then Brent.
+    # ``lo`` is always a rejected rate: 0 (T > 0 is impossible at q = 0) or Hoeffding's p̂.
+    lo = min(max(start, 0.0), 1.0)
+    hi = 1.0
+    c2 = float((weights.astype(np.float64) ** 2 * mult).sum())
+    z = float(stats.norm.isf(alpha))
+    guess = _normal_rate_bound(statistic=statistic, c1=c1, c2=c2, z=z)
+    step = max(1e-6, z * math.sqrt(max(guess * (1 - guess), 1e-12) * c2) / c1 / 4)
+    probe = min(max(guess, lo + step / 4), 1.0)
+    for _ in range(60):
+        if log_excess(probe) <= 0:
+            lo = probe
+            probe = min(1.0, probe + step)
+        else:
+            hi = probe
+            break
+        if lo >= 1.0:
             return 1.0
-        hi = min(1.0, hi + 0.5 * (1.0 - hi) + 1e-6)
-    xtol = 1e-9
-    root = optimize.brentq(log_excess, lo, hi, xtol=xtol, rtol=1e-12)
+        step *= 2
+    else:
+        return lo
+    xtol = 1e-8
+    root = optimize.brentq(log_excess, lo, hi, xtol=xtol, rtol=1e-10)
     candidate = max(lo, root - 2 * xtol)
-    return candidate if log_excess(candidate) <= 0 else lo
+    if log_excess(candidate) <= 0:
+        return candidate
+    return lo if log_excess(lo) <= 0 else 0.0
+
+
+def _normal_rate_bound(*, statistic: float, c1: float, c2: float, z: float) -> float:
+    """Root of ``T - q C1 = z sqrt(q (1-q) C2)`` in q (the CLT version of p̂), or T/C1."""
+    # (T - q C1)^2 = z^2 C2 (q - q^2)  ->  a q^2 + b q + c = 0
+    a = c1 * c1 + z * z * c2
+    b = -2 * statistic * c1 - z * z * c2
+    c = statistic * statistic
+    disc = b * b - 4 * a * c
+    if disc < 0:
+        return statistic / c1
+    return min(1.0, max(0.0, (-b - math.sqrt(disc)) / (2 * a)))
 
 
 def feature_match_test(
