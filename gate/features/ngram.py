@@ -2,27 +2,63 @@
 
 For token ids ``x_j`` and an odd base ``B``, ``P[i] = Σ_{j<i} x_j B^{-j} (mod 2^64)`` is one
 cumulative sum; the hash of the window ``[i, i+n)`` is ``B^{i+n-1} (P[i+n] - P[i])``, the
-polynomial ``Σ x_j B^{i+n-1-j}``. No Python loop runs over tokens. Hash matches are
-confirmed on the token ids themselves before they count, so a 64-bit collision never
-becomes a disclosure.
+polynomial ``Σ x_j B^{i+n-1-j}``. The prefix sums are computed once per corpus and every n
+costs three array operations. Set operations use sorting (numpy's sort of 64-bit keys is
+far faster than hash tables or random ``searchsorted`` here) and a bit-table pre-filter, so
+only n-grams that might occur in the release reach the expensive steps. No Python loop runs
+over tokens. Hash matches are confirmed on the token ids before they count, so a 64-bit
+collision never becomes a disclosure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from gate.features.tokenize import TokenizedCorpus
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible mod 2^64
+_BASE_INV = np.uint64(pow(int(_BASE), -1, 1 << 64))
 
 
-def _inverse_mod_2_64(a: int) -> int:
-    return pow(a, -1, 1 << 64)
+def _powers(base: np.uint64, count: int) -> np.ndarray:
+    out = np.empty(count, dtype=np.uint64)
+    if count:
+        out[0] = 1
+        out[1:] = base
+        with np.errstate(over="ignore"):
+            np.cumprod(out, out=out)
+    return out
 
 
-_BASE_INV = np.uint64(_inverse_mod_2_64(int(_BASE)))
+class NgramHasher:
+    """Prefix sums of one corpus, shared by every n."""
+
+    def __init__(self, corpus: TokenizedCorpus) -> None:
+        self.corpus = corpus
+        total = corpus.ids.size
+        with np.errstate(over="ignore"):
+            self.prefix = np.zeros(total + 1, dtype=np.uint64)
+            np.cumsum(corpus.ids.astype(np.uint64) * _powers(_BASE_INV, total), out=self.prefix[1:])
+        self.powers = _powers(_BASE, total)
+        self.doc = corpus.doc_of_position()
+        self.doc_end = corpus.starts[1:][self.doc]  # end of the document of each position
+
+    def positions(self, n: int) -> np.ndarray:
+        """Start positions of the n-grams that lie inside one document."""
+        total = self.corpus.ids.size
+        if total < n:
+            return np.empty(0, dtype=np.int64)
+        starts = np.arange(total - n + 1, dtype=np.int64)
+        return starts[starts + n <= self.doc_end[: total - n + 1]]
+
+    def hashes(self, positions: np.ndarray, n: int) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return self.powers[positions + n - 1] * (
+                self.prefix[positions + n] - self.prefix[positions]
+            )
 
 
 @dataclass(frozen=True)
@@ -34,36 +70,13 @@ class NgramIndex:
     docs: np.ndarray  # document index
 
 
-def _powers(base: np.uint64, count: int) -> np.ndarray:
-    out = np.empty(count, dtype=np.uint64)
-    out[0] = 1
-    if count > 1:
-        out[1:] = base
-        with np.errstate(over="ignore"):
-            np.cumprod(out, out=out)
-    return out
-
-
 def ngram_index(corpus: TokenizedCorpus, n: int) -> NgramIndex:
     """All n-grams of ``corpus`` that do not cross a document boundary."""
     if n < 1:
         raise ValueError(f"n must be >= 1; found {n}")
-    total = corpus.ids.size
-    if total < n:
-        empty = np.empty(0, dtype=np.int64)
-        return NgramIndex(np.empty(0, dtype=np.uint64), empty, empty)
-    ids = corpus.ids.astype(np.uint64)
-    with np.errstate(over="ignore"):
-        inv_powers = _powers(_BASE_INV, total)
-        prefix = np.zeros(total + 1, dtype=np.uint64)
-        np.cumsum(ids * inv_powers, out=prefix[1:])
-        starts = np.arange(total - n + 1, dtype=np.int64)
-        doc = corpus.doc_of_position()[: total - n + 1]
-        valid = starts + n <= corpus.starts[doc + 1]
-        starts, doc = starts[valid], doc[valid]
-        powers = _powers(_BASE, total)
-        hashes = powers[starts + n - 1] * (prefix[starts + n] - prefix[starts])
-    return NgramIndex(hashes=hashes, positions=starts, docs=doc)
+    hasher = NgramHasher(corpus)
+    positions = hasher.positions(n)
+    return NgramIndex(hasher.hashes(positions, n), positions, hasher.doc[positions])
 
 
 def same_tokens(
@@ -74,6 +87,53 @@ def same_tokens(
     return (a.ids[a_pos[:, None] + offsets] == b.ids[b_pos[:, None] + offsets]).all(axis=1)
 
 
+def _bit_filter(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Indices of ``queries`` that may be in ``keys`` (a one-hash Bloom filter, no false
+    negatives, about 1/8 false positives)."""
+    bits = int(min(30, max(10, np.ceil(np.log2(max(keys.size, 1) * 8)))))
+    mask = np.uint64((1 << bits) - 1)
+    table = np.zeros(1 << bits, dtype=bool)
+    table[(keys & mask).astype(np.int64)] = True
+    return np.nonzero(table[(queries & mask).astype(np.int64)])[0]
+
+
+def _members(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Boolean: is each query in ``sorted_keys``? (queries sorted first for locality)."""
+    if sorted_keys.size == 0 or queries.size == 0:
+        return np.zeros(queries.size, dtype=bool)
+    order = np.argsort(queries)
+    where = np.searchsorted(sorted_keys, queries[order])
+    hit = sorted_keys[np.minimum(where, sorted_keys.size - 1)] == queries[order]
+    out = np.empty(queries.size, dtype=bool)
+    out[order] = hit
+    return out
+
+
+def _distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ``(group, member)`` pairs: the groups (sorted) and members of each pair."""
+    order = np.lexsort((members, groups))
+    g, m = groups[order], members[order]
+    first = np.r_[True, (g[1:] != g[:-1]) | (m[1:] != m[:-1])]
+    return g[first], m[first]
+
+
+def _count_rare(hashes: np.ndarray, users: np.ndarray, max_users: int) -> int:
+    """Distinct hashes held by at most ``max_users`` users."""
+    ordered = np.sort(hashes)
+    new = np.r_[True, ordered[1:] != ordered[:-1]]
+    starts = np.nonzero(new)[0]
+    sizes = np.diff(np.r_[starts, ordered.size])
+    singles = int((sizes == 1).sum())
+    repeated = ordered[starts[sizes > 1]]  # sorted, unique
+    if repeated.size == 0:
+        return singles
+    idx = _bit_filter(repeated, hashes)
+    idx = idx[_members(repeated, hashes[idx])]
+    pair_hashes, _ = _distinct_per_group(hashes[idx], users[idx])
+    _, users_per_hash = np.unique(pair_hashes, return_counts=True)
+    return singles + int((users_per_hash <= max_users).sum())
+
+
 @dataclass(frozen=True)
 class NgramDisclosures:
     """Rare n-grams of the source corpus and those the release discloses.
@@ -81,8 +141,8 @@ class NgramDisclosures:
     ``record_counts[i]``: distinct rare disclosed n-grams (over every n) of source record
     ``i``; ``user_counts[u]``: the same per user, the unit of membership (a feature in
     two records of one user counts once), i.e. the ``c_u`` of the feature-match test.
-    ``witness_*`` hold, for each source record with ``c_i > 0``, its
-    longest disclosed n-gram: source position, length, and a synthetic document holding it.
+    ``witness_*`` hold, for each source record with ``c_i > 0``, its longest disclosed
+    n-gram: source position, length, and a synthetic document holding it.
     """
 
     rare_features: int
@@ -103,7 +163,7 @@ def ngram_disclosures(
     n_min: int,
     n_max: int,
     max_users: int,
-    progress=None,
+    progress: Any = None,
 ) -> NgramDisclosures:
     """Rare (held by at most ``max_users`` users) n-grams, ``n_min <= n <= n_max``, of the
     source documents and their disclosure in the synthetic documents.
@@ -129,60 +189,54 @@ def ngram_disclosures(
     best_syn = np.full(n_records, -1, dtype=np.int64)
     rare_total = 0
     disclosed_total = 0
+    src_hasher, syn_hasher = NgramHasher(source), NgramHasher(synthetic)
     lengths = range(n_min, n_max + 1)
-    iterator = (
-        progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
-    )
-    for n in iterator:
-        src = ngram_index(source, n)
-        if src.hashes.size == 0:
+    steps = progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
+    for n in steps:
+        src_pos = src_hasher.positions(n)
+        if src_pos.size == 0:
             continue
-        # Rarity: distinct users per hash.
-        user_of = users[src.docs]
-        order = np.lexsort((user_of, src.hashes))
-        h_sorted, u_sorted = src.hashes[order], user_of[order]
-        new_hash = np.r_[True, h_sorted[1:] != h_sorted[:-1]]
-        new_pair = new_hash | np.r_[True, u_sorted[1:] != u_sorted[:-1]]
-        group = np.cumsum(new_hash) - 1
-        users_per_hash = np.bincount(group, weights=new_pair).astype(np.int64)
-        rare_hash_mask = users_per_hash <= max_users
-        rare_total += int(rare_hash_mask.sum())
-        occurrence_rare = rare_hash_mask[group]
-        cand = order[occurrence_rare]  # occurrences (indices into src) of rare n-grams
+        src_hash = src_hasher.hashes(src_pos, n)
+        src_user = users[src_hasher.doc[src_pos]]
+        rare_total += _count_rare(src_hash, src_user, max_users)
+        syn_pos = syn_hasher.positions(n)
+        if syn_pos.size == 0:
+            continue
+        syn_hash = syn_hasher.hashes(syn_pos, n)
+        # Source occurrences whose hash occurs in the release (all occurrences of such a
+        # hash survive the filter, so rarity can be computed on them alone).
+        cand = _bit_filter(syn_hash, src_hash)
+        cand = cand[_members(np.sort(syn_hash), src_hash[cand])]
         if cand.size == 0:
             continue
-        syn = ngram_index(synthetic, n)
-        if syn.hashes.size == 0:
-            continue
-        syn_order = np.argsort(syn.hashes, kind="stable")
-        syn_sorted = syn.hashes[syn_order]
-        where = np.searchsorted(syn_sorted, src.hashes[cand])
-        where_clipped = np.minimum(where, syn_sorted.size - 1)
-        hit = syn_sorted[where_clipped] == src.hashes[cand]
-        cand, where_clipped = cand[hit], where_clipped[hit]
+        pair_hash, _ = _distinct_per_group(src_hash[cand], src_user[cand])
+        shared, holders = np.unique(pair_hash, return_counts=True)
+        rare_shared = shared[holders <= max_users]
+        cand = cand[_members(rare_shared, src_hash[cand])]
         if cand.size == 0:
             continue
-        syn_occ = syn_order[where_clipped]
-        confirmed = same_tokens(source, src.positions[cand], synthetic, syn.positions[syn_occ], n)
+        # One synthetic occurrence per disclosed hash, to confirm on tokens and cite.
+        syn_idx = _bit_filter(rare_shared, syn_hash)
+        syn_idx = syn_idx[_members(rare_shared, syn_hash[syn_idx])]
+        syn_order = syn_idx[np.argsort(syn_hash[syn_idx], kind="stable")]
+        syn_sorted = syn_hash[syn_order]
+        where = np.searchsorted(syn_sorted, src_hash[cand])
+        syn_occ = syn_order[where]
+        confirmed = same_tokens(source, src_pos[cand], synthetic, syn_pos[syn_occ], n)
         cand, syn_occ = cand[confirmed], syn_occ[confirmed]
         if cand.size == 0:
             continue
-        disclosed_total += int(np.unique(src.hashes[cand]).size)
-        # c_i: distinct disclosed n-grams per record (a record repeating one counts it once).
-        docs = src.docs[cand]
-        pair_order = np.lexsort((src.hashes[cand], docs))
-        d_sorted, h_sorted2 = docs[pair_order], src.hashes[cand][pair_order]
-        first = np.r_[True, (d_sorted[1:] != d_sorted[:-1]) | (h_sorted2[1:] != h_sorted2[:-1])]
-        counts += np.bincount(d_sorted[first], minlength=n_records)
-        owners = users[docs]
-        user_order = np.lexsort((src.hashes[cand], owners))
-        o_sorted, h_by_user = owners[user_order], src.hashes[cand][user_order]
-        first_u = np.r_[True, (o_sorted[1:] != o_sorted[:-1]) | (h_by_user[1:] != h_by_user[:-1])]
-        per_user += np.bincount(o_sorted[first_u], minlength=n_users)
+        hashes = src_hash[cand]
+        disclosed_total += int(np.unique(hashes).size)
+        docs = src_hasher.doc[src_pos[cand]]
+        record_of_pair, _ = _distinct_per_group(docs, hashes)
+        counts += np.bincount(record_of_pair, minlength=n_records)
+        user_of_pair, _ = _distinct_per_group(users[docs], hashes)
+        per_user += np.bincount(user_of_pair, minlength=n_users)
         # Witness: the longest n per record (later n overwrite earlier ones).
         best_len[docs] = n
-        best_pos[docs] = src.positions[cand]
-        best_syn[docs] = syn.docs[syn_occ]
+        best_pos[docs] = src_pos[cand]
+        best_syn[docs] = syn_hasher.doc[syn_pos[syn_occ]]
     has = counts > 0
     return NgramDisclosures(
         rare_features=rare_total,

@@ -1,29 +1,33 @@
-"""Tokenise a corpus into one flat array of token ids with document offsets."""
+"""Tokenise a corpus into one flat array of token ids with document offsets.
+
+Splitting, normalisation and the token dictionary run in Arrow's C++ kernels: no Python
+loop over tokens (nor over documents).
+"""
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Literal
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-_WORD = re.compile(r"\w+")
-_PUNCT = str.maketrans("", "", string.punctuation)
+# Python's ``\w``: letters, digits (any script) and underscore; ``[[:punct:]]`` in RE2 is
+# the ASCII punctuation of ``string.punctuation``.
+_NON_WORD = r"[^\p{L}\p{N}_]+"
+_PUNCTUATION = r"[[:punct:]]"
 
 
 @dataclass(frozen=True)
 class TokenizedCorpus:
-    """``ids[starts[d]:starts[d+1]]`` are the token ids of document ``d``; ``vocab[id]``
+    """``ids[starts[d]:starts[d+1]]`` are the token ids of document ``d``; ``vocab[id - 1]``
     is the token. Ids start at 1 so that no token hashes to zero."""
 
     ids: np.ndarray
     starts: np.ndarray
-    vocab: np.ndarray
+    vocab: pa.Array
 
     @property
     def n_docs(self) -> int:
@@ -36,35 +40,44 @@ class TokenizedCorpus:
     def doc_of_position(self) -> np.ndarray:
         return np.repeat(np.arange(self.n_docs, dtype=np.int64), self.lengths)
 
-    def tokens(self, doc_position: int, n: int) -> list[str]:
-        return [str(t) for t in self.vocab[self.ids[doc_position : doc_position + n] - 1]]
+    def tokens(self, position: int, n: int) -> list[str]:
+        """The ``n`` tokens starting at corpus ``position``."""
+        return [str(t) for t in self.vocab.take(pa.array(self.ids[position : position + n] - 1)).to_pylist()]
 
 
 def tokenize(
-    texts: Sequence[str],
+    texts: Sequence[str] | pa.Array,
     *,
     tokenizer: Literal["whitespace", "word"] = "whitespace",
     lowercase: bool = False,
     strip_punctuation: bool = False,
 ) -> TokenizedCorpus:
-    """Split every text (one call per document, none per token) and factorise the tokens."""
-    docs: Sequence[str] = texts
+    """Tokenise ``texts``: ``whitespace`` splits like ``str.split()``; ``word`` keeps runs of
+    ``\\w`` characters. Normalisation (punctuation, case) is applied first."""
+    arr = texts if isinstance(texts, pa.Array) else pa.array(list(texts), type=pa.large_string())
     if strip_punctuation:
-        docs = [t.translate(_PUNCT) for t in docs]
+        arr = pc.replace_substring_regex(arr, pattern=_PUNCTUATION, replacement="")
     if lowercase:
-        docs = [t.lower() for t in docs]
-    split = str.split if tokenizer == "whitespace" else _WORD.findall
-    token_lists = [split(t) for t in docs]
-    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
-    starts = np.zeros(len(token_lists) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    flat = pd.Series(list(chain.from_iterable(token_lists)), dtype=object)
-    codes, uniques = pd.factorize(flat, sort=False)
-    return TokenizedCorpus(
-        ids=codes.astype(np.int64) + 1,
-        starts=starts,
-        vocab=np.asarray(uniques, dtype=object),
-    )
+        arr = pc.utf8_lower(arr)
+    if tokenizer == "whitespace":
+        lists = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(arr))
+    elif tokenizer == "word":
+        lists = pc.split_pattern_regex(arr, pattern=_NON_WORD)
+    else:
+        raise ValueError(f"tokenizer must be 'whitespace' or 'word'; found {tokenizer!r}")
+    n_docs = len(arr)
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    flat = lists.flatten()
+    nonempty = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    doc = np.repeat(np.arange(n_docs, dtype=np.int64), lengths.astype(np.int64))
+    if not nonempty.all():  # empty texts and separators at the ends give empty tokens
+        flat = flat.filter(pa.array(nonempty))
+        doc = doc[nonempty]
+    starts = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(doc, minlength=n_docs), out=starts[1:])
+    encoded = pc.dictionary_encode(flat)
+    ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64) + 1
+    return TokenizedCorpus(ids=ids, starts=starts, vocab=encoded.dictionary)
 
 
 def split_corpus(corpus: TokenizedCorpus, n_first: int) -> tuple[TokenizedCorpus, TokenizedCorpus]:
