@@ -62,7 +62,7 @@ def _check(args: argparse.Namespace) -> int:
     from gate.evidence.summary import print_summary
     from gate.progress import NullProgress, RichProgress
 
-    progress = NullProgress() if args.quiet else RichProgress()
+    progress = RichProgress() if not args.quiet and sys.stderr.isatty() else NullProgress()
     outcome = check_release(
         policy=args.policy,
         synthetic=args.synthetic,

