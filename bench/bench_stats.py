@@ -46,15 +46,22 @@ def main() -> None:
         )
         timed(
             f"feature-match test incl. exact p̂ (bisection), {name}",
-            lambda c=c: f"eps_exact={feature_match_test(counts=c, is_train=train).epsilon_lower_exact:.4f}",
+            lambda c=c: (
+                f"eps_exact={feature_match_test(counts=c, is_train=train).epsilon_lower_exact:.4f}"
+            ),
             repeats=1,
         )
     scores = rng.normal(size=n) + 0.1 * train
     timed(
         "one-run ε̂, 10^6 scored users (split half, 12-point grid)",
-        lambda: f"{one_run_epsilon_from_scores(scores=scores, is_train=train, rng=np.random.default_rng(1)).epsilon_lower:.4f}",
+        lambda: (
+            f"{one_run_epsilon_from_scores(scores=scores, is_train=train, rng=np.random.default_rng(1)).epsilon_lower:.4f}"
+        ),
     )
-    timed("AUC + Mann-Whitney + ROC, 10^6 users", lambda: f"{roc_auc(scores=scores, is_train=train).auc:.4f}")
+    timed(
+        "AUC + Mann-Whitney + ROC, 10^6 users",
+        lambda: f"{roc_auc(scores=scores, is_train=train).auc:.4f}",
+    )
 
 
 if __name__ == "__main__":

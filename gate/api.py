@@ -22,6 +22,7 @@ from gate.policy.checks import CheckResult, evaluate_check, policy_checks
 from gate.policy.loader import LoadedPolicy, load_policy
 from gate.policy.models import Policy
 from gate.progress import NullProgress, Progress
+from gate.suites.gx_suite import GxValidation, validate_checks
 
 Status = Literal["pass", "fail", "error"]
 EXIT_CODES: dict[Status, int] = {"pass": 0, "fail": 1, "error": 3}
@@ -60,6 +61,8 @@ class GateResult:
     started_at: str
     seconds: float
     warnings: tuple[str, ...] = field(default=())
+    gx: GxValidation | None = None
+    evidence_error: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -70,11 +73,34 @@ class GateResult:
         return EXIT_CODES[self.status]
 
 
-def _overall(outcomes: Mapping[str, AuditOutcome]) -> Status:
-    statuses = {o.status for o in outcomes.values()}
-    if not outcomes or "error" in statuses:
+def _overall(
+    outcomes: Mapping[str, AuditOutcome], gx: GxValidation | None, gx_error: str | None
+) -> Status:
+    """Error if anything did not complete; otherwise the GX validation decides."""
+    if not outcomes or gx_error is not None or any(o.status == "error" for o in outcomes.values()):
         return "error"
-    return "fail" if "fail" in statuses else "pass"
+    if gx is None:
+        return "error"
+    return "pass" if gx.success else "fail"
+
+
+def validate_with_gx(
+    outcomes: Mapping[str, AuditOutcome], *, suite_name: str, data_docs_dir: Path | None
+) -> tuple[GxValidation | None, str | None]:
+    """Run the checks of the completed audits as a GX suite; check that GX and the gate's
+    own evaluation agree on every check (a disagreement is an error, never a pass)."""
+    values = {c.spec: c.value for o in outcomes.values() if o.error is None for c in o.checks}
+    if not values:
+        return None, None
+    try:
+        gx = validate_checks(values, suite_name=suite_name, data_docs_dir=data_docs_dir)  # type: ignore[arg-type]
+    except Exception as exc:
+        return None, f"Great Expectations validation failed: {type(exc).__name__}: {exc}"
+    own = {(c.spec.audit, c.spec.metric): c.passed for o in outcomes.values() for c in o.checks}
+    disagree = sorted(k for k in own if gx.check_success.get(k) != own[k])
+    if disagree:
+        return gx, f"Great Expectations and the gate disagree on {disagree}"
+    return gx, None
 
 
 def run_gate(
@@ -83,17 +109,21 @@ def run_gate(
     *,
     seed: int | None = None,
     progress: Progress | None = None,
+    data_docs_dir: Path | None = None,
 ) -> GateResult:
-    """Run every audit the policy enables on ``bundle`` and decide PASS or FAIL.
+    """Run every audit the policy enables on ``bundle``, validate the thresholds as a
+    Great Expectations suite, and decide PASS or FAIL.
 
     Args:
         policy: a validated policy (or one loaded from a file, to record its fingerprint).
         bundle: a validated release bundle (:func:`gate.data.bundle.load_bundle`).
         seed: overrides ``policy.seed``; each audit gets its own child of this seed.
         progress: progress reporter; none by default.
+        data_docs_dir: if given, GX builds a Data Docs site there.
 
     Returns:
-        The verdict: ``pass`` only if every audit ran to completion and every check held.
+        The verdict: ``pass`` only if every audit ran to completion and the GX suite of the
+        policy's thresholds succeeded.
     """
     loaded = policy if isinstance(policy, LoadedPolicy) else None
     policy_model: Policy = policy.policy if isinstance(policy, LoadedPolicy) else policy
@@ -150,8 +180,14 @@ def run_gate(
             seconds=time.perf_counter() - t0,
         )
 
+    with progress.step("validating thresholds (Great Expectations)"):
+        gx, gx_error = validate_with_gx(
+            outcomes, suite_name=f"gate-{policy_model.name}", data_docs_dir=data_docs_dir
+        )
     return GateResult(
-        status=_overall(outcomes),
+        status=_overall(outcomes, gx, gx_error),
+        gx=gx,
+        evidence_error=gx_error,
         audits=outcomes,
         policy=policy_model,
         policy_path=loaded.path if loaded else None,
@@ -168,6 +204,8 @@ def run_gate(
 class CheckOutcome:
     result: GateResult
     report_path: Path
+    files: dict[str, Path]
+    mlflow_run_id: str | None
 
 
 def check_release(
@@ -181,13 +219,19 @@ def check_release(
     out_dir: str | Path = "gate-report",
     seed: int | None = None,
     progress: Progress | None = None,
+    mlflow: bool = True,
+    tracking_uri: str | None = None,
+    data_docs: str | Path | None = None,
 ) -> CheckOutcome:
-    """Files in, verdict and ``out_dir/report.json`` out (what ``gate check`` runs).
+    """Files in; verdict and evidence out (what ``gate check`` runs): ``out_dir`` gets
+    report.json, report.html, junit.xml, summary.md, witnesses.csv, the GX suite and
+    validation result and plots; MLflow gets a run with all of them unless ``mlflow`` is
+    False or the policy disables it.
 
     Raises:
         InputError: the policy or bundle is bad (exit 2); nothing is written.
     """
-    from gate.evidence.report import write_report
+    from gate.evidence.writer import MlflowSettings, write_evidence
 
     loaded = load_policy(policy)
     progress = progress or NullProgress()
@@ -200,6 +244,21 @@ def check_release(
             source=source,
             manifest=manifest,
         )
-    result = run_gate(loaded, bundle, seed=seed, progress=progress)
-    report_path = write_report(result, Path(out_dir))
-    return CheckOutcome(result=result, report_path=report_path)
+    result = run_gate(
+        loaded,
+        bundle,
+        seed=seed,
+        progress=progress,
+        data_docs_dir=None if data_docs is None else Path(data_docs),
+    )
+    settings = MlflowSettings(
+        enabled=mlflow and loaded.policy.evidence.mlflow.enabled, tracking_uri=tracking_uri
+    )
+    with progress.step("writing evidence"):
+        evidence = write_evidence(result, Path(out_dir), mlflow=settings)
+    return CheckOutcome(
+        result=evidence.result,
+        report_path=evidence.files["report"],
+        files=evidence.files,
+        mlflow_run_id=evidence.mlflow_run_id,
+    )

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--out", default="gate-report", help="report directory (gate-report/)")
     check.add_argument("--seed", type=int, help="override the policy's seed")
     check.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
+    check.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    check.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db)")
+    check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
 
     split = sub.add_parser("split", help="reproducible Bernoulli(p) train/holdout split by user")
     split.add_argument("--source", required=True, help="source records (jsonl/csv/parquet)")
@@ -73,9 +76,14 @@ def _check(args: argparse.Namespace) -> int:
         out_dir=args.out,
         seed=args.seed,
         progress=progress,
+        mlflow=not args.no_mlflow,
+        tracking_uri=args.tracking_uri,
+        data_docs=args.data_docs,
     )
     console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
     print_summary(outcome.result, console, report_path=str(outcome.report_path))
+    if outcome.mlflow_run_id:
+        console.print(f"mlflow run: {outcome.mlflow_run_id}")
     return outcome.result.exit_code
 
 

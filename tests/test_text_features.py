@@ -230,14 +230,15 @@ def test_phantom_only_text_release_passes(tmp_path) -> None:
 
 
 def test_report_of_a_text_run_has_no_raw_pii(tmp_path) -> None:
-    from gate.evidence.report import write_report
+    from gate.evidence.writer import MlflowSettings, write_evidence
 
     def copy_pii(train, holdout, rng):
         return [r["text"] for r in train[:10]]
 
     bundle = faker_bundle(tmp_path, copy_pii)
     result = run_gate(parse_policy(TEXT_POLICY), bundle)
-    text = write_report(result, tmp_path / "out").read_text()
+    evidence = write_evidence(result, tmp_path / "out", mlflow=MlflowSettings(enabled=False))
+    text = evidence.files["report"].read_text()
     leaked = json.loads(text)["audits"]["disclosure"]["witnesses"]
     assert leaked
     for record in bundle.train.itertuples():

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gate.data.io import RawTable, read_table
+from gate.data.io import RawTable, read_table, sha256_file
 from gate.data.split import SplitManifest, read_manifest
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy
@@ -319,7 +319,7 @@ def load_bundle(
         p=membership.p,
         seed=None if split_manifest is None else split_manifest.seed,
         manifest_path=None if manifest is None else str(manifest),
-        manifest_sha256=None if manifest is None else _sha(Path(manifest)),
+        manifest_sha256=None if manifest is None else sha256_file(manifest),
         balance=balance,
         balance_alpha=membership.split_check.alpha,
         balance_ok=balance_ok,
@@ -331,12 +331,6 @@ def load_bundle(
         membership=membership_info,
         warnings=tuple(warnings),
     )
-
-
-def _sha(path: Path) -> str:
-    from gate.data.io import sha256_file
-
-    return sha256_file(path)
 
 
 def _reject_shared_users(frame: pd.DataFrame) -> None:

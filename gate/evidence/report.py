@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate._version import __version__
-from gate.atomic import atomic_write_text
 
 if TYPE_CHECKING:
     from gate.api import AuditOutcome, GateResult
@@ -79,12 +76,7 @@ def report_dict(result: GateResult) -> dict[str, Any]:
         "membership": result.bundle.membership.as_dict(),
         "seeds": {"root": result.seed, "audits": {n: o.seed for n, o in result.audits.items()}},
         "warnings": list(result.warnings),
+        "evidence_error": result.evidence_error,
         "audits": {name: _audit_dict(outcome) for name, outcome in result.audits.items()},
         "evidence": {"mlflow_run_id": None, "gx_validation": None},
     }
-
-
-def write_report(result: GateResult, out_dir: Path) -> Path:
-    """Write ``out_dir/report.json`` atomically; return its path."""
-    text = json.dumps(report_dict(result), indent=2, allow_nan=False, ensure_ascii=False)
-    return atomic_write_text(out_dir / REPORT_NAME, text + "\n")

@@ -71,6 +71,8 @@ def print_summary(result: GateResult, console: Console, *, report_path: str | No
                     highlight=False,
                     markup=False,
                 )
+    if result.evidence_error:
+        console.print(f"[yellow]evidence could not be recorded:[/yellow] {result.evidence_error}")
     verdict = _WORD[result.status]
     console.print(f"verdict: [{_STYLE[result.status]}]{verdict}[/] (exit {result.exit_code})")
     if report_path:

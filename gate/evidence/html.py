@@ -1,0 +1,128 @@
+"""A self-contained HTML report for a reviewer: no network assets, plots inlined."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gate.api import GateResult
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{margin-bottom:.2em} .verdict{display:inline-block;padding:.2em .7em;border-radius:4px;color:#fff;font-weight:700}
+.pass{background:#27ae60}.fail{background:#c0392b}.error{background:#d68910}
+table{border-collapse:collapse;margin:1em 0;width:100%} th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;font-size:14px}
+th{background:#f4f4f4} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.bad{color:#c0392b;font-weight:700}.good{color:#27ae60} .note{color:#555;font-size:13px}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0} code{background:#f6f6f6;padding:0 3px}
+"""
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _image(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def html_report(result: GateResult, *, plots: list[Path]) -> str:
+    m = result.bundle.membership
+    status = result.status
+    out = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>gate: {escape(result.policy.name)} {status.upper()}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>Privacy gate <span class='verdict {status}'>{status.upper()}</span></h1>",
+        f"<p>Policy <code>{escape(result.policy.name)}</code> (sha256 <code>{escape(result.policy_sha256 or '-')}</code>), "
+        f"alpha = {result.policy.alpha:g}, seed = {result.seed}. Membership: p = {m.p:g}, {escape(m.how)}; "
+        f"split check: {m.balance.train_users} of {m.balance.total_users} users in train, "
+        f"two-sided p-value {m.balance.p_value:.3g}.</p>",
+        "<p class=note>Every number is a lower bound on leakage with its confidence statement: an audit "
+        "can show that a release leaks, never that it is safe.</p>",
+        "<h2>Inputs</h2><table><tr><th>file</th><th>path</th><th>sha256</th><th>records</th><th>users</th></tr>",
+    ]
+    for name, fp in result.bundle.fingerprints.items():
+        out.append(
+            f"<tr><td>{name}</td><td>{escape(fp.path)}</td><td><code>{fp.sha256[:16]}…</code></td>"
+            f"<td class=num>{fp.records}</td><td class=num>{'-' if fp.users is None else fp.users}</td></tr>"
+        )
+    out.append("</table><h2>Threshold checks</h2>")
+    out.append(
+        "<table><tr><th>audit</th><th>check</th><th>value</th><th>op</th><th>threshold</th><th>result</th></tr>"
+    )
+    for name, outcome in result.audits.items():
+        if outcome.error is not None:
+            out.append(
+                f"<tr><td>{name}</td><td colspan=4>{escape(outcome.error)}</td><td class=bad>ERROR</td></tr>"
+            )
+        for c in outcome.checks:
+            word = "<td class=good>pass</td>" if c.passed else "<td class=bad>FAIL</td>"
+            out.append(
+                f"<tr><td>{name}</td><td><code>{escape(c.spec.metric)}</code><br><span class=note>"
+                f"{escape(c.spec.description)}</span></td><td class=num>{_num(c.value)}</td>"
+                f"<td>{escape(c.spec.op)}</td><td class=num>{c.spec.threshold:g}</td>{word}</tr>"
+            )
+    out.append("</table>")
+    if result.evidence_error:
+        out.append(
+            f"<p class=bad>Evidence could not be recorded: {escape(result.evidence_error)}</p>"
+        )
+    disclosure = result.audits.get("disclosure")
+    if disclosure is not None and disclosure.result is not None:
+        metrics = disclosure.result.metrics
+        classes = [k.split(".")[0] for k in metrics if k.endswith(".train_disclosures")]
+        out.append(
+            "<h2>Disclosures: train vs phantoms</h2><table><tr><th>class</th><th>rare</th>"
+            "<th>disclosed</th><th>train T</th><th>phantoms H</th><th>phantom rate</th>"
+            "<th>excess [lower, upper]</th><th>p̂ exact</th><th>ε̂ exact</th><th>ε̂ Hoeffding</th></tr>"
+        )
+        for cls in classes:
+            g = metrics.get
+            out.append(
+                f"<tr><td>{cls}</td><td class=num>{_num(g(f'{cls}.rare_features'))}</td>"
+                f"<td class=num>{_num(g(f'{cls}.disclosed_features'))}</td>"
+                f"<td class=num>{_num(g(f'{cls}.train_disclosures'))}</td>"
+                f"<td class=num>{_num(g(f'{cls}.holdout_disclosures'))}</td>"
+                f"<td class=num>{_num(g(f'{cls}.phantom_rate'))}</td>"
+                f"<td class=num>{_num(g(f'{cls}.excess_disclosures'))} [{_num(g(f'{cls}.excess_disclosures_lower'))}, "
+                f"{_num(g(f'{cls}.excess_disclosures_upper'))}]</td>"
+                f"<td class=num>{_num(g(f'{cls}.p_lower_exact'))}</td>"
+                f"<td class=num>{_num(g(f'{cls}.epsilon_lower_exact'))}</td>"
+                f"<td class=num>{_num(g(f'{cls}.epsilon_lower'))}</td></tr>"
+            )
+        out.append("</table>")
+    for outcome in result.audits.values():
+        if outcome.result is None:
+            continue
+        for key, info in outcome.result.details.items():
+            if isinstance(info, dict) and "statement" in info:
+                out.append(
+                    f"<p class=note><b>{escape(outcome.name)} / {escape(key)}:</b> {escape(info['statement'])}</p>"
+                )
+    if plots:
+        out.append("<h2>Plots</h2>")
+        out.extend(_image(p) for p in plots)
+    out.append("<h2>Witnesses</h2>")
+    redacted = result.policy.evidence.redact_witnesses
+    out.append(
+        f"<p class=note>{'Redacted: a keyed hash and a masked snippet per feature.' if redacted else 'RAW TEXT: redaction is off in this policy.'}</p>"
+    )
+    out.append(
+        "<table><tr><th>audit</th><th>class</th><th>feature</th><th>source record</th><th>user</th>"
+        "<th>split</th><th>synthetic record</th><th>score</th></tr>"
+    )
+    for name, outcome in result.audits.items():
+        if outcome.result is None:
+            continue
+        for w in outcome.result.witnesses:
+            out.append(
+                f"<tr><td>{name}</td><td>{w.feature_class}</td><td><code>{escape(w.feature)}</code></td>"
+                f"<td>{escape(w.source_record_id)}</td><td>{escape(w.user_id)}</td><td>{w.split}</td>"
+                f"<td>{escape(w.synthetic_record_id)}</td><td class=num>{_num(w.score)}</td></tr>"
+            )
+    out.append("</table></body></html>")
+    return "\n".join(out)

@@ -1,0 +1,52 @@
+"""JUnit XML: one test case per threshold check, so CI systems show which check failed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from xml.etree import ElementTree as ET
+
+if TYPE_CHECKING:
+    from gate.api import GateResult
+
+
+def junit_xml(result: GateResult) -> str:
+    suites = ET.Element("testsuites", name=f"gate {result.policy.name}")
+    for name, outcome in result.audits.items():
+        suite = ET.SubElement(suites, "testsuite", name=f"gate.{name}")
+        cases = failures = errors = 0
+        if outcome.error is not None:
+            case = ET.SubElement(
+                suite, "testcase", classname=f"gate.{name}", name="audit completes"
+            )
+            ET.SubElement(
+                case, "error", message=outcome.error, type="AuditError"
+            ).text = outcome.error
+            cases, errors = 1, 1
+        for check in outcome.checks:
+            cases += 1
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"gate.{name}",
+                name=f"{check.spec.metric} {check.spec.op} {check.spec.threshold:g}",
+            )
+            if not check.passed:
+                failures += 1
+                spec = check.spec
+                message = f"{spec.metric} = {check.value:.6g}, must be {spec.op} {spec.threshold:g}"
+                ET.SubElement(
+                    case, "failure", message=message, type="ThresholdExceeded"
+                ).text = check.spec.description
+        suite.set("tests", str(cases))
+        suite.set("failures", str(failures))
+        suite.set("errors", str(errors))
+    if result.evidence_error is not None:
+        suite = ET.SubElement(
+            suites, "testsuite", name="gate.evidence", tests="1", failures="0", errors="1"
+        )
+        case = ET.SubElement(suite, "testcase", classname="gate.evidence", name="evidence recorded")
+        ET.SubElement(case, "error", message=result.evidence_error, type="EvidenceError")
+    ET.indent(suites)
+    return (
+        '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    )

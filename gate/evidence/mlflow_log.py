@@ -1,0 +1,158 @@
+"""MLflow evidence: one run per gate evaluation, a nested run per audit.
+
+Default store: a local SQLite database (``sqlite:///<cwd>/mlflow.db``) with artifacts in
+``<cwd>/mlruns`` (the plain file store is in maintenance mode in MLflow 3). Overridden by
+``--tracking-uri``, then ``MLFLOW_TRACKING_URI``, then the policy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gate._version import __version__
+
+if TYPE_CHECKING:
+    from gate.api import GateResult
+
+
+def tracking_uri(cli_uri: str | None, policy_uri: str | None) -> str:
+    if cli_uri:
+        return cli_uri
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    if policy_uri:
+        return policy_uri
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list):
+        out[prefix] = ",".join(str(v) for v in value)[:500]
+    else:
+        out[prefix] = str(value)[:500]
+
+
+def run_params(result: GateResult) -> dict[str, str]:
+    params: dict[str, str] = {
+        "gate_version": __version__,
+        "policy.name": result.policy.name,
+        "policy.sha256": result.policy_sha256 or "",
+        "alpha": str(result.policy.alpha),
+        "membership.p": str(result.policy.membership.p),
+        "seed": str(result.seed),
+    }
+    for name, outcome in result.audits.items():
+        for i, c in enumerate(outcome.checks):
+            params[f"threshold.{name}.{i}"] = f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
+        params[f"seed.{name}"] = ",".join(str(x) for x in outcome.seed["spawn_key"])
+    effective = result.policy.model_dump(mode="json", by_alias=True)
+    _flatten("policy", effective["audits"], params)
+    return params
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+
+
+@contextmanager
+def gate_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterator[Any]:
+    """Open the gate's MLflow run (yields the run); the caller logs artifacts into it."""
+
+    with _tracking_uri_set(uri), _open_run(result, uri=uri, experiment=experiment) as run:
+        yield run
+
+
+@contextmanager
+def _tracking_uri_set(uri: str) -> Iterator[None]:
+    """Point MLflow at ``uri`` for this run only. ``mlflow.set_tracking_uri`` also sets
+    ``MLFLOW_TRACKING_URI`` for the whole process, which would send the next gate run of
+    the same process (a notebook, a test) to this store; restore both afterwards."""
+    import mlflow
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    previous_global = getattr(tracking_utils, "_tracking_uri", None)
+    previous_env = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(previous_global)  # type: ignore[arg-type]  # None unsets
+        if previous_env is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = previous_env
+
+
+@contextmanager
+def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterator[Any]:
+    import mlflow
+
+    name = experiment or f"gate/{result.policy.name}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(name)
+    if found is None:
+        location = None
+        if uri.startswith("sqlite:"):
+            location = (Path.cwd() / "mlruns" / name.replace("/", "_")).resolve().as_uri()
+        experiment_id = client.create_experiment(name, artifact_location=location)
+    else:
+        experiment_id = found.experiment_id
+    with mlflow.start_run(
+        experiment_id=experiment_id, run_name=f"gate-{result.policy.name}"
+    ) as run:
+        mlflow.log_params(run_params(result))
+        metrics: dict[str, float] = {}
+        for audit, outcome in result.audits.items():
+            if outcome.result is not None:
+                metrics.update({f"{audit}.{k}": v for k, v in outcome.result.metrics.items()})
+        mlflow.log_metrics(_finite(metrics))
+        tags = {
+            "gate.passed": str(result.passed).lower(),
+            "gate.status": result.status,
+            "gate.membership.how": result.bundle.membership.how,
+            "gate.redacted": str(result.policy.evidence.redact_witnesses).lower(),
+        }
+        for name, fp in result.bundle.fingerprints.items():
+            tags[f"gate.input.{name}.sha256"] = fp.sha256
+            tags[f"gate.input.{name}.records"] = str(fp.records)
+        mlflow.set_tags(tags)
+        _log_inputs(result)
+        for audit, outcome in result.audits.items():
+            with mlflow.start_run(run_name=audit, nested=True, experiment_id=experiment_id):
+                mlflow.set_tags({"gate.audit": audit, "gate.status": outcome.status})
+                if outcome.error:
+                    mlflow.set_tag("gate.error", outcome.error[:5000])
+                if outcome.result is not None:
+                    mlflow.log_metrics(_finite(dict(outcome.result.metrics)))
+                mlflow.log_params(
+                    {
+                        f"check.{i}": f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
+                        for i, c in enumerate(outcome.checks)
+                    }
+                )
+        yield run
+
+
+def _log_inputs(result: GateResult) -> None:
+    """Dataset inputs by fingerprint only: a name, a digest and the source path."""
+    import mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    for name, fp in result.bundle.fingerprints.items():
+        with warnings.catch_warnings():  # "can be interpreted in multiple ways": both local
+            warnings.simplefilter("ignore", UserWarning)
+            source = resolve_dataset_source(Path(fp.path).resolve().as_uri())
+        dataset = MetaDataset(  # type: ignore[abstract]
+            source=source, name=f"{name}:{Path(fp.path).name}", digest=fp.sha256[:16]
+        )
+        mlflow.log_input(dataset, context=name)

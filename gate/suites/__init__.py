@@ -1,0 +1,1 @@
+"""Policies as Great Expectations suites: the GX validation result decides the verdict."""

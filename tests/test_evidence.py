@@ -1,0 +1,281 @@
+"""Evidence: the GX suite decides, MLflow runs (local SQLite and a real server), HTML,
+JUnit and Markdown reports, Data Docs, and redaction of every produced file."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+import gate.api
+from gate.api import check_release
+from gate.suites.gx_suite import GxValidation
+
+from .conftest import write_jsonl, write_policy
+
+POLICY = """\
+version: 1
+name: evidence
+audits:
+  disclosure:
+    features: [{class: ngram, n_min: 3, n_max: 4}]
+    thresholds: {max_epsilon: 0.5, max_excess_disclosures: 100000}
+  membership:
+    scorers: [ngram]
+    ngram: {n_min: 3, n_max: 4}
+    thresholds: {max_auc: 0.95}
+"""
+
+
+def rare_text(i: int) -> str:
+    """Long, distinctive tokens: a chance match inside base64 or a hash is impossible."""
+    return " ".join(f"Zephyrine{i:03d}Quixotic{j:02d}" for j in range(12))
+
+
+@pytest.fixture
+def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    monkeypatch.chdir(tmp_path)
+    rows = [{"record_id": f"r{i}", "user_id": f"u{i}", "text": rare_text(i)} for i in range(60)]
+    write_jsonl(tmp_path / "train.jsonl", rows[:30])
+    write_jsonl(tmp_path / "holdout.jsonl", rows[30:])
+    write_jsonl(
+        tmp_path / "leaky.jsonl", [{"record_id": f"s{i}", "text": rare_text(i)} for i in range(20)]
+    )
+    write_jsonl(
+        tmp_path / "clean.jsonl",
+        [{"record_id": f"s{i}", "text": rare_text(900 + i)} for i in range(20)],
+    )
+    write_policy(tmp_path / "policy.yaml", POLICY)
+    return {
+        "policy": tmp_path / "policy.yaml",
+        "train": tmp_path / "train.jsonl",
+        "holdout": tmp_path / "holdout.jsonl",
+        "leaky": tmp_path / "leaky.jsonl",
+        "clean": tmp_path / "clean.jsonl",
+    }
+
+
+def check(files: dict[str, Path], release: str, out: Path, **kwargs):
+    return check_release(
+        policy=files["policy"],
+        train=files["train"],
+        holdout=files["holdout"],
+        synthetic=files[release],
+        out_dir=out,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(("release", "passed"), [("leaky", False), ("clean", True)])
+def test_gx_validation_decides_the_verdict(
+    bundle, tmp_path: Path, release: str, passed: bool
+) -> None:
+    outcome = check(bundle, release, tmp_path / "out", mlflow=False)
+    report = json.loads(outcome.report_path.read_text())
+    gx_result = json.loads((tmp_path / "out" / "gx-validation.json").read_text())
+    assert report["passed"] is passed
+    assert report["passed"] == gx_result["success"] == report["evidence"]["gx_success"]
+    expectations = {
+        r["expectation_config"]["kwargs"]["column"]: r["success"] for r in gx_result["results"]
+    }
+    checks = [c for a in report["audits"].values() for c in a["checks"]]
+    assert len(expectations) == len(checks) == 3
+    assert sorted(expectations.values()) == sorted(c["passed"] for c in checks)
+    suite = json.loads((tmp_path / "out" / "gx-suite.json").read_text())
+    assert {e["type"] for e in suite["expectations"]} == {"expect_column_values_to_be_between"}
+
+
+def test_gx_disagreement_is_an_error(
+    bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = gate.api.validate_checks
+
+    def flipped(values, **kwargs) -> GxValidation:
+        v = real(values, **kwargs)
+        return GxValidation(
+            not v.success, {k: not s for k, s in v.check_success.items()}, v.result, v.suite, None
+        )
+
+    monkeypatch.setattr(gate.api, "validate_checks", flipped)
+    outcome = check(bundle, "clean", tmp_path / "out", mlflow=False)
+    assert outcome.result.status == "error" and outcome.result.exit_code == 3
+    assert "disagree" in (outcome.result.evidence_error or "")
+
+
+def test_gx_failure_is_an_error(bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(values, **kwargs):
+        raise RuntimeError("suite store unavailable")
+
+    monkeypatch.setattr(gate.api, "validate_checks", broken)
+    outcome = check(bundle, "clean", tmp_path / "out", mlflow=False)
+    report = json.loads(outcome.report_path.read_text())
+    assert report["passed"] is False and report["status"] == "error"
+    assert "suite store unavailable" in report["evidence_error"]
+
+
+def test_data_docs_site(bundle, tmp_path: Path) -> None:
+    check(bundle, "leaky", tmp_path / "out", mlflow=False, data_docs=tmp_path / "docs")
+    index = tmp_path / "docs" / "index.html"
+    assert index.exists()
+    assert list((tmp_path / "docs").rglob("validations/**/*.html"))
+
+
+def test_reports_html_junit_markdown(bundle, tmp_path: Path) -> None:
+    outcome = check(bundle, "leaky", tmp_path / "out", mlflow=False)
+    out = tmp_path / "out"
+    html = (out / "report.html").read_text()
+    assert "FAIL" in html and "data:image/png;base64," in html
+    assert "http://" not in html and "https://" not in html  # self-contained
+    suites = ET.parse(out / "junit.xml").getroot()
+    cases = suites.findall(".//testcase")
+    failed = [c for c in cases if c.find("failure") is not None]
+    checks = [
+        c
+        for a in json.loads(outcome.report_path.read_text())["audits"].values()
+        for c in a["checks"]
+    ]
+    assert len(cases) == len(checks)
+    assert len(failed) == sum(not c["passed"] for c in checks) > 0
+    summary = (out / "summary.md").read_text()
+    assert "❌ FAIL" in summary and "`ngram.epsilon_lower_exact`" in summary
+    assert {p.name for p in (out / "plots").iterdir()} == {
+        "disclosures.png",
+        "roc.png",
+        "epsilon.png",
+    }
+    assert (out / "plots" / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_mlflow_run_in_local_sqlite(bundle, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    outcome = check(bundle, "leaky", tmp_path / "out")
+    run_id = outcome.mlflow_run_id
+    assert run_id and (tmp_path / "mlflow.db").exists()
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.get_run(run_id)
+    assert run.data.tags["gate.passed"] == "false"
+    assert run.data.tags["gate.membership.how"] == "declared"
+    assert run.data.params["policy.name"] == "evidence" and run.data.params["alpha"] == "0.05"
+    assert run.data.metrics["disclosure.ngram.epsilon_lower_exact"] > 0.5
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.name == "gate/evidence"
+    children = client.search_runs(
+        [run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'"
+    )
+    assert sorted(r.info.run_name for r in children) == ["disclosure", "membership"]
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {
+        "report.json",
+        "report.html",
+        "junit.xml",
+        "witnesses.csv",
+        "gx-validation.json",
+    } <= artifacts
+    assert {a.path for a in client.list_artifacts(run_id, "plots")} >= {"plots/roc.png"}
+    inputs = {i.dataset.name.split(":")[0]: i.dataset.digest for i in run.inputs.dataset_inputs}
+    assert set(inputs) == {"train", "holdout", "synthetic"}
+    report = json.loads(outcome.report_path.read_text())
+    assert report["evidence"]["mlflow_run_id"] == run_id
+
+
+def test_unreachable_tracking_server_is_an_error(
+    bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    outcome = check(bundle, "clean", tmp_path / "out", tracking_uri="http://127.0.0.1:9/")
+    report = json.loads(outcome.report_path.read_text())
+    assert outcome.result.exit_code == 3 and report["passed"] is False
+    assert "MLflow logging to http://127.0.0.1:9/ failed" in report["evidence_error"]
+
+
+def test_no_file_leaks_the_raw_text(bundle, tmp_path: Path) -> None:
+    """Redaction on (the default): no artifact, suite, Data Docs page or MLflow field holds
+    a token of a source record (every token of this corpus is a rare feature's part)."""
+    outcome = check(bundle, "leaky", tmp_path / "out", data_docs=tmp_path / "docs")
+    assert outcome.result.evidence_error is None and outcome.mlflow_run_id
+    tokens = [t.encode() for i in range(60) for t in rare_text(i).split()]
+    produced = [
+        p for base in ("out", "docs", "mlruns") for p in (tmp_path / base).rglob("*") if p.is_file()
+    ]
+    produced.append(tmp_path / "mlflow.db")
+    assert len(produced) > 10
+    for path in produced:
+        data = path.read_bytes()
+        leaked = [t for t in tokens if t in data]
+        assert not leaked, f"{path} contains {leaked[:3]}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(240)
+def test_against_a_real_mlflow_server(bundle, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    port = _free_port()
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    env.pop("MLFLOW_TRACKING_URI", None)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{server_dir / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(server_dir / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        cwd=server_dir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        uri = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.5)
+        outcome = check(bundle, "leaky", tmp_path / "out", tracking_uri=uri)
+        assert outcome.result.exit_code == 1 and outcome.mlflow_run_id
+        client = MlflowClient(tracking_uri=uri)
+        run = client.get_run(outcome.mlflow_run_id)
+        assert run.data.tags["gate.status"] == "fail"
+        report = json.loads(outcome.report_path.read_text())
+        auc = report["audits"]["membership"]["metrics"]["ngram.auc"]
+        assert run.data.metrics["membership.ngram.auc"] == pytest.approx(auc)
+        assert "report.json" in {a.path for a in client.list_artifacts(outcome.mlflow_run_id)}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
