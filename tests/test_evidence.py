@@ -187,6 +187,26 @@ def test_mlflow_run_in_local_sqlite(bundle, tmp_path: Path) -> None:
     assert report["evidence"]["mlflow_run_id"] == run_id
 
 
+def test_dataset_content_only_when_the_policy_allows_it(bundle, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    fingerprint_run = client.get_run(check(bundle, "leaky", tmp_path / "a").mlflow_run_id)
+    assert all(
+        i.dataset.profile in (None, "", "{}") or "num_rows" not in i.dataset.profile
+        for i in fingerprint_run.inputs.dataset_inputs
+    )
+    bundle["policy"].write_text(
+        POLICY + "evidence:\n  redact_witnesses: false\n  mlflow: {log_dataset_content: true}\n"
+    )
+    content_run = client.get_run(check(bundle, "leaky", tmp_path / "b").mlflow_run_id)
+    profiles = {
+        i.dataset.name.split(":")[0]: json.loads(i.dataset.profile)
+        for i in content_run.inputs.dataset_inputs
+    }
+    assert profiles["train"]["num_rows"] == 30 and profiles["synthetic"]["num_rows"] == 20
+
+
 def test_unreachable_tracking_server_is_an_error(
     bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

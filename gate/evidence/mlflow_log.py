@@ -143,16 +143,36 @@ def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterat
 
 
 def _log_inputs(result: GateResult) -> None:
-    """Dataset inputs by fingerprint only: a name, a digest and the source path."""
+    """Dataset inputs by fingerprint only (a name, a digest and the source path), or with
+    their content when the policy allows it (``evidence.mlflow.log_dataset_content``,
+    which requires redaction off)."""
     import mlflow
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.data.pandas_dataset import from_pandas
 
     for name, fp in result.bundle.fingerprints.items():
         with warnings.catch_warnings():  # "can be interpreted in multiple ways": both local
             warnings.simplefilter("ignore", UserWarning)
             source = resolve_dataset_source(Path(fp.path).resolve().as_uri())
-        dataset = MetaDataset(  # type: ignore[abstract]
-            source=source, name=f"{name}:{Path(fp.path).name}", digest=fp.sha256[:16]
+        label = f"{name}:{Path(fp.path).name}"
+        frame = (
+            _content(result, name) if result.policy.evidence.mlflow.log_dataset_content else None
         )
+        dataset: Any
+        if frame is None:
+            dataset = MetaDataset(  # type: ignore[abstract]
+                source=source, name=label, digest=fp.sha256[:16]
+            )
+        else:
+            dataset = from_pandas(frame, source=source, name=label)
         mlflow.log_input(dataset, context=name)
+
+
+def _content(result: GateResult, name: str) -> Any:
+    bundle = result.bundle
+    if name == "synthetic":
+        return bundle.synthetic
+    if name in ("train", "holdout"):
+        return bundle.source[bundle.source["split"] == name].drop(columns=["line"])
+    return bundle.source.drop(columns=["line"])
