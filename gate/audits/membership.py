@@ -34,12 +34,8 @@ def pii_user_scores(bundle: Bundle, config: MembershipAudit, context: AuditConte
     return class_disclosures(bundle, config.pii, context).user_counts.astype(np.float64)
 
 
-def embedding_user_scores(
-    bundle: Bundle, config: MembershipAudit, context: AuditContext
-) -> np.ndarray:
-    """A user's score: the largest, over its records, top-k mean cosine similarity to the
-    release."""
-    index = semantic_index(
+def _embedding_index(bundle: Bundle, config: MembershipAudit, context: AuditContext):
+    return semantic_index(
         bundle,
         model=config.embedding_model,
         batch_size=64,
@@ -47,11 +43,23 @@ def embedding_user_scores(
         k=config.embedding_top_k,
         context=context,
     )
+
+
+def user_maximum(values: np.ndarray, users: np.ndarray, n_users: int | None = None) -> np.ndarray:
+    """Per user code, the largest of its values (-inf for a user without any)."""
+    out = np.full(int(users.max()) + 1 if n_users is None else n_users, -np.inf)
+    np.maximum.at(out, users, values)
+    return out
+
+
+def embedding_user_scores(
+    bundle: Bundle, config: MembershipAudit, context: AuditContext
+) -> np.ndarray:
+    """A user's score: the largest, over its records, top-k mean cosine similarity to the
+    release."""
+    index = _embedding_index(bundle, config, context)
     record_scores = index.nearest_similarity[:, : config.embedding_top_k].mean(axis=1)
-    users = bundle.user_codes
-    scores = np.full(users.max() + 1, -np.inf)
-    np.maximum.at(scores, users, record_scores)
-    return scores
+    return user_maximum(record_scores, bundle.user_codes)
 
 
 def rare_similarity_metrics(
@@ -60,20 +68,12 @@ def rare_similarity_metrics(
     """Two-sample test of nearest-release similarity, train vs holdout users, on users with
     semantically rare records (METHODS §3); NaN when one side has no such user."""
     defaults = SemanticFeatures()
-    index = semantic_index(
-        bundle,
-        model=config.embedding_model,
-        batch_size=64,
-        cache_dir=None,
-        k=config.embedding_top_k,
-        context=context,
-    )
+    index = _embedding_index(bundle, config, context)
     rare = rare_records(
         index, neighbours=defaults.neighbours, quantile=defaults.rare_quantile, context=context
     )
     users = bundle.user_codes
-    best = np.full(users.max() + 1, -np.inf)
-    np.maximum.at(best, users[rare], index.nearest_similarity[rare, 0])
+    best = user_maximum(index.nearest_similarity[rare, 0], users[rare], n_users=users.max() + 1)
     has = np.isfinite(best)
     labels = bundle.user_is_train
     train, holdout = best[has & labels], best[has & ~labels]

@@ -43,3 +43,14 @@ def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> fl
 def check_alpha(alpha: float) -> float:
     """Significance levels live in (0, 1)."""
     return check_probability("alpha", alpha, open_low=True, open_high=True)
+
+
+def check_scores(scores: Any, is_train: Any) -> tuple[np.ndarray, np.ndarray]:
+    """1-d float scores and boolean membership labels of one length."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(is_train)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise ValueError(
+            f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
+        )
+    return s, y.astype(bool)

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from scipy import signal, stats
 
-from gate.stats._validate import check_alpha, check_count, check_probability
+from gate.stats._validate import check_alpha, check_count, check_probability, check_scores
 
 DEFAULT_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
@@ -194,12 +194,7 @@ def one_run_epsilon_from_scores(
         fractions: guess counts as fractions of the scored records.
     """
     check_alpha(alpha)
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(is_train, dtype=bool)
-    if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(
-            f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
-        )
+    s, y = check_scores(scores, is_train)
     if selection not in ("split_half", "bonferroni"):
         raise ValueError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
 

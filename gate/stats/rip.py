@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gate.stats._validate import check_alpha, check_count, check_nonnegative
+from gate.stats._validate import check_alpha, check_count, check_nonnegative, check_scores
 from gate.stats.binomial import clopper_pearson
 
 COR8_CONSTANT = 6.16  # Corollary 8 (numerically optimised Thm 7 with M = 2)
@@ -78,12 +78,7 @@ def rip_eta_from_scores(
     accuracy gives η̂ and its bound.
     """
     check_alpha(alpha)
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(is_train, dtype=bool)
-    if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(
-            f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
-        )
+    s, y = check_scores(scores, is_train)
     train_idx, hold_idx = np.nonzero(y)[0], np.nonzero(~y)[0]
     m = min(train_idx.size, hold_idx.size)
     if m < 2:

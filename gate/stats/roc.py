@@ -7,6 +7,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
+from gate.stats._validate import check_scores
+
 
 class RocCurve(NamedTuple):
     """ROC points at every distinct threshold, from (0, 0) to (1, 1)."""
@@ -25,15 +27,9 @@ class RocResult(NamedTuple):
 
 
 def _split(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(is_train)
-    if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(
-            f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
-        )
+    s, y = check_scores(scores, is_train)
     if np.isnan(s).any():
         raise ValueError("scores must not contain NaN")
-    y = y.astype(bool)
     if y.all() or not y.any():
         raise ValueError(
             f"need both train and holdout records; found {int(y.sum())} train, "
