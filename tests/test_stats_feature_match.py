@@ -283,6 +283,16 @@ def test_excess_hand_case_and_interval() -> None:
     assert e.lower <= e.estimate <= e.upper
 
 
+def test_excess_reuses_a_given_test_and_checks_it_matches() -> None:
+    counts, flags = np.ones(121, dtype=int), np.r_[np.ones(116, bool), np.zeros(5, bool)]
+    test = feature_match_test(counts=counts, is_train=flags)
+    assert phantom_excess(counts=counts, is_train=flags, test=test) == phantom_excess(
+        counts=counts, is_train=flags
+    )
+    with pytest.raises(ValueError, match=r"test was computed with p=0\.5, alpha=0\.05; found p=0\.3"):
+        phantom_excess(counts=counts, is_train=flags, p=0.3, test=test)
+
+
 def test_excess_p_not_half() -> None:
     e = phantom_excess(
         counts=np.ones(10, int), is_train=np.r_[np.ones(3, bool), np.zeros(7, bool)], p=0.25

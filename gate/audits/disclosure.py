@@ -70,7 +70,7 @@ class DisclosureAuditRunner(Audit):
                 counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
             )
             excess = phantom_excess(
-                counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
+                counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha, test=test
             )
             metrics.update(
                 {

@@ -7,7 +7,11 @@ from typing import NamedTuple
 import numpy as np
 
 from gate.stats._validate import check_alpha, check_probability
-from gate.stats.feature_match import exact_rate_lower_bound, feature_match_test
+from gate.stats.feature_match import (
+    FeatureMatchResult,
+    exact_rate_lower_bound,
+    feature_match_test,
+)
 
 
 class ExcessResult(NamedTuple):
@@ -29,7 +33,12 @@ class ExcessResult(NamedTuple):
 
 
 def phantom_excess(
-    *, counts: np.ndarray, is_train: np.ndarray, p: float = 0.5, alpha: float = 0.05
+    *,
+    counts: np.ndarray,
+    is_train: np.ndarray,
+    p: float = 0.5,
+    alpha: float = 0.05,
+    test: FeatureMatchResult | None = None,
 ) -> ExcessResult:
     """Phantom-adjusted excess of train disclosures with its confidence bounds.
 
@@ -38,6 +47,8 @@ def phantom_excess(
         is_train: train flags.
         p: membership probability, in (0, 1).
         alpha: level of each one-sided bound, in (0, 1).
+        test: the feature-match test of the same counts, p and alpha, if already computed
+            (its exact p̂ is the expensive part).
 
     Returns:
         T, H, the excess, its lower and upper bounds, and the phantom rate ``H / (T + H)``
@@ -45,7 +56,12 @@ def phantom_excess(
     """
     check_probability("p", p, open_low=True, open_high=True)
     check_alpha(alpha)
-    test = feature_match_test(counts=counts, is_train=is_train, p=p, alpha=alpha)
+    if test is None:
+        test = feature_match_test(counts=counts, is_train=is_train, p=p, alpha=alpha)
+    elif (test.p, test.alpha) != (p, alpha):
+        raise ValueError(
+            f"test was computed with p={test.p}, alpha={test.alpha}; found p={p}, alpha={alpha}"
+        )
     t, h, d = test.statistic, test.holdout_statistic, test.c1
     scale = d / (1.0 - p)
     if d == 0:
