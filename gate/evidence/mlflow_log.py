@@ -7,6 +7,7 @@ Default store: a local SQLite database (``sqlite:///<cwd>/mlflow.db``) with arti
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import warnings
@@ -66,7 +67,9 @@ def _finite(metrics: dict[str, float]) -> dict[str, float]:
 @contextmanager
 def gate_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterator[Any]:
     """Open the gate's MLflow run (yields the run); the caller logs artifacts into it."""
-
+    for noisy in ("mlflow", "alembic"):  # table-creation chatter on stderr
+        logger = logging.getLogger(noisy)
+        logger.setLevel(max(logging.WARNING, logger.level))
     with _tracking_uri_set(uri), _open_run(result, uri=uri, experiment=experiment) as run:
         yield run
 
