@@ -207,6 +207,22 @@ def test_dataset_content_only_when_the_policy_allows_it(bundle, tmp_path: Path) 
     assert profiles["train"]["num_rows"] == 30 and profiles["synthetic"]["num_rows"] == 20
 
 
+def test_a_failed_evidence_write_leaves_no_stale_verdict(
+    bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    check(bundle, "clean", out, mlflow=False)
+    assert json.loads((out / "report.json").read_text())["passed"] is True
+
+    def disk_full(result, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("gate.evidence.writer.html_report", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        check(bundle, "leaky", out, mlflow=False)
+    assert not (out / "report.json").exists()
+
+
 def test_unreachable_tracking_server_is_an_error(
     bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -110,6 +110,9 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
     from gate.evidence.plots import make_plots
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    # report.json is written last; a verdict left by an earlier run must not survive a
+    # failure while this run's other files are being written.
+    (out_dir / REPORT_NAME).unlink(missing_ok=True)
     try:
         plots = make_plots(result, out_dir / "plots")
     except Exception as exc:
