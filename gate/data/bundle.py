@@ -9,6 +9,7 @@ the file and line.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -88,17 +89,17 @@ class Bundle:
     membership: Membership
     warnings: tuple[str, ...] = field(default=())
 
-    @property
+    @cached_property
     def is_train(self) -> np.ndarray:
         """Train flag of each source record."""
         return (self.source["split"] == "train").to_numpy()
 
-    @property
+    @cached_property
     def user_codes(self) -> np.ndarray:
         """User of each source record as an integer code 0..U-1 (first appearance order)."""
         return self.source["user_id"].factorize()[0].astype(np.int64)
 
-    @property
+    @cached_property
     def user_is_train(self) -> np.ndarray:
         """Train flag of each user code: users are the unit of membership."""
         codes = self.user_codes
