@@ -8,6 +8,8 @@ membership is the user: ``c_u`` counts the distinct disclosed rare features of u
 
 from __future__ import annotations
 
+import numpy as np
+
 from gate.audits.base import Audit, AuditContext, AuditResult, Witness
 from gate.audits.feature_classes import ClassDisclosures, class_disclosures
 from gate.audits.registry import register_audit
@@ -19,26 +21,28 @@ from gate.stats.feature_match import feature_match_test
 
 
 def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext) -> list[Witness]:
-    """Witness records of a class, train first, most disclosures first."""
+    """The class's strongest ``max_witnesses`` witnesses: train first, highest score first.
+    Selection is vectorised; only the kept witnesses are built (and their text read)."""
+    c = found.candidates
+    holdout = ~bundle.is_train[c.source_rows]
+    order = np.lexsort((-c.scores, holdout))[: context.max_witnesses]
+    source, synthetic = bundle.source, bundle.synthetic
     out = []
-    scores = found.witness_scores or tuple(
-        float(found.record_counts[w.source_row]) for w in found.witnesses
-    )
-    for w, score in zip(found.witnesses, scores, strict=True):
-        record = bundle.source.iloc[w.source_row]
+    for i in order:
+        row = int(c.source_rows[i])
+        text = c.feature_text(int(i))
         out.append(
             Witness(
                 feature_class=found.feature_class,
-                feature=mask(w.feature_text) if context.redact else w.feature_text,
-                feature_hash=feature_hash(w.feature_text),
-                source_record_id=str(record["record_id"]),
-                user_id=str(record["user_id"]),
-                split=str(record["split"]),
-                synthetic_record_id=str(bundle.synthetic["record_id"].iloc[w.synthetic_row]),
-                score=score,
+                feature=mask(text) if context.redact else text,
+                feature_hash=feature_hash(text),
+                source_record_id=str(source["record_id"].iat[row]),
+                user_id=str(source["user_id"].iat[row]),
+                split=str(source["split"].iat[row]),
+                synthetic_record_id=str(synthetic["record_id"].iat[int(c.synthetic_rows[i])]),
+                score=float(c.scores[i]),
             )
         )
-    out.sort(key=lambda w: (w.split != "train", -(w.score or 0.0)))
     return out
 
 

@@ -20,12 +20,16 @@ from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures, Str
 
 
 @dataclass(frozen=True)
-class SourceWitness:
-    """A source row's strongest disclosed feature and a synthetic row that carries it."""
+class WitnessCandidates:
+    """For each source row with a disclosure: the row, a synthetic row carrying its
+    strongest disclosed feature, and a score (disclosed features in the row, or the
+    similarity of a semantic pair). ``feature_text(i)`` gives candidate ``i``'s feature;
+    it runs only for the few witnesses that are reported."""
 
-    source_row: int
-    feature_text: str
-    synthetic_row: int
+    source_rows: np.ndarray
+    synthetic_rows: np.ndarray
+    scores: np.ndarray
+    feature_text: Callable[[int], str]
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,7 @@ class ClassDisclosures:
     disclosed_features: int
     record_counts: np.ndarray  # per source row
     user_counts: np.ndarray  # per user code (Bundle.user_codes)
-    witnesses: tuple[SourceWitness, ...]
-    witness_scores: tuple[float, ...] | None = None  # e.g. the similarity of a semantic pair
+    candidates: WitnessCandidates
 
 
 def _ngram(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> ClassDisclosures:
@@ -57,15 +60,13 @@ def _ngram(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> Clas
         max_users=config.max_users,
         progress=context.progress,
     )
-    witnesses = tuple(
-        SourceWitness(int(row), " ".join(source.tokens(int(pos), int(n))), int(syn))
-        for row, pos, n, syn in zip(
-            found.witness_record,
-            found.witness_position,
-            found.witness_length,
-            found.witness_synthetic,
-            strict=True,
-        )
+    candidates = WitnessCandidates(
+        source_rows=found.witness_record,
+        synthetic_rows=found.witness_synthetic,
+        scores=found.record_counts[found.witness_record].astype(np.float64),
+        feature_text=lambda i: " ".join(
+            source.tokens(int(found.witness_position[i]), int(found.witness_length[i]))
+        ),
     )
     return ClassDisclosures(
         feature_class="ngram",
@@ -73,7 +74,7 @@ def _ngram(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> Clas
         disclosed_features=found.disclosed_features,
         record_counts=found.record_counts,
         user_counts=found.user_counts,
-        witnesses=witnesses,
+        candidates=candidates,
     )
 
 
@@ -107,11 +108,11 @@ def _pii(bundle: Bundle, config: PiiFeatures, context: AuditContext) -> ClassDis
     surface: dict[str, str] = {}
     for value, raw in zip(source.values, source.raw, strict=True):
         surface.setdefault(value, raw)
-    witnesses = tuple(
-        SourceWitness(int(row), surface[values[int(code)]], int(syn))
-        for row, code, syn in zip(
-            found.witness_record, found.witness_code, found.witness_synthetic, strict=True
-        )
+    candidates = WitnessCandidates(
+        source_rows=found.witness_record,
+        synthetic_rows=found.witness_synthetic,
+        scores=found.record_counts[found.witness_record].astype(np.float64),
+        feature_text=lambda i: surface[values[int(found.witness_code[i])]],
     )
     return ClassDisclosures(
         feature_class="pii",
@@ -119,7 +120,7 @@ def _pii(bundle: Bundle, config: PiiFeatures, context: AuditContext) -> ClassDis
         disclosed_features=found.disclosed_features,
         record_counts=found.record_counts,
         user_counts=found.user_counts,
-        witnesses=witnesses,
+        candidates=candidates,
     )
 
 
@@ -210,10 +211,12 @@ def _semantic(bundle: Bundle, config: SemanticFeatures, context: AuditContext) -
         user_counts=np.bincount(users, weights=record_counts, minlength=users.max() + 1).astype(
             np.int64
         ),
-        witnesses=tuple(
-            SourceWitness(int(r), str(texts[r]), int(index.nearest_release[r, 0])) for r in rows
+        candidates=WitnessCandidates(
+            source_rows=rows,
+            synthetic_rows=index.nearest_release[rows, 0],
+            scores=nearest[rows].astype(np.float64),
+            feature_text=lambda i: str(texts[rows[i]]),
         ),
-        witness_scores=tuple(float(nearest[r]) for r in rows),
     )
 
 
