@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gate.stats._validate import check_count, check_nonnegative, check_probability
+from gate.stats._validate import check_count, check_probability
 
 
 class LbfProfile(NamedTuple):
@@ -147,7 +147,3 @@ def censor(
     if not rare.any():
         return cx, cy
     return np.r_[cx[~rare], cx[rare].sum()], np.r_[cy[~rare], cy[rare].sum()]
-
-
-def check_target_epsilon(epsilon: float) -> float:
-    return check_nonnegative("epsilon", epsilon)
