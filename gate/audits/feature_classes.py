@@ -13,8 +13,8 @@ import pandas as pd
 from gate.audits.base import AuditContext
 from gate.audits.registry import AuditUnavailableError
 from gate.data.bundle import Bundle
-from gate.features.matching import coded_disclosures
-from gate.features.ngram import ngram_disclosures
+from gate.features.matching import CodedDisclosures, coded_disclosures
+from gate.features.ngram import NgramDisclosures, ngram_disclosures
 from gate.features.tokenize import split_corpus, tokenize
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures, StrictModel
 
@@ -42,6 +42,27 @@ class ClassDisclosures:
     candidates: WitnessCandidates
 
 
+def _counted(
+    feature_class: str,
+    found: NgramDisclosures | CodedDisclosures,
+    feature_text: Callable[[int], str],
+) -> ClassDisclosures:
+    """A counted class (ngram, pii): witness candidates scored by disclosures per record."""
+    return ClassDisclosures(
+        feature_class=feature_class,
+        rare_features=found.rare_features,
+        disclosed_features=found.disclosed_features,
+        record_counts=found.record_counts,
+        user_counts=found.user_counts,
+        candidates=WitnessCandidates(
+            source_rows=found.witness_record,
+            synthetic_rows=found.witness_synthetic,
+            scores=found.record_counts[found.witness_record].astype(np.float64),
+            feature_text=feature_text,
+        ),
+    )
+
+
 def _ngram(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> ClassDisclosures:
     source_texts = bundle.source["text"].tolist()
     corpus = tokenize(
@@ -60,21 +81,12 @@ def _ngram(bundle: Bundle, config: NgramFeatures, context: AuditContext) -> Clas
         max_users=config.max_users,
         progress=context.progress,
     )
-    candidates = WitnessCandidates(
-        source_rows=found.witness_record,
-        synthetic_rows=found.witness_synthetic,
-        scores=found.record_counts[found.witness_record].astype(np.float64),
-        feature_text=lambda i: " ".join(
+    return _counted(
+        "ngram",
+        found,
+        lambda i: " ".join(
             source.tokens(int(found.witness_position[i]), int(found.witness_length[i]))
         ),
-    )
-    return ClassDisclosures(
-        feature_class="ngram",
-        rare_features=found.rare_features,
-        disclosed_features=found.disclosed_features,
-        record_counts=found.record_counts,
-        user_counts=found.user_counts,
-        candidates=candidates,
     )
 
 
@@ -108,20 +120,7 @@ def _pii(bundle: Bundle, config: PiiFeatures, context: AuditContext) -> ClassDis
     surface: dict[str, str] = {}
     for value, raw in zip(source.values, source.raw, strict=True):
         surface.setdefault(value, raw)
-    candidates = WitnessCandidates(
-        source_rows=found.witness_record,
-        synthetic_rows=found.witness_synthetic,
-        scores=found.record_counts[found.witness_record].astype(np.float64),
-        feature_text=lambda i: surface[values[int(found.witness_code[i])]],
-    )
-    return ClassDisclosures(
-        feature_class="pii",
-        rare_features=found.rare_features,
-        disclosed_features=found.disclosed_features,
-        record_counts=found.record_counts,
-        user_counts=found.user_counts,
-        candidates=candidates,
-    )
+    return _counted("pii", found, lambda i: surface[values[int(found.witness_code[i])]])
 
 
 @dataclass(frozen=True)

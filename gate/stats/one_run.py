@@ -198,24 +198,24 @@ def one_run_epsilon_from_scores(
     if selection not in ("split_half", "bonferroni"):
         raise ValueError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
 
+    def bound(o: GuessOutcome, level: float, scored: int) -> float:
+        return one_run_epsilon(
+            k_plus=o.k_plus,
+            k_minus=o.k_minus,
+            correct=o.correct,
+            alpha=level,
+            p=p,
+            delta=delta,
+            scored=scored,
+        )
+
     def best(idx: np.ndarray, level: float) -> tuple[float, GuessOutcome]:
         order = idx[descending_order(s[idx], rng)]
         outcomes = [
             guess_outcome(order=order, is_train=y, k_plus=a, k_minus=b)
             for a, b in _grid(idx.size, fractions)
         ]
-        bounds = [
-            one_run_epsilon(
-                k_plus=o.k_plus,
-                k_minus=o.k_minus,
-                correct=o.correct,
-                alpha=level,
-                p=p,
-                delta=delta,
-                scored=idx.size,
-            )
-            for o in outcomes
-        ]
+        bounds = [bound(o, level, idx.size) for o in outcomes]
         if not outcomes:
             return 0.0, GuessOutcome(0, 0, 0)
         i = int(np.argmax(bounds))
@@ -236,13 +236,5 @@ def one_run_epsilon_from_scores(
     k_minus = min(evaluate.size - k_plus, round(chosen.k_minus * scale))
     order = evaluate[descending_order(s[evaluate], rng)]
     o = guess_outcome(order=order, is_train=y, k_plus=k_plus, k_minus=k_minus)
-    eps = one_run_epsilon(
-        k_plus=o.k_plus,
-        k_minus=o.k_minus,
-        correct=o.correct,
-        alpha=alpha,
-        p=p,
-        delta=delta,
-        scored=evaluate.size,
-    )
+    eps = bound(o, alpha, evaluate.size)
     return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, evaluate.size, selection, alpha)
