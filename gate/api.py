@@ -8,73 +8,43 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
 
 import numpy as np
 
-from gate.audits.base import AuditContext, AuditResult
-from gate.audits.registry import create_audit
+from gate.audits.base import AuditContext
+from gate.audits.feature_store import FeatureStore
+from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle
-from gate.policy.checks import CheckResult, evaluate_check, policy_checks
+from gate.errors import BundleError
+from gate.policy.checks import CheckResult, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
-from gate.policy.models import Policy
+from gate.policy.models import MembershipPolicy, Policy
 from gate.progress import NullProgress, Progress
-from gate.suites.gx_suite import GxValidation, validate_checks
+from gate.results import AuditOutcome, AuditResult, GateResult, Status, SuiteValidation
+from gate.suites.gx_suite import validate_checks
 
-Status = Literal["pass", "fail", "error"]
-EXIT_CODES: dict[Status, int] = {"pass": 0, "fail": 1, "error": 3}
+__all__ = ["CheckOutcome", "GateResult", "check_release", "run_gate", "split_warnings"]
 
 
-@dataclass(frozen=True)
-class AuditOutcome:
-    """An audit's result and the checks of the policy against it.
+def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
+    """Decide what a split far from the declared ``p`` means under the policy's
+    ``membership.split_check.action``: an input error (``fail``) or a warning (``warn``).
 
-    ``status`` is ``error`` when the audit raised, was unavailable or did not report a
-    metric one of its checks needs; an errored audit never passes.
+    Raises:
+        BundleError: the split is inconsistent with ``p`` and the action is ``fail``.
     """
-
-    name: str
-    status: Status
-    checks: tuple[CheckResult, ...]
-    result: AuditResult | None
-    error: str | None
-    seed: dict[str, Any]
-    seconds: float
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "pass"
-
-
-@dataclass(frozen=True)
-class GateResult:
-    status: Status
-    audits: dict[str, AuditOutcome]
-    policy: Policy
-    policy_path: str | None
-    policy_sha256: str | None
-    bundle: Bundle
-    seed: int
-    started_at: str
-    seconds: float
-    warnings: tuple[str, ...] = field(default=())
-    gx: GxValidation | None = None
-    evidence_error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "pass"
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.status]
+    if bundle.membership.balance_ok:
+        return ()
+    if membership.split_check.action == "fail":
+        raise BundleError(bundle.membership.imbalance_message())
+    return (bundle.membership.imbalance_message(),)
 
 
 def _overall(
-    outcomes: Mapping[str, AuditOutcome], gx: GxValidation | None, gx_error: str | None
+    outcomes: Mapping[str, AuditOutcome], gx: SuiteValidation | None, gx_error: str | None
 ) -> Status:
     """Error if anything did not complete; otherwise the GX validation decides."""
     if not outcomes or gx_error is not None or any(o.status == "error" for o in outcomes.values()):
@@ -86,14 +56,20 @@ def _overall(
 
 def validate_with_gx(
     outcomes: Mapping[str, AuditOutcome], *, suite_name: str, data_docs_dir: Path | None
-) -> tuple[GxValidation | None, str | None]:
+) -> tuple[SuiteValidation | None, str | None]:
     """Run the checks of the completed audits as a GX suite; check that GX and the gate's
     own evaluation agree on every check (a disagreement is an error, never a pass)."""
-    values = {c.spec: c.value for o in outcomes.values() if o.error is None for c in o.checks}
+    values = {
+        c.spec: c.value
+        for o in outcomes.values()
+        if o.error is None
+        for c in o.checks
+        if c.value is not None
+    }
     if not values:
         return None, None
     try:
-        gx = validate_checks(values, suite_name=suite_name, data_docs_dir=data_docs_dir)  # type: ignore[arg-type]
+        gx = validate_checks(values, suite_name=suite_name, data_docs_dir=data_docs_dir)
     except Exception as exc:
         return None, f"Great Expectations validation failed: {type(exc).__name__}: {exc}"
     own = {(c.spec.audit, c.spec.metric): c.passed for o in outcomes.values() for c in o.checks}
@@ -131,17 +107,14 @@ def run_gate(
     if root_seed < 0:
         raise ValueError(f"seed must be >= 0; found {root_seed}")
     progress = progress or NullProgress()
+    warnings = split_warnings(bundle, policy_model.membership)
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
-
-    checks_by_audit: dict[str, list] = {}
-    for spec in policy_checks(policy_model):
-        checks_by_audit.setdefault(spec.audit, []).append(spec)
 
     enabled = policy_model.audits.enabled()
     children = np.random.SeedSequence(root_seed).spawn(len(enabled))
     outcomes: dict[str, AuditOutcome] = {}
-    shared_cache: dict[Any, Any] = {}
+    store = FeatureStore(bundle, progress)
     for (name, config), child in zip(enabled.items(), children, strict=True):
         seed_info = {"entropy": root_seed, "spawn_key": list(child.spawn_key)}
         context = AuditContext(
@@ -153,17 +126,20 @@ def run_gate(
             progress=progress,
             redact=policy_model.evidence.redact_witnesses,
             max_witnesses=policy_model.evidence.max_witnesses,
-            cache=shared_cache,
+            features=store,
         )
         t0 = time.perf_counter()
         result: AuditResult | None = None
         checks: tuple[CheckResult, ...] = ()
         error: str | None = None
+        citation = ""
         try:
             audit = create_audit(name)
+            citation = audit.citation
+            specs = audit_checks(name, config)
             with progress.step(f"audit {name}"):
                 result = audit.run(bundle, config, context)
-            checks = tuple(evaluate_check(s, result.metrics) for s in checks_by_audit.get(name, []))
+            checks = tuple(evaluate_check(s, result.metric_values) for s in specs)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:
@@ -178,6 +154,7 @@ def run_gate(
             error=error,
             seed=seed_info,
             seconds=time.perf_counter() - t0,
+            citation=citation,
         )
 
     with progress.step("validating thresholds (Great Expectations)"):
@@ -196,7 +173,7 @@ def run_gate(
         seed=root_seed,
         started_at=started_at,
         seconds=time.perf_counter() - started,
-        warnings=bundle.warnings,
+        warnings=warnings,
     )
 
 

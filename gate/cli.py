@@ -109,13 +109,17 @@ def _policy(args: argparse.Namespace) -> int:
         return 0
     loaded = load_policy(args.path)
     if args.policy_command == "validate":
-        from gate.policy.checks import policy_checks
+        from gate.audits.registry import policy_checks
+        from gate.registry import PluginUnavailableError
 
-        checks = policy_checks(loaded.policy)
+        audits = loaded.policy.audits.enabled()
+        try:
+            checks: str = f"{len(policy_checks(loaded.policy))} threshold checks"
+        except PluginUnavailableError as exc:
+            checks = f"threshold checks not counted: {exc}"
         print(
             f"{args.path}: valid policy {loaded.policy.name!r} (version "
-            f"{loaded.policy.version}): {len(loaded.policy.audits.enabled())} audits, "
-            f"{len(checks)} threshold checks; sha256 {loaded.sha256}"
+            f"{loaded.policy.version}): {len(audits)} audits, {checks}; sha256 {loaded.sha256}"
         )
     else:
         print(effective_policy_yaml(loaded.policy), end="")

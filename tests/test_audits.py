@@ -22,7 +22,6 @@ audits:
     thresholds: {max_epsilon: 0.5, max_excess_disclosures: 0}
   membership:
     scorers: [ngram]
-    ngram: {n_min: 3, n_max: 5}
     thresholds: {max_auc: 0.6, tpr_at_fpr: {fpr: 0.05, max_tpr: 0.5}, max_epsilon: 1.0, max_rip_eta: 0.1}
 """
 
@@ -66,13 +65,13 @@ def test_leaky_release_fails_with_witnesses_pointing_at_train(tmp_path) -> None:
     result = run_gate(parse_policy(POLICY), bundle)
     assert result.status == "fail"
     d = result.audits["disclosure"].result
-    assert d.metrics["ngram.epsilon_lower_exact"] > 0.5
-    assert d.metrics["ngram.holdout_disclosures"] == 0
-    assert d.metrics["ngram.excess_disclosures_lower"] > 0
+    assert d.metric_values["ngram.epsilon_lower_exact"] > 0.5
+    assert d.metric_values["ngram.holdout_disclosures"] == 0
+    assert d.metric_values["ngram.excess_disclosures_lower"] > 0
     assert all(w.split == "train" for w in d.witnesses)
     train_ids = set(bundle.train["record_id"])
     assert {w.source_record_id for w in d.witnesses} <= train_ids
-    m = result.audits["membership"].result.metrics
+    m = result.audits["membership"].result.metric_values
     assert m["ngram.auc"] > 0.7 and m["ngram.auc_p_value"] < 1e-6
     assert m["ngram.epsilon_lower"] > 0 and m["ngram.rip_eta_lower"] > 0
     assert {"ngram.tpr_at_fpr_0.1", "ngram.tpr_at_fpr_0.01", "ngram.tpr_at_fpr_0.05"} <= set(m)
@@ -81,7 +80,7 @@ def test_leaky_release_fails_with_witnesses_pointing_at_train(tmp_path) -> None:
 def test_phantom_only_release_passes_and_reports_phantoms(tmp_path) -> None:
     bundle, _ = make_bundle(tmp_path, phantom_only, seed=1)
     result = run_gate(parse_policy(POLICY), bundle)
-    d = result.audits["disclosure"].result.metrics
+    d = result.audits["disclosure"].result.metric_values
     assert d["ngram.holdout_disclosures"] > 0 and d["ngram.train_disclosures"] > 0
     assert 0.3 < d["ngram.phantom_rate"] < 0.7
     assert result.status == "pass", [
@@ -91,8 +90,8 @@ def test_phantom_only_release_passes_and_reports_phantoms(tmp_path) -> None:
 
 def test_audits_are_reproducible_from_the_seed(tmp_path) -> None:
     bundle, _ = make_bundle(tmp_path, leaky)
-    a = run_gate(parse_policy(POLICY), bundle, seed=9).audits["membership"].result.metrics
-    b = run_gate(parse_policy(POLICY), bundle, seed=9).audits["membership"].result.metrics
+    a = run_gate(parse_policy(POLICY), bundle, seed=9).audits["membership"].result.metric_values
+    b = run_gate(parse_policy(POLICY), bundle, seed=9).audits["membership"].result.metric_values
     assert a == b
 
 
@@ -104,7 +103,7 @@ def test_user_is_the_unit_of_the_test(tmp_path) -> None:
 
     bundle, _ = make_bundle(tmp_path, copy_one, records_per_user=1)
     result = run_gate(parse_policy(POLICY), bundle)
-    d = result.audits["disclosure"].result.metrics
+    d = result.audits["disclosure"].result.metric_values
     # 12 tokens: n = 3..5 gives 10 + 9 + 8 = 27 rare n-grams, all disclosed, one user
     assert d["ngram.train_disclosures"] == 27 and d["ngram.users_with_disclosures"] == 1
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gate.data.bundle import load_bundle
+from gate.api import split_warnings
+from gate.data.bundle import Bundle, load_bundle
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, SplitCheck
 
@@ -17,7 +18,7 @@ from .conftest import unique_text, write_jsonl
 MEMBERSHIP = MembershipPolicy()
 
 
-def load(files: dict[str, Path], **overrides) -> object:
+def load(files: dict[str, Path], **overrides) -> Bundle:
     kwargs = {"train": files["train"], "holdout": files["holdout"], "synthetic": files["synthetic"]}
     kwargs.update(overrides)
     return load_bundle(membership=overrides.pop("membership", MEMBERSHIP), **kwargs)
@@ -162,19 +163,15 @@ def test_synthetic_identical_to_source(tmp_path: Path, bundle_files: dict[str, P
 
 def test_split_far_from_p_fails_or_warns(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
     holdout = write_jsonl(tmp_path / "h.jsonl", [{"user_id": "solo", "text": "x"}])
+    bundle = load(bundle_files, holdout=holdout)
+    assert bundle.membership.balance_ok is False
     with pytest.raises(
         BundleError, match=r"the split is far from the declared p = 0.5: 20 of 21 users"
     ):
-        load(bundle_files, holdout=holdout)
+        split_warnings(bundle, MembershipPolicy())
     warn = MembershipPolicy(split_check=SplitCheck(action="warn"))
-    bundle = load_bundle(
-        membership=warn,
-        train=bundle_files["train"],
-        holdout=holdout,
-        synthetic=bundle_files["synthetic"],
-    )
-    assert bundle.warnings and "far from the declared p" in bundle.warnings[0]
-    assert bundle.membership.balance_ok is False
+    warnings = split_warnings(bundle, warn)
+    assert len(warnings) == 1 and "far from the declared p" in warnings[0]
 
 
 def test_declared_p_matching_an_unbalanced_split_passes(

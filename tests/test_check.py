@@ -12,11 +12,13 @@ import pytest
 
 from gate.api import check_release, run_gate
 from gate.atomic import atomic_write
-from gate.audits import registry
-from gate.audits.base import Audit, AuditResult
+from gate.audits.base import Audit
+from gate.audits.disclosure import METRICS, DisclosureAuditRunner
 from gate.cli import main
 from gate.data.bundle import load_bundle
+from gate.plugins import AUDITS
 from gate.policy import load_policy
+from gate.results import AuditResult
 
 from .conftest import REPO, unique_text, write_jsonl, write_policy
 
@@ -154,18 +156,18 @@ def test_usage_error_exits_2(capsys) -> None:
     assert info.value.code == 2
 
 
-class RaisingAudit(Audit):
+class RaisingAudit(DisclosureAuditRunner):
     citation = "test double of a failing audit"
 
     def run(self, bundle, config, context):
         raise RuntimeError("the feature store went away")
 
 
-class SilentAudit(Audit):
+class SilentAudit(DisclosureAuditRunner):
     citation = "test double of an audit that forgets a metric"
 
     def run(self, bundle, config, context):
-        return AuditResult(metrics={"ngram.epsilon_lower": 0.0})
+        return AuditResult(metrics=METRICS.values("ngram", {"epsilon_lower": 0.0}))
 
 
 @pytest.mark.parametrize(
@@ -182,7 +184,7 @@ def test_audit_that_cannot_finish_exits_3_never_pass(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(registry._AUDITS, "disclosure", audit)
+    monkeypatch.setitem(AUDITS._loaded, "disclosure", audit)
     out = tmp_path / "out"
     assert main(check_args(bundle_files, out)) == 3
     report = read_report(out)
@@ -209,8 +211,8 @@ def test_unavailable_feature_class_exits_3(bundle_files: dict[str, Path], tmp_pa
 def test_unavailable_audit_exits_3(
     bundle_files: dict[str, Path], tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.delitem(registry._AUDITS, "disclosure", raising=False)
-    monkeypatch.setattr(registry, "BUILTIN_AUDITS", {})
+    monkeypatch.delitem(AUDITS._loaded, "disclosure", raising=False)
+    monkeypatch.setattr(AUDITS, "_builtins", {})
     out = tmp_path / "out"
     assert main(check_args(bundle_files, out)) == 3
     assert "not available" in read_report(out)["audits"]["disclosure"]["error"]

@@ -17,7 +17,7 @@ import pytest
 
 import gate.api
 from gate.api import check_release
-from gate.suites.gx_suite import GxValidation
+from gate.results import SuiteValidation
 
 from .conftest import write_jsonl, write_policy
 
@@ -30,7 +30,6 @@ audits:
     thresholds: {max_epsilon: 0.5, max_excess_disclosures: 100000}
   membership:
     scorers: [ngram]
-    ngram: {n_min: 3, n_max: 4}
     thresholds: {max_auc: 0.95}
 """
 
@@ -98,9 +97,9 @@ def test_gx_disagreement_is_an_error(
 ) -> None:
     real = gate.api.validate_checks
 
-    def flipped(values, **kwargs) -> GxValidation:
+    def flipped(values, **kwargs) -> SuiteValidation:
         v = real(values, **kwargs)
-        return GxValidation(
+        return SuiteValidation(
             not v.success, {k: not s for k, s in v.check_success.items()}, v.result, v.suite, None
         )
 
@@ -147,11 +146,11 @@ def test_reports_html_junit_markdown(bundle, tmp_path: Path) -> None:
     summary = (out / "summary.md").read_text()
     assert "❌ FAIL" in summary and "`ngram.epsilon_lower_exact`" in summary
     assert {p.name for p in (out / "plots").iterdir()} == {
-        "disclosures.png",
-        "roc.png",
+        "disclosures-train-vs-phantoms.png",
+        "membership-roc-by-scorer.png",
         "epsilon.png",
     }
-    assert (out / "plots" / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "plots" / "membership-roc-by-scorer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_mlflow_run_in_local_sqlite(bundle, tmp_path: Path) -> None:
@@ -180,7 +179,9 @@ def test_mlflow_run_in_local_sqlite(bundle, tmp_path: Path) -> None:
         "witnesses.csv",
         "gx-validation.json",
     } <= artifacts
-    assert {a.path for a in client.list_artifacts(run_id, "plots")} >= {"plots/roc.png"}
+    assert {a.path for a in client.list_artifacts(run_id, "plots")} >= {
+        "plots/membership-roc-by-scorer.png"
+    }
     inputs = {i.dataset.name.split(":")[0]: i.dataset.digest for i in run.inputs.dataset_inputs}
     assert set(inputs) == {"train", "holdout", "synthetic"}
     report = json.loads(outcome.report_path.read_text())

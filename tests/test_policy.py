@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gate.audits.registry import policy_checks
 from gate.cli import main
 from gate.errors import PolicyError
-from gate.policy import effective_policy_yaml, load_policy, parse_policy, policy_checks
+from gate.policy import effective_policy_yaml, load_policy, parse_policy
 from gate.policy.loader import format_yaml_path, policy_json_schema
 from gate.policy.models import Policy
 
@@ -257,13 +258,11 @@ audits:
   membership:
     scorers: [ngram, embedding]
     thresholds: {max_auc: 0.6, tpr_at_fpr: {fpr: 0.01, max_tpr: 0.05}, max_epsilon: 1, max_rip_eta: 0.1}
-  profile:
-    thresholds: {target_epsilon: 2, max_delta: 0.001, max_delta_floor: 0.0001}
-  distinguishability:
-    thresholds: {max_epsilon: 2}
 """
     )
-    metrics = [(c.audit, c.metric) for c in policy_checks(policy)]
+    checks = policy_checks(policy)
+    assert all(c.spec.estimator and c.spec.confidence for c in checks)
+    metrics = [(c.audit, c.metric) for c in checks]
     assert metrics == [
         ("disclosure", "ngram.epsilon_lower_exact"),
         ("disclosure", "ngram.excess_disclosures_lower"),
@@ -277,10 +276,26 @@ audits:
         ("membership", "embedding.tpr_at_fpr_0.01"),
         ("membership", "embedding.epsilon_lower"),
         ("membership", "embedding.rip_eta_lower"),
-        ("profile", "delta_at_target_epsilon"),
-        ("profile", "delta_floor"),
-        ("distinguishability", "epsilon_emp"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("block", "sets_threshold"),
+    [
+        ("profile:\n    thresholds: {target_epsilon: 2}", False),
+        ("profile:\n    thresholds: {max_delta: 0.001}", True),
+        ("profile:\n    thresholds: {max_delta_floor: 0.0001}", True),
+        ("distinguishability:\n    thresholds: {max_epsilon: 2}", True),
+    ],
+)
+def test_a_policy_sets_a_threshold_only_through_an_optional_field(
+    block: str, sets_threshold: bool
+) -> None:
+    text = HEAD + "audits:\n  " + block + "\n"
+    if sets_threshold:
+        assert parse_policy(text).audits.enabled()
+    else:
+        assert "it could never fail" in error_of(text)
 
 
 def test_schema_is_exported_and_forbids_extra_keys() -> None:

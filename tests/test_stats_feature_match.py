@@ -1,4 +1,5 @@
-"""Feature-match test (001 §5.1): known answers, null simulations, power, properties."""
+"""Feature-match test (*Phantoms and Disclosures: a Causal Framework for Auditing Synthetic
+Data* (2026), §5.1): known answers, null simulations, power, properties."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def binomial_slack(n: int, alpha: float) -> float:
 
 
 def test_methods_check_116_of_121() -> None:
-    """METHODS §2: 116 of 121 with unit weights: Hoeffding p̂ 0.847, exact p̂ 0.915."""
+    """docs/methods.md §2 (exact tail, beyond the paper): 116 of 121 with unit weights:
+    Hoeffding p̂ 0.847, exact p̂ 0.915."""
     counts = np.ones(121, dtype=int)
     is_train = np.r_[np.ones(116, bool), np.zeros(5, bool)]
     r = feature_match_test(counts=counts, is_train=is_train, p=0.5, alpha=0.05)
@@ -52,9 +54,10 @@ def test_methods_check_116_of_121() -> None:
     [(0.590, 0.364), (0.544, 0.177), (0.556, 0.223), (0.827, 1.561), (0.654, 0.636), (0.390, 0.0)],
 )
 def test_table5_to_table7_conversion(p_hat: float, epsilon: float) -> None:
-    """Phantoms paper: Table 5's p̂ -> App. A.5's ε̂ (SFT rows), p = 1/2. The tables print
-    three decimals, so the tolerance is the rounding of p̂ (±0.0005) propagated through
-    dε/dp̂ = 1/(p̂(1-p̂)), plus the rounding of ε̂."""
+    """Phantoms and Disclosures (2026): Table 5's p̂ -> the ε̂ of Table 9 (App. A.5, SFT
+    rows), by Theorem 2 with p = 1/2. The tables print three decimals, so the tolerance is
+    the rounding of p̂ (±0.0005) propagated through dε/dp̂ = 1/(p̂(1-p̂)), plus the rounding
+    of ε̂."""
     tolerance = 0.0005 / (p_hat * (1 - p_hat)) + 0.0005
     assert epsilon_from_rate(rate=p_hat, p=0.5) == pytest.approx(epsilon, abs=tolerance)
 

@@ -1,4 +1,6 @@
-"""LBF and the (ε, δ) profile (Stomakhin 000 §3.2-3.7, Thm 5): the paper's M1/M2 answers."""
+"""LBF and the (ε, δ) profile: the M1/M2 answers of Stomakhin, F. (2025), *Framework for
+Privacy-Preserving Synthesis of Textual Data*, Master's thesis, University of Tartu, §3.2-3.7
+(M1/M2 examples in §3.5, Theorem 5)."""
 
 from __future__ import annotations
 

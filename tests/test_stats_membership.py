@@ -271,7 +271,8 @@ def test_clopper_pearson_validation() -> None:
 
 
 def test_teda_ceiling() -> None:
-    """METHODS §6: k = 2, T = K = 10^4, alpha_conf = 0.01 -> ε_emp ≈ 7.54."""
+    """TeDA (Li et al. 2026, arXiv:2603.22968), §4.2: k = 2, T = K = 10^4 gives the ceiling
+    ε_emp ≈ 7.54 (here with alpha_conf = 0.01)."""
     r = distinguishability_epsilon(successes=10_000, trials=10_000, candidates=2, alpha_conf=0.01)
     assert r.epsilon_emp == pytest.approx(7.54, abs=0.005)
 

@@ -167,7 +167,6 @@ audits:
     thresholds: {max_epsilon: 0.5}
   membership:
     scorers: [ngram, pii, embedding]
-    pii: {engine: patterns}
     thresholds: {max_auc: 0.65}
 """
 
@@ -178,7 +177,7 @@ def test_pii_leak_fails_with_pii_witnesses(tmp_path) -> None:
 
     bundle = faker_bundle(tmp_path, copy_pii)
     result = run_gate(parse_policy(TEXT_POLICY), bundle)
-    metrics = result.audits["disclosure"].result.metrics
+    metrics = result.audits["disclosure"].result.metric_values
     assert metrics["pii.train_disclosures"] > 10 and metrics["pii.holdout_disclosures"] == 0
     assert metrics["pii.epsilon_lower_exact"] > 0.5
     witnesses = [
@@ -195,8 +194,8 @@ def test_rewrite_release_fails_through_embedding_membership(tmp_path) -> None:
         tmp_path, lambda train, holdout, rng: rewrite_release([r["text"] for r in train], rng)
     )
     result = run_gate(parse_policy(TEXT_POLICY), bundle)
-    d = result.audits["disclosure"].result.metrics
-    m = result.audits["membership"].result.metrics
+    d = result.audits["disclosure"].result.metric_values
+    m = result.audits["membership"].result.metric_values
     assert d["ngram.train_disclosures"] <= 5
     assert m["embedding.auc"] > 0.9 and m["embedding.auc_p_value"] < 1e-6
     failed = {c.spec.metric for o in result.audits.values() for c in o.checks if not c.passed}
@@ -222,7 +221,7 @@ def test_phantom_only_text_release_passes(tmp_path) -> None:
 
     bundle = faker_bundle(tmp_path, membership_blind, seed=5)
     result = run_gate(parse_policy(TEXT_POLICY), bundle)
-    d = result.audits["disclosure"].result.metrics
+    d = result.audits["disclosure"].result.metric_values
     assert d["pii.holdout_disclosures"] > 0 and d["ngram.holdout_disclosures"] > 0
     assert result.status == "pass", [
         (c.spec.metric, c.value) for o in result.audits.values() for c in o.checks if not c.passed

@@ -1,14 +1,6 @@
-"""Audits: one module per audit, found through the registry."""
+"""Audits: one module per audit, found through :data:`gate.plugins.AUDITS`."""
 
-from gate.audits.base import Audit, AuditContext, AuditResult, Witness
-from gate.audits.registry import available_audits, create_audit, register_audit
+from gate.audits.base import Audit, AuditContext
+from gate.audits.registry import available_audits, create_audit, policy_checks
 
-__all__ = [
-    "Audit",
-    "AuditContext",
-    "AuditResult",
-    "Witness",
-    "available_audits",
-    "create_audit",
-    "register_audit",
-]
+__all__ = ["Audit", "AuditContext", "available_audits", "create_audit", "policy_checks"]

@@ -1,51 +1,39 @@
-"""The audit interface: what an audit receives and what it returns."""
+"""The audit interface: what an audit declares, receives and returns.
+
+An audit is a plug-in (:data:`gate.plugins.AUDITS`) with a typed configuration model,
+a declared set of metrics, the checks its thresholds imply, and ``run``. Audits measure;
+the policy's checks, validated as a Great Expectations suite, decide.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from gate.metrics import MetricSet
+from gate.policy.checks import CheckSpec
+from gate.policy.models import AuditConfig
+from gate.results import AuditResult
+
 if TYPE_CHECKING:
+    from gate.audits.feature_store import FeatureStore
     from gate.data.bundle import Bundle
     from gate.progress import Progress
 
-
-@dataclass(frozen=True)
-class Witness:
-    """One concrete disclosure: a rare feature of a source record found in the release.
-
-    ``feature`` is the raw text only when the policy allows it; otherwise a masked snippet.
-    """
-
-    feature_class: str
-    feature: str
-    feature_hash: str
-    source_record_id: str
-    user_id: str
-    split: str
-    synthetic_record_id: str
-    score: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "class": self.feature_class,
-            "feature": self.feature,
-            "feature_hash": self.feature_hash,
-            "source_record_id": self.source_record_id,
-            "user_id": self.user_id,
-            "split": self.split,
-            "synthetic_record_id": self.synthetic_record_id,
-            "score": self.score,
-        }
+ConfigT = TypeVar("ConfigT", bound=AuditConfig)
 
 
 @dataclass(frozen=True)
 class AuditContext:
-    """What every audit gets besides its configuration."""
+    """What every audit gets besides its configuration.
+
+    ``rng`` is the audit's own child of the run's seed (``seed_entropy``,
+    ``seed_spawn_key``); ``features`` computes disclosure classes and embeddings once per
+    run for every audit that asks for the same configuration.
+    """
 
     alpha: float
     p: float
@@ -55,24 +43,32 @@ class AuditContext:
     progress: Progress
     redact: bool
     max_witnesses: int
-    cache: dict[Any, Any] = field(default_factory=dict)  # shared by the audits of one run
+    features: FeatureStore
 
 
-@dataclass(frozen=True)
-class AuditResult:
-    """Metrics (flat names, floats), witnesses, and per-audit details for the report."""
+class Audit(ABC, Generic[ConfigT]):
+    """Base of every audit.
 
-    metrics: Mapping[str, float]
-    witnesses: tuple[Witness, ...] = ()
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-
-class Audit(ABC):
-    """An audit computes metrics; the policy's checks decide. Audits never decide."""
+    Class attributes:
+        name: the key of the audit in a policy's ``audits:`` block.
+        config_model: the pydantic model of that block (a subclass of ``AuditConfig``).
+        metrics: the metrics it reports (``MetricSet`` of ``MetricSpec``).
+        citation: the paper(s) behind it (authors, year, title, section).
+    """
 
     name: ClassVar[str]
+    config_model: ClassVar[type[AuditConfig]]
+    metrics: ClassVar[MetricSet]
     citation: ClassVar[str]
 
+    def declared_metrics(self, config: ConfigT) -> MetricSet:
+        """The metrics a run under ``config`` reports (by default :attr:`metrics`)."""
+        return self.metrics
+
     @abstractmethod
-    def run(self, bundle: Bundle, config: Any, context: AuditContext) -> AuditResult:
+    def checks(self, config: ConfigT) -> list[CheckSpec]:
+        """The threshold checks ``config`` sets, each on a metric of :attr:`metrics`."""
+
+    @abstractmethod
+    def run(self, bundle: Bundle, config: ConfigT, context: AuditContext) -> AuditResult:
         """Run on a validated bundle; raise on anything that prevents a complete result."""

@@ -1,8 +1,10 @@
-"""Disclosure audit (Phantoms paper ``001`` §2-5; METHODS §1-2).
+"""Disclosure audit: rare features of the source found in the release, on train and on
+the holdout (phantoms), and the tests that turn the imbalance into a lower bound on ε.
 
-Per disclosure class: rare features of the source records, those the release discloses,
-train disclosures T and holdout disclosures H (phantoms), the phantom-adjusted excess
-with its bounds, and the feature-match test (Hoeffding and exact tails). The unit of
+*Phantoms and Disclosures: a Causal Framework for Auditing Synthetic Data* (2026):
+rare features and phantoms §2-4; feature-match test §5.1, Lemma 1, Theorems 1-2. Per
+disclosure class: train disclosures T and holdout disclosures H, the phantom-adjusted
+excess with its bounds, and the feature-match test (Hoeffding and exact tails). The unit of
 membership is the user: ``c_u`` counts the distinct disclosed rare features of user ``u``.
 """
 
@@ -10,14 +12,160 @@ from __future__ import annotations
 
 import numpy as np
 
-from gate.audits.base import Audit, AuditContext, AuditResult, Witness
-from gate.audits.feature_classes import ClassDisclosures, class_disclosures
-from gate.audits.registry import register_audit
+from gate.audits.base import Audit, AuditContext
+from gate.audits.feature_store import ClassDisclosures
 from gate.data.bundle import Bundle
-from gate.evidence.redaction import feature_hash, mask
+from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.plugins import AUDITS
+from gate.policy.checks import CheckSpec
 from gate.policy.models import DisclosureAudit
+from gate.redaction import feature_hash, mask
+from gate.results import AuditResult, Witness
 from gate.stats.excess import phantom_excess
 from gate.stats.feature_match import feature_match_test
+
+_PAPER = "Phantoms and Disclosures (2026)"
+_LOWER = "lower confidence bound, level 1 - alpha, over the random assignment of users"
+
+METRICS = MetricSet(
+    [
+        MetricSpec(
+            "rare_features",
+            "rare features of the source records",
+            "neither",
+            f"{_PAPER}, §4",
+            kind="count",
+        ),
+        MetricSpec(
+            "disclosed_features",
+            "rare features found in the release",
+            "higher",
+            f"{_PAPER}, §4",
+            kind="count",
+        ),
+        MetricSpec(
+            "records_with_disclosures",
+            "source records with a disclosed feature",
+            "higher",
+            f"{_PAPER}, §4",
+            kind="count",
+        ),
+        MetricSpec(
+            "users_with_disclosures",
+            "users with a disclosed feature",
+            "higher",
+            f"{_PAPER}, §4",
+            kind="count",
+        ),
+        MetricSpec(
+            "train_disclosures",
+            "T: disclosed features of train users",
+            "higher",
+            f"{_PAPER}, §5.1",
+            kind="count",
+            chart="disclosures: train vs phantoms",
+        ),
+        MetricSpec(
+            "holdout_disclosures",
+            "H: disclosed features of holdout users (phantoms)",
+            "neither",
+            f"{_PAPER}, §5.1",
+            kind="count",
+            chart="disclosures: train vs phantoms",
+        ),
+        MetricSpec(
+            "train_disclosures_expected",
+            "T expected under zero learning: p (T + H)",
+            "neither",
+            f"{_PAPER}, §5.1 (the null of Lemma 1)",
+            kind="count",
+            chart="disclosures: train vs phantoms",
+        ),
+        MetricSpec(
+            "phantom_rate",
+            "share of disclosures explained by phantoms",
+            "lower",
+            f"{_PAPER}, §4",
+            kind="rate",
+        ),
+        MetricSpec(
+            "excess_disclosures",
+            "phantom-adjusted excess T - H p/(1-p)",
+            "higher",
+            f"{_PAPER}, §5.1",
+            kind="count",
+        ),
+        MetricSpec(
+            "excess_disclosures_lower",
+            "lower bound of the excess",
+            "higher",
+            f"{_PAPER}, §5.1 (feature-match test inverted)",
+            _LOWER,
+            kind="count",
+        ),
+        MetricSpec(
+            "excess_disclosures_upper",
+            "upper bound of the excess",
+            "higher",
+            f"{_PAPER}, §5.1",
+            "upper confidence bound, level 1 - alpha",
+            kind="count",
+        ),
+        MetricSpec(
+            "critical_value",
+            "smallest T that rejects zero learning at alpha",
+            "neither",
+            f"{_PAPER}, Thm 1",
+            kind="count",
+        ),
+        MetricSpec(
+            "p_value",
+            "p-value of zero learning (Hoeffding tail)",
+            "lower",
+            f"{_PAPER}, Thm 1",
+            kind="p_value",
+        ),
+        MetricSpec(
+            "p_lower",
+            "lower bound on the train share of disclosures (Hoeffding)",
+            "higher",
+            f"{_PAPER}, Thm 2",
+            _LOWER,
+            kind="probability",
+        ),
+        MetricSpec(
+            "epsilon_lower",
+            "lower bound on epsilon (Hoeffding tail)",
+            "higher",
+            f"{_PAPER}, Thm 2",
+            _LOWER,
+            kind="epsilon",
+        ),
+        MetricSpec(
+            "p_value_exact",
+            "p-value of zero learning (exact weighted-Bernoulli tail)",
+            "lower",
+            f"{_PAPER}, Lemma 1, App. B",
+            kind="p_value",
+        ),
+        MetricSpec(
+            "p_lower_exact",
+            "lower bound on the train share of disclosures (exact)",
+            "higher",
+            f"{_PAPER}, Thm 2, App. C",
+            _LOWER,
+            kind="probability",
+        ),
+        MetricSpec(
+            "epsilon_lower_exact",
+            "lower bound on epsilon (exact tail)",
+            "higher",
+            f"{_PAPER}, Thm 2, App. C",
+            _LOWER,
+            kind="epsilon",
+        ),
+    ]
+)
 
 
 def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext) -> list[Witness]:
@@ -57,17 +205,51 @@ def round_robin(lists: list[list[Witness]], limit: int) -> tuple[Witness, ...]:
     return tuple(out[:limit])
 
 
-@register_audit("disclosure")
-class DisclosureAuditRunner(Audit):
-    citation = "Phantoms and Disclosures (2026), §2-5, Lemma 1, Thms 1-2"
+@AUDITS.register("disclosure")
+class DisclosureAuditRunner(Audit[DisclosureAudit]):
+    name = "disclosure"
+    config_model = DisclosureAudit
+    metrics = METRICS
+    citation = f"{_PAPER}, §2-5, Lemma 1, Theorems 1-2"
+
+    def checks(self, config: DisclosureAudit) -> list[CheckSpec]:
+        t = config.thresholds
+        checks: list[CheckSpec] = []
+        for feature in config.features:
+            c = feature.feature_class
+            if t.max_epsilon is not None:
+                exact = t.epsilon_estimator == "exact"
+                checks.append(
+                    CheckSpec.at_most(
+                        self.name,
+                        METRICS["epsilon_lower_exact" if exact else "epsilon_lower"],
+                        c,
+                        t.max_epsilon,
+                        f"{c}: lower confidence bound on epsilon ({t.epsilon_estimator} tail)",
+                    )
+                )
+            if t.max_excess_disclosures is not None:
+                lower = t.excess_statistic == "lower_bound"
+                checks.append(
+                    CheckSpec.at_most(
+                        self.name,
+                        METRICS["excess_disclosures_lower" if lower else "excess_disclosures"],
+                        c,
+                        t.max_excess_disclosures,
+                        f"{c}: phantom-adjusted excess disclosures T - H p/(1-p)"
+                        + (" (lower confidence bound)" if lower else ""),
+                    )
+                )
+        return checks
 
     def run(self, bundle: Bundle, config: DisclosureAudit, context: AuditContext) -> AuditResult:
-        metrics: dict[str, float] = {}
+        metrics: list[Metric] = []
+        statements: dict[str, str] = {}
         details: dict[str, object] = {}
         per_class: list[list[Witness]] = []
         user_is_train = bundle.user_is_train
         for feature_config in config.features:
-            found = class_disclosures(bundle, feature_config, context)
+            found = context.features.disclosures(feature_config)
             name = found.feature_class
             counts = found.user_counts
             test = feature_match_test(
@@ -76,42 +258,46 @@ class DisclosureAuditRunner(Audit):
             excess = phantom_excess(
                 counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha, test=test
             )
-            metrics.update(
+            total = test.statistic + test.holdout_statistic
+            metrics += METRICS.values(
+                name,
                 {
-                    f"{name}.rare_features": float(found.rare_features),
-                    f"{name}.disclosed_features": float(found.disclosed_features),
-                    f"{name}.records_with_disclosures": float((found.record_counts > 0).sum()),
-                    f"{name}.users_with_disclosures": float((counts > 0).sum()),
-                    f"{name}.train_disclosures": test.statistic,
-                    f"{name}.holdout_disclosures": test.holdout_statistic,
-                    f"{name}.phantom_rate": excess.phantom_rate,
-                    f"{name}.excess_disclosures": excess.estimate,
-                    f"{name}.excess_disclosures_lower": excess.lower,
-                    f"{name}.excess_disclosures_upper": excess.upper,
-                    f"{name}.critical_value": test.critical_value,
-                    f"{name}.p_value": test.p_value,
-                    f"{name}.p_lower": test.p_lower,
-                    f"{name}.epsilon_lower": test.epsilon_lower,
-                    f"{name}.p_value_exact": test.p_value_exact,
-                    f"{name}.p_lower_exact": test.p_lower_exact,
-                    f"{name}.epsilon_lower_exact": test.epsilon_lower_exact,
-                }
+                    "rare_features": found.rare_features,
+                    "disclosed_features": found.disclosed_features,
+                    "records_with_disclosures": (found.record_counts > 0).sum(),
+                    "users_with_disclosures": (counts > 0).sum(),
+                    "train_disclosures": test.statistic,
+                    "holdout_disclosures": test.holdout_statistic,
+                    "train_disclosures_expected": context.p * total,
+                    "phantom_rate": excess.phantom_rate,
+                    "excess_disclosures": excess.estimate,
+                    "excess_disclosures_lower": excess.lower,
+                    "excess_disclosures_upper": excess.upper,
+                    "critical_value": test.critical_value,
+                    "p_value": test.p_value,
+                    "p_lower": test.p_lower,
+                    "epsilon_lower": test.epsilon_lower,
+                    "p_value_exact": test.p_value_exact,
+                    "p_lower_exact": test.p_lower_exact,
+                    "epsilon_lower_exact": test.epsilon_lower_exact,
+                },
+            )
+            statements[name] = (
+                f"With probability >= {1 - context.alpha:g} over the random assignment of "
+                f"users to train (p = {context.p:g}), the train share of disclosed {name} "
+                f"features is >= {test.p_lower_exact:.4f} (exact tail; Hoeffding "
+                f"{test.p_lower:.4f}), so the release is not epsilon-DP for any epsilon < "
+                f"{test.epsilon_lower_exact:.4f}. A lower bound: an audit can show leakage, "
+                "never its absence."
             )
             details[name] = {
-                "statement": (
-                    f"With probability >= {1 - context.alpha:g} over the random assignment of "
-                    f"users to train (p = {context.p:g}), the train share of disclosed {name} "
-                    f"features is >= {test.p_lower_exact:.4f} (exact tail; Hoeffding "
-                    f"{test.p_lower:.4f}), so the release is not epsilon-DP for any epsilon < "
-                    f"{test.epsilon_lower_exact:.4f}. A lower bound: an audit can show leakage, "
-                    "never its absence."
-                ),
                 "excess_interval": [excess.lower, excess.upper],
                 "excess_interval_level": f"each side at alpha = {context.alpha:g}",
             }
             per_class.append(witnesses_of(found, bundle, context))
         return AuditResult(
-            metrics=metrics,
+            metrics=tuple(metrics),
             witnesses=round_robin(per_class, context.max_witnesses),
+            statements=statements,
             details=details,
         )

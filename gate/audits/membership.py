@@ -1,48 +1,148 @@
-"""Membership (user-match) audit (Phantoms ``001`` §5.2, Thm 3; Steinke et al. 2023; RIP
-``004``).
+"""Membership (user-match) audit: can the release tell train users from holdout users?
 
-Each scorer gives every user of D a score from the release alone (higher = more likely in
-train). Users are the unit: they were assigned to train independently with probability p,
-which is what makes the AUC p-value, the one-run ε bound and the RIP bound valid.
+Each scorer gives every user of the source a score from the release alone (higher = more
+likely in train). Users are the unit: they were assigned to train independently with
+probability p, which is what makes the AUC p-value, the one-run ε bound and the RIP bound
+valid. Sources: *Phantoms and Disclosures* (2026), §5.2, Theorem 3 (the user-match test);
+Steinke, Nasr and Jagielski (2023), *Privacy Auditing with One (1) Training Run* (the
+one-run ε bound); *Provable Re-Identification Privacy*, Theorem 4 (η-RIP).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+
 import numpy as np
 
-from gate.audits.base import Audit, AuditContext, AuditResult
-from gate.audits.feature_classes import class_disclosures, rare_records, semantic_index
-from gate.audits.registry import AuditUnavailableError, register_audit
-from gate.data.bundle import Bundle
-from gate.policy.checks import tpr_metric_name
-from gate.policy.models import MembershipAudit, SemanticFeatures
+from gate.audits.base import Audit, AuditContext
+from gate.audits.feature_store import FeatureStore
+from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.plugins import AUDITS, MEMBERSHIP_SCORERS
+from gate.policy.checks import CheckSpec
+from gate.policy.models import (
+    EmbeddingScorer,
+    MembershipAudit,
+    NgramFeatures,
+    NgramScorer,
+    PiiFeatures,
+    PiiScorer,
+    ScorerConfig,
+    SemanticFeatures,
+)
+from gate.registry import PluginUnavailableError
+from gate.results import AuditResult, Curve
 from gate.stats.one_run import one_run_epsilon_from_scores
 from gate.stats.rip import rip_eta_from_scores
 from gate.stats.roc import RocCurve, roc_auc, similarity_two_sample, tpr_at_fpr
 
+if TYPE_CHECKING:
+    from gate.data.bundle import Bundle
+
 STANDARD_FPRS = (0.1, 0.01)
 MAX_CURVE_POINTS = 201
+ScorerConfigT = TypeVar("ScorerConfigT", bound=ScorerConfig)
+
+_PHANTOMS = "Phantoms and Disclosures (2026), §5.2, Thm 3"
+_ONE_RUN = "Steinke, Nasr and Jagielski (2023), Privacy Auditing with One (1) Training Run, Thm 3.1"
+_RIP = "Provable Re-Identification Privacy, Thm 4"
+_LOWER = "lower confidence bound, level 1 - alpha, over the random assignment of users"
 
 
-def ngram_user_scores(bundle: Bundle, config: MembershipAudit, context: AuditContext) -> np.ndarray:
-    """A user's score: the distinct rare n-grams of its records found in the release."""
-    return class_disclosures(bundle, config.ngram, context).user_counts.astype(np.float64)
-
-
-def pii_user_scores(bundle: Bundle, config: MembershipAudit, context: AuditContext) -> np.ndarray:
-    """A user's score: the distinct rare PII strings of its records found in the release."""
-    return class_disclosures(bundle, config.pii, context).user_counts.astype(np.float64)
-
-
-def _embedding_index(bundle: Bundle, config: MembershipAudit, context: AuditContext):
-    return semantic_index(
-        bundle,
-        model=config.embedding_model,
-        batch_size=64,
-        cache_dir=None,
-        k=config.embedding_top_k,
-        context=context,
+def tpr_spec(fpr: float) -> MetricSpec:
+    """The TPR-at-FPR metric of one false-positive rate."""
+    return MetricSpec(
+        f"tpr_at_fpr_{fpr:g}",
+        f"share of train users flagged when {fpr:g} of holdout users are",
+        "higher",
+        "empirical ROC curve (scikit-learn convention, ties counted 1/2)",
+        kind="rate",
     )
+
+
+BASE_METRICS = (
+    MetricSpec("users_scored", "users given a score", "neither", _PHANTOMS, kind="count"),
+    MetricSpec(
+        "auc",
+        "ROC AUC of the scores, train vs holdout users",
+        "higher",
+        f"{_PHANTOMS}; Mann-Whitney U",
+        kind="auc",
+    ),
+    MetricSpec(
+        "auc_p_value",
+        "one-sided Mann-Whitney p-value of AUC = 1/2",
+        "lower",
+        "scipy.stats.mannwhitneyu",
+        kind="p_value",
+    ),
+    MetricSpec(
+        "epsilon_lower",
+        "one-run lower bound on epsilon at the policy's delta",
+        "higher",
+        _ONE_RUN,
+        _LOWER,
+        kind="epsilon",
+    ),
+    MetricSpec(
+        "rip_eta", "accuracy of the best threshold guess minus 1/2", "higher", _RIP, kind="eta"
+    ),
+    MetricSpec(
+        "rip_eta_lower",
+        "lower bound on RIP eta",
+        "higher",
+        _RIP,
+        f"{_LOWER} (Clopper-Pearson)",
+        kind="eta",
+    ),
+    *(tpr_spec(f) for f in STANDARD_FPRS),
+)
+
+
+class MembershipScorer(ABC, Generic[ScorerConfigT]):
+    """A way to score users from the release (a plug-in of :data:`MEMBERSHIP_SCORERS`).
+
+    Class attributes:
+        name: the value of ``scorer`` in a policy's ``scorers`` list.
+        config_model: its configuration (a ``ScorerConfig`` with ``scorer: Literal[name]``).
+        extra_metrics: metrics it reports besides the common ones.
+    """
+
+    name: ClassVar[str]
+    config_model: ClassVar[type[ScorerConfig]]
+    extra_metrics: ClassVar[tuple[MetricSpec, ...]] = ()
+
+    @abstractmethod
+    def user_scores(self, bundle: Bundle, config: ScorerConfigT, store: FeatureStore) -> np.ndarray:
+        """One score per user code (``Bundle.user_codes``); higher = more likely train."""
+
+    def extra(self, bundle: Bundle, config: ScorerConfigT, store: FeatureStore) -> dict[str, float]:
+        """Values of :attr:`extra_metrics`."""
+        return {}
+
+
+@MEMBERSHIP_SCORERS.register("ngram")
+class NgramUserScorer(MembershipScorer[NgramScorer]):
+    """A user's score: the distinct rare n-grams of its records found in the release."""
+
+    name = "ngram"
+    config_model = NgramScorer
+
+    def user_scores(self, bundle: Bundle, config: NgramScorer, store: FeatureStore) -> np.ndarray:
+        features = config.features or NgramFeatures()
+        return store.disclosures(features).user_counts.astype(np.float64)
+
+
+@MEMBERSHIP_SCORERS.register("pii")
+class PiiUserScorer(MembershipScorer[PiiScorer]):
+    """A user's score: the distinct rare PII strings of its records found in the release."""
+
+    name = "pii"
+    config_model = PiiScorer
+
+    def user_scores(self, bundle: Bundle, config: PiiScorer, store: FeatureStore) -> np.ndarray:
+        features = config.features or PiiFeatures()
+        return store.disclosures(features).user_counts.astype(np.float64)
 
 
 def user_maximum(values: np.ndarray, users: np.ndarray, n_users: int | None = None) -> np.ndarray:
@@ -52,84 +152,176 @@ def user_maximum(values: np.ndarray, users: np.ndarray, n_users: int | None = No
     return out
 
 
-def embedding_user_scores(
-    bundle: Bundle, config: MembershipAudit, context: AuditContext
-) -> np.ndarray:
+_RARE = "users with a semantically rare record"
+
+
+@MEMBERSHIP_SCORERS.register("embedding")
+class EmbeddingUserScorer(MembershipScorer[EmbeddingScorer]):
     """A user's score: the largest, over its records, top-k mean cosine similarity to the
-    release."""
-    index = _embedding_index(bundle, config, context)
-    record_scores = index.nearest_similarity[:, : config.embedding_top_k].mean(axis=1)
-    return user_maximum(record_scores, bundle.user_codes)
+    release. Also the two-sample test of nearest-release similarity, train vs holdout, on
+    users with semantically rare records (Phantoms and Disclosures, 2026, §5.2)."""
 
-
-def rare_similarity_metrics(
-    bundle: Bundle, config: MembershipAudit, context: AuditContext
-) -> dict[str, float]:
-    """Two-sample test of nearest-release similarity, train vs holdout users, on users with
-    semantically rare records (METHODS §3); NaN when one side has no such user."""
-    defaults = SemanticFeatures()
-    index = _embedding_index(bundle, config, context)
-    rare = rare_records(
-        index, neighbours=defaults.neighbours, quantile=defaults.rare_quantile, context=context
+    name = "embedding"
+    config_model = EmbeddingScorer
+    extra_metrics = (
+        MetricSpec("rare_users", _RARE, "neither", _PHANTOMS, kind="count"),
+        MetricSpec(
+            "rare_similarity_auc",
+            f"AUC of nearest-release similarity, {_RARE}",
+            "higher",
+            f"{_PHANTOMS}; Mann-Whitney U",
+            kind="auc",
+        ),
+        MetricSpec(
+            "rare_similarity_p_value",
+            f"one-sided p-value of that AUC = 1/2, {_RARE}",
+            "lower",
+            "scipy.stats.mannwhitneyu",
+            kind="p_value",
+        ),
+        MetricSpec(
+            "rare_similarity_median_difference",
+            f"median similarity, train minus holdout, {_RARE}",
+            "higher",
+            _PHANTOMS,
+        ),
     )
-    users = bundle.user_codes
-    best = user_maximum(index.nearest_similarity[rare, 0], users[rare], n_users=users.max() + 1)
-    has = np.isfinite(best)
-    labels = bundle.user_is_train
-    train, holdout = best[has & labels], best[has & ~labels]
-    out = {"embedding.rare_users": float(has.sum())}
-    if train.size and holdout.size:
-        test = similarity_two_sample(train_similarity=train, holdout_similarity=holdout)
+
+    @staticmethod
+    def _features(config: EmbeddingScorer) -> SemanticFeatures:
+        return config.features or SemanticFeatures()
+
+    def user_scores(
+        self, bundle: Bundle, config: EmbeddingScorer, store: FeatureStore
+    ) -> np.ndarray:
+        index = store.semantic_index(self._features(config), k=config.top_k)
+        record_scores = index.nearest_similarity[:, : config.top_k].mean(axis=1)
+        return user_maximum(record_scores, bundle.user_codes)
+
+    def extra(
+        self, bundle: Bundle, config: EmbeddingScorer, store: FeatureStore
+    ) -> dict[str, float]:
+        """NaN when one side has no user with a rare record."""
+        features = self._features(config)
+        index = store.semantic_index(features, k=1)
+        rare = store.rare_records(features)
+        users = bundle.user_codes
+        best = user_maximum(
+            index.nearest_similarity[rare, 0], users[rare], n_users=int(users.max()) + 1
+        )
+        has = np.isfinite(best)
+        labels = bundle.user_is_train
+        train, holdout = best[has & labels], best[has & ~labels]
+        out = {"rare_users": float(has.sum())}
+        if train.size and holdout.size:
+            test = similarity_two_sample(train_similarity=train, holdout_similarity=holdout)
+            auc, p_value, difference = test.auc, test.p_value, test.median_difference
+        else:
+            auc = p_value = difference = float("nan")
         out.update(
             {
-                "embedding.rare_similarity_auc": test.auc,
-                "embedding.rare_similarity_p_value": test.p_value,
-                "embedding.rare_similarity_median_difference": test.median_difference,
+                "rare_similarity_auc": auc,
+                "rare_similarity_p_value": p_value,
+                "rare_similarity_median_difference": difference,
             }
         )
-    else:
-        out.update(
-            {
-                k: float("nan")
-                for k in (
-                    "embedding.rare_similarity_auc",
-                    "embedding.rare_similarity_p_value",
-                    "embedding.rare_similarity_median_difference",
-                )
-            }
+        return out
+
+
+def scorer_plugin(name: str) -> MembershipScorer:
+    cls = MEMBERSHIP_SCORERS.get(name)
+    if not (isinstance(cls, type) and issubclass(cls, MembershipScorer)):
+        raise PluginUnavailableError(
+            f"membership scorer {name!r} is registered as {cls!r}, which is not a "
+            "gate.audits.membership.MembershipScorer"
         )
-    return out
+    return cls()
 
 
-SCORERS = {"ngram": ngram_user_scores, "pii": pii_user_scores, "embedding": embedding_user_scores}
-
-
-def thin_curve(curve: RocCurve, limit: int = MAX_CURVE_POINTS) -> dict[str, list[float]]:
+def thin_curve(curve: RocCurve, limit: int = MAX_CURVE_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """At most ``limit`` ROC points for the report (always keeping both ends)."""
     n = curve.fpr.size
     keep = np.unique(np.r_[np.linspace(0, n - 1, min(n, limit)).round().astype(int), 0, n - 1])
-    return {"fpr": curve.fpr[keep].tolist(), "tpr": curve.tpr[keep].tolist()}
+    return curve.fpr[keep], curve.tpr[keep]
 
 
-@register_audit("membership")
-class MembershipAuditRunner(Audit):
-    citation = "Phantoms and Disclosures (2026) §5.2; Steinke, Nasr, Jagielski (2023); RIP Thm 4"
+@AUDITS.register("membership")
+class MembershipAuditRunner(Audit[MembershipAudit]):
+    name = "membership"
+    config_model = MembershipAudit
+    metrics = MetricSet([*BASE_METRICS, *EmbeddingUserScorer.extra_metrics])
+    citation = f"{_PHANTOMS}; {_ONE_RUN}; {_RIP}"
 
-    def run(self, bundle: Bundle, config: MembershipAudit, context: AuditContext) -> AuditResult:
-        labels = bundle.user_is_train
+    @staticmethod
+    def _fprs(config: MembershipAudit) -> list[float]:
         fprs = set(STANDARD_FPRS)
         if config.thresholds.tpr_at_fpr is not None:
             fprs.add(config.thresholds.tpr_at_fpr.fpr)
-        metrics: dict[str, float] = {}
-        details: dict[str, object] = {}
+        return sorted(fprs, reverse=True)
+
+    def declared_metrics(self, config: MembershipAudit) -> MetricSet:
+        """The class's metrics plus the TPR at the policy's FPR and plug-in scorers' extras."""
+        specs = {s.name: s for s in self.metrics}
+        for fpr in self._fprs(config):
+            specs.setdefault(tpr_spec(fpr).name, tpr_spec(fpr))
         for scorer in config.scorers:
-            score = SCORERS.get(scorer)
-            if score is None:
-                raise AuditUnavailableError(
-                    f"membership scorer {scorer!r} is not available in this version of gate "
-                    f"(available: {sorted(SCORERS)})"
+            for spec in scorer_plugin(scorer.scorer).extra_metrics:
+                specs.setdefault(spec.name, spec)
+        return MetricSet(specs.values())
+
+    def checks(self, config: MembershipAudit) -> list[CheckSpec]:
+        t = config.thresholds
+        metrics = self.declared_metrics(config)
+        checks: list[CheckSpec] = []
+        for scorer in config.scorers:
+            s = scorer.scorer
+            if t.max_auc is not None:
+                checks.append(
+                    CheckSpec.at_most(self.name, metrics["auc"], s, t.max_auc, f"{s}: ROC AUC")
                 )
-            scores = score(bundle, config, context)
+            if t.tpr_at_fpr is not None:
+                checks.append(
+                    CheckSpec.at_most(
+                        self.name,
+                        metrics[tpr_spec(t.tpr_at_fpr.fpr).name],
+                        s,
+                        t.tpr_at_fpr.max_tpr,
+                        f"{s}: TPR at FPR {t.tpr_at_fpr.fpr:g}",
+                    )
+                )
+            if t.max_epsilon is not None:
+                checks.append(
+                    CheckSpec.at_most(
+                        self.name,
+                        metrics["epsilon_lower"],
+                        s,
+                        t.max_epsilon,
+                        f"{s}: one-run lower bound on epsilon",
+                    )
+                )
+            if t.max_rip_eta is not None:
+                checks.append(
+                    CheckSpec.at_most(
+                        self.name,
+                        metrics["rip_eta_lower"],
+                        s,
+                        t.max_rip_eta,
+                        f"{s}: lower confidence bound on RIP eta",
+                    )
+                )
+        return checks
+
+    def run(self, bundle: Bundle, config: MembershipAudit, context: AuditContext) -> AuditResult:
+        labels = bundle.user_is_train
+        declared = self.declared_metrics(config)
+        metrics: list[Metric] = []
+        statements: dict[str, str] = {}
+        curves = []
+        details: dict[str, object] = {}
+        for scorer_config in config.scorers:
+            name = scorer_config.scorer
+            scorer = scorer_plugin(name)
+            scores = scorer.user_scores(bundle, scorer_config, context.features)
             roc = roc_auc(scores=scores, is_train=labels)
             one_run = one_run_epsilon_from_scores(
                 scores=scores,
@@ -143,22 +335,31 @@ class MembershipAuditRunner(Audit):
             rip = rip_eta_from_scores(
                 scores=scores, is_train=labels, rng=context.rng, alpha=context.alpha
             )
-            if scorer == "embedding":
-                metrics.update(rare_similarity_metrics(bundle, config, context))
-            metrics.update(
-                {
-                    f"{scorer}.users_scored": float(scores.size),
-                    f"{scorer}.auc": roc.auc,
-                    f"{scorer}.auc_p_value": roc.p_value,
-                    f"{scorer}.epsilon_lower": one_run.epsilon_lower,
-                    f"{scorer}.rip_eta": rip.eta,
-                    f"{scorer}.rip_eta_lower": rip.eta_lower,
-                }
+            values = {
+                "users_scored": float(scores.size),
+                "auc": roc.auc,
+                "auc_p_value": roc.p_value,
+                "epsilon_lower": one_run.epsilon_lower,
+                "rip_eta": rip.eta,
+                "rip_eta_lower": rip.eta_lower,
+                **{tpr_spec(f).name: tpr_at_fpr(roc.curve, fpr=f) for f in self._fprs(config)},
+                **scorer.extra(bundle, scorer_config, context.features),
+            }
+            metrics += declared.values(name, values)
+            fpr, tpr = thin_curve(roc.curve)
+            curves.append(
+                Curve(
+                    chart="membership: ROC by scorer",
+                    subject=name,
+                    x=tuple(fpr.tolist()),
+                    y=tuple(tpr.tolist()),
+                    x_label="false-positive rate (holdout users called train)",
+                    y_label="true-positive rate",
+                    label=f"{name} (AUC {roc.auc:.3f})",
+                    diagonal=True,
+                )
             )
-            for fpr in sorted(fprs, reverse=True):
-                metrics[tpr_metric_name(scorer, fpr)] = tpr_at_fpr(roc.curve, fpr=fpr)
-            details[scorer] = {
-                "roc": thin_curve(roc.curve),
+            details[name] = {
                 "one_run": {
                     "k_plus": one_run.k_plus,
                     "k_minus": one_run.k_minus,
@@ -168,12 +369,14 @@ class MembershipAuditRunner(Audit):
                     "delta": config.delta,
                 },
                 "rip": {"correct": rip.correct, "trials": rip.trials},
-                "statement": (
-                    f"AUC {roc.auc:.3f} (one-sided Mann-Whitney p = {roc.p_value:.3g}). With "
-                    f"probability >= {1 - context.alpha:g} over the random assignment of users, "
-                    f"the release is not (epsilon, {config.delta:g})-DP for any epsilon < "
-                    f"{one_run.epsilon_lower:.4f}, and not eta-RIP for any eta < "
-                    f"{rip.eta_lower:.4f}. Lower bounds: they can show leakage, never its absence."
-                ),
             }
-        return AuditResult(metrics=metrics, details=details)
+            statements[name] = (
+                f"AUC {roc.auc:.3f} (one-sided Mann-Whitney p = {roc.p_value:.3g}). With "
+                f"probability >= {1 - context.alpha:g} over the random assignment of users, "
+                f"the release is not (epsilon, {config.delta:g})-DP for any epsilon < "
+                f"{one_run.epsilon_lower:.4f}, and not eta-RIP for any eta < "
+                f"{rip.eta_lower:.4f}. Lower bounds: they can show leakage, never its absence."
+            )
+        return AuditResult(
+            metrics=tuple(metrics), statements=statements, curves=tuple(curves), details=details
+        )

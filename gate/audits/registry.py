@@ -1,54 +1,54 @@
-"""Registry of audits. Built-in audits register when their module is imported; the
-registry imports them lazily so that heavy dependencies load only when a policy needs them."""
+"""Audits by name (through :data:`gate.plugins.AUDITS`), and the checks a policy implies."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gate.audits.base import Audit
-from gate.errors import AuditError
+from gate.plugins import AUDITS
+from gate.policy.checks import CheckSpec
+from gate.registry import PluginUnavailableError
 
-_AUDITS: dict[str, type[Audit]] = {}
-
-# Audits that ship with gate: name -> module that registers it.
-BUILTIN_AUDITS: dict[str, str] = {
-    "disclosure": "gate.audits.disclosure",
-    "membership": "gate.audits.membership",
-}
-
-
-def register_audit(name: str) -> Callable[[type[Audit]], type[Audit]]:
-    def decorate(cls: type[Audit]) -> type[Audit]:
-        if name in _AUDITS and _AUDITS[name] is not cls:
-            raise ValueError(f"an audit named {name!r} is already registered")
-        cls.name = name
-        _AUDITS[name] = cls
-        return cls
-
-    return decorate
-
-
-class AuditUnavailableError(AuditError):
-    """The policy asks for an audit this installation cannot run (never a pass)."""
+if TYPE_CHECKING:
+    from gate.policy.models import AuditConfig, Policy
 
 
 def create_audit(name: str) -> Audit:
-    if name not in _AUDITS and name in BUILTIN_AUDITS:
-        try:
-            importlib.import_module(BUILTIN_AUDITS[name])
-        except ImportError as exc:
-            raise AuditUnavailableError(
-                f"audit {name!r} needs a package that is not installed: {exc}. "
-                "Install the extra it needs (see the README)"
-            ) from exc
-    if name not in _AUDITS:
-        raise AuditUnavailableError(
-            f"audit {name!r} is not available in this version of gate "
-            f"(available: {sorted(set(_AUDITS) | set(BUILTIN_AUDITS)) or 'none'})"
+    """A new instance of the audit called ``name``.
+
+    Raises:
+        PluginUnavailableError: no such audit, or its package fails to import.
+    """
+    cls = AUDITS.get(name)
+    if not (isinstance(cls, type) and issubclass(cls, Audit)):
+        raise PluginUnavailableError(
+            f"audit {name!r} is registered as {cls!r}, which is not a gate.audits.base.Audit"
         )
-    return _AUDITS[name]()
+    return cls()
+
+
+def audit_checks(name: str, config: AuditConfig) -> list[CheckSpec]:
+    """The checks of one audit's configuration; each must gate a metric the audit
+    declares (else the plug-in is broken, never a pass)."""
+    audit = create_audit(name)
+    checks = audit.checks(config)
+    declared = audit.declared_metrics(config)
+    for check in checks:
+        if check.spec.name not in declared or declared[check.spec.name] != check.spec:
+            raise PluginUnavailableError(
+                f"audit {name!r} checks metric {check.spec.name!r}, which it does not declare"
+            )
+    return checks
+
+
+def policy_checks(policy: Policy) -> list[CheckSpec]:
+    """Every threshold check of the enabled audits, in a stable order."""
+    return [
+        check
+        for name, config in policy.audits.enabled().items()
+        for check in audit_checks(name, config)
+    ]
 
 
 def available_audits() -> list[str]:
-    return sorted(set(_AUDITS) | set(BUILTIN_AUDITS))
+    return AUDITS.names()

@@ -8,7 +8,7 @@ the file and line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -57,6 +57,17 @@ class Membership:
     balance_alpha: float
     balance_ok: bool
 
+    def imbalance_message(self) -> str:
+        """Why the split is not consistent with ``p`` (for the caller that decides)."""
+        b = self.balance
+        return (
+            f"the split is far from the declared p = {self.p:g}: {b.train_users} of "
+            f"{b.total_users} users are in train (share {b.train_share:.3f}, two-sided "
+            f"binomial p-value {b.p_value:.2e} < {self.balance_alpha:g}). "
+            "The audits assume each user was put in train independently with probability p; "
+            "use `gate split` or declare the right membership.p"
+        )
+
     def as_dict(self) -> dict[str, object]:
         return {
             "p": self.p,
@@ -87,7 +98,6 @@ class Bundle:
     synthetic: pd.DataFrame
     fingerprints: dict[str, Fingerprint]
     membership: Membership
-    warnings: tuple[str, ...] = field(default=())
 
     @cached_property
     def is_train(self) -> np.ndarray:
@@ -301,18 +311,6 @@ def load_bundle(
         )
     balance = split_balance_test(train_users=train_users, total_users=total_users, p=membership.p)
     balance_ok = balance.p_value >= membership.split_check.alpha
-    warnings: list[str] = []
-    if not balance_ok:
-        message = (
-            f"the split is far from the declared p = {membership.p:g}: {train_users} of "
-            f"{total_users} users are in train (share {balance.train_share:.3f}, two-sided "
-            f"binomial p-value {balance.p_value:.2e} < {membership.split_check.alpha:g}). "
-            "The audits assume each user was put in train independently with probability p; "
-            "use `gate split` or declare the right membership.p"
-        )
-        if membership.split_check.action == "fail":
-            raise BundleError(message)
-        warnings.append(message)
 
     how = "declared" if split_manifest is None else f"gate split seed={split_manifest.seed}"
     membership_info = Membership(
@@ -330,7 +328,6 @@ def load_bundle(
         synthetic=synthetic_frame,
         fingerprints=fingerprints,
         membership=membership_info,
-        warnings=tuple(warnings),
     )
 
 

@@ -29,7 +29,12 @@ class FileEntry(BaseModel):
 
 
 class SplitManifest(BaseModel):
-    """Evidence of how membership was assigned (METHODS §0)."""
+    """Evidence of how membership was assigned.
+
+    Every audit assumes each user went to train independently with probability ``p``
+    (*Phantoms and Disclosures: a Causal Framework for Auditing Synthetic Data* (2026), §4
+    and §5.1); see docs/methods.md §0.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gate.api import GateResult
+    from gate.results import AuditOutcome, AuditResult, GateResult
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -21,13 +21,53 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0} code{background:#f6f6f6;
 """
 
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+def _num(value: float | None, kind: str = "other") -> str:
+    if value is None:
+        return "-"
+    if value != value:  # NaN
+        return "n/a"
+    if kind == "count" and float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.4g}"
 
 
 def _image(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _audit_section(outcome: AuditOutcome, result: AuditResult) -> list[str]:
+    """One section per audit, read from its declared metrics: a table with a row per
+    subject (class, scorer) and a column per metric, a legend of what each metric is and
+    how it was estimated, and the confidence statements."""
+    metrics = result.metrics
+    specs = list({m.spec.name: m.spec for m in metrics}.values())
+    values = {(m.subject, m.spec.name): m.value for m in metrics}
+    out = [f"<h2>Audit <code>{escape(outcome.name)}</code></h2>"]
+    if outcome.citation:
+        out.append(f"<p class=note>After {escape(outcome.citation)}.</p>")
+    out.append("<table><tr><th></th>")
+    out.extend(f"<th title='{escape(s.meaning)}'>{escape(s.name)}</th>" for s in specs)
+    out.append("</tr>")
+    for subject in result.subjects():
+        out.append(f"<tr><td>{escape(subject or outcome.name)}</td>")
+        out.extend(
+            f"<td class=num>{_num(values.get((subject, s.name)), s.kind)}</td>" for s in specs
+        )
+        out.append("</tr>")
+    out.append("</table><details><summary class=note>What the columns are</summary><table>")
+    out.append(
+        "<tr><th>metric</th><th>meaning</th><th>leakage if</th><th>estimator</th><th>confidence</th></tr>"
+    )
+    for s in specs:
+        out.append(
+            f"<tr><td><code>{escape(s.name)}</code></td><td>{escape(s.meaning)}</td>"
+            f"<td>{escape(s.leak_if)}</td><td>{escape(s.estimator)}</td><td>{escape(s.confidence)}</td></tr>"
+        )
+    out.append("</table></details>")
+    for subject, statement in result.statements.items():
+        out.append(f"<p class=note><b>{escape(subject)}:</b> {escape(statement)}</p>")
+    return out
 
 
 def html_report(result: GateResult, *, plots: list[Path]) -> str:
@@ -71,38 +111,9 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
         out.append(
             f"<p class=bad>Evidence could not be recorded: {escape(result.evidence_error)}</p>"
         )
-    disclosure = result.audits.get("disclosure")
-    if disclosure is not None and disclosure.result is not None:
-        metrics = disclosure.result.metrics
-        classes = [k.split(".")[0] for k in metrics if k.endswith(".train_disclosures")]
-        out.append(
-            "<h2>Disclosures: train vs phantoms</h2><table><tr><th>class</th><th>rare</th>"
-            "<th>disclosed</th><th>train T</th><th>phantoms H</th><th>phantom rate</th>"
-            "<th>excess [lower, upper]</th><th>p̂ exact</th><th>ε̂ exact</th><th>ε̂ Hoeffding</th></tr>"
-        )
-        for cls in classes:
-            g = metrics.get
-            out.append(
-                f"<tr><td>{cls}</td><td class=num>{_num(g(f'{cls}.rare_features'))}</td>"
-                f"<td class=num>{_num(g(f'{cls}.disclosed_features'))}</td>"
-                f"<td class=num>{_num(g(f'{cls}.train_disclosures'))}</td>"
-                f"<td class=num>{_num(g(f'{cls}.holdout_disclosures'))}</td>"
-                f"<td class=num>{_num(g(f'{cls}.phantom_rate'))}</td>"
-                f"<td class=num>{_num(g(f'{cls}.excess_disclosures'))} [{_num(g(f'{cls}.excess_disclosures_lower'))}, "
-                f"{_num(g(f'{cls}.excess_disclosures_upper'))}]</td>"
-                f"<td class=num>{_num(g(f'{cls}.p_lower_exact'))}</td>"
-                f"<td class=num>{_num(g(f'{cls}.epsilon_lower_exact'))}</td>"
-                f"<td class=num>{_num(g(f'{cls}.epsilon_lower'))}</td></tr>"
-            )
-        out.append("</table>")
     for outcome in result.audits.values():
-        if outcome.result is None:
-            continue
-        for key, info in outcome.result.details.items():
-            if isinstance(info, dict) and "statement" in info:
-                out.append(
-                    f"<p class=note><b>{escape(outcome.name)} / {escape(key)}:</b> {escape(info['statement'])}</p>"
-                )
+        if outcome.result is not None:
+            out.extend(_audit_section(outcome, outcome.result))
     if plots:
         out.append("<h2>Plots</h2>")
         out.extend(_image(p) for p in plots)

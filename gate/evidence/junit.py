@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
 if TYPE_CHECKING:
-    from gate.api import GateResult
+    from gate.results import GateResult
 
 
 def junit_xml(result: GateResult) -> str:

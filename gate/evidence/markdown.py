@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gate.api import GateResult
+    from gate.results import GateResult
 
 _ICON = {"pass": "✅ PASS", "fail": "❌ FAIL", "error": "⚠️ ERROR"}
 

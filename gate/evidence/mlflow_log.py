@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gate._version import __version__
 
 if TYPE_CHECKING:
-    from gate.api import GateResult
+    from gate.results import GateResult
 
 
 def tracking_uri(cli_uri: str | None, policy_uri: str | None) -> str:
@@ -116,7 +116,7 @@ def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterat
         metrics: dict[str, float] = {}
         for audit, outcome in result.audits.items():
             if outcome.result is not None:
-                metrics.update({f"{audit}.{k}": v for k, v in outcome.result.metrics.items()})
+                metrics.update({f"{audit}.{k}": v for k, v in outcome.result.metric_values.items()})
         mlflow.log_metrics(_finite(metrics))
         tags = {
             "gate.passed": str(result.passed).lower(),
@@ -135,7 +135,11 @@ def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterat
                 if outcome.error:
                     mlflow.set_tag("gate.error", outcome.error[:5000])
                 if outcome.result is not None:
-                    mlflow.log_metrics(_finite(dict(outcome.result.metrics)))
+                    mlflow.log_metrics(_finite(outcome.result.metric_values))
+                    mlflow.log_dict(
+                        {m.name: m.spec.as_dict() for m in outcome.result.metrics},
+                        "metric_specs.json",
+                    )
                 mlflow.log_params(
                     {
                         f"check.{i}": f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"

@@ -1,14 +1,22 @@
-"""Plots of the evidence (matplotlib, Agg backend): PNG files for the HTML report and MLflow."""
+"""Plots of the evidence (matplotlib, Agg backend): PNG files for the HTML report and MLflow.
+
+Every plot is made from what the audits declare, so a new audit is drawn without code
+here: metrics that share a ``chart`` become a grouped bar chart (one group per subject),
+curves that share a ``chart`` become one line plot, and every metric of kind ``epsilon``
+is drawn next to the policy's maximum for it.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.atomic import atomic_write
 
 if TYPE_CHECKING:
-    from gate.api import GateResult
+    from gate.metrics import Metric
+    from gate.results import Curve, GateResult
 
 
 def _pyplot():
@@ -20,65 +28,43 @@ def _pyplot():
     return plt
 
 
-def disclosure_counts_plot(result: GateResult, path: Path) -> Path | None:
-    """Train disclosures vs phantoms (holdout disclosures) per class, with the count
-    expected on train under zero learning."""
-    outcome = result.audits.get("disclosure")
-    if outcome is None or outcome.result is None:
-        return None
-    m = outcome.result.metrics
-    classes = [k.split(".")[0] for k in m if k.endswith(".train_disclosures")]
-    if not classes:
-        return None
-    p = result.policy.membership.p
+def _file_name(chart: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", chart.lower()).strip("-") + ".png"
+
+
+def bar_chart(title: str, metrics: list[Metric], path: Path) -> Path:
+    """One group of bars per subject, one bar per metric (in declaration order)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=110)
-    xs = range(len(classes))
-    train = [m[f"{c}.train_disclosures"] for c in classes]
-    holdout = [m[f"{c}.holdout_disclosures"] for c in classes]
-    expected = [p * (t + h) for t, h in zip(train, holdout, strict=True)]
-    ax.bar([x - 0.2 for x in xs], train, width=0.4, label="train disclosures (T)", color="#c0392b")
-    ax.bar(
-        [x + 0.2 for x in xs], holdout, width=0.4, label="phantoms: holdout (H)", color="#7f8c8d"
-    )
-    ax.scatter(
-        [x - 0.2 for x in xs],
-        expected,
-        marker="_",
-        s=400,
-        color="black",
-        zorder=3,
-        label="T expected under zero learning",
-    )
-    ax.set_xticks(list(xs), classes)
-    ax.set_ylabel("disclosed rare features")
-    ax.set_title("Disclosures: train vs phantoms")
-    positive = [v for v in train + holdout if v > 0]
+    subjects = list(dict.fromkeys(m.subject or "" for m in metrics))
+    names = list(dict.fromkeys(m.spec.name for m in metrics))
+    meaning = {m.spec.name: m.spec.meaning for m in metrics}
+    value = {(m.subject or "", m.spec.name): m.value for m in metrics}
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=110)
+    width = 0.8 / len(names)
+    for j, name in enumerate(names):
+        xs = [i - 0.4 + width * (j + 0.5) for i in range(len(subjects))]
+        ax.bar(xs, [value.get((s, name), 0.0) for s in subjects], width=width, label=meaning[name])
+    ax.set_xticks(range(len(subjects)), subjects)
+    ax.set_title(title[:1].upper() + title[1:])
+    positive = [v for v in value.values() if v > 0]
     if positive and max(positive) > 100 * min(positive):
         ax.set_yscale("symlog")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return _save(plt, fig, path)
 
 
-def roc_plot(result: GateResult, path: Path) -> Path | None:
-    """ROC curves of the membership scorers against the chance diagonal."""
-    outcome = result.audits.get("membership")
-    if outcome is None or outcome.result is None:
-        return None
-    details = outcome.result.details
+def curve_chart(title: str, curves: list[Curve], path: Path) -> Path:
+    """Curves of one chart in one plot (straight segments between measured points)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(4.8, 4.4), dpi=110)
-    ax.plot([0, 1], [0, 1], linestyle="--", color="#999999", label="chance")
-    for scorer, info in details.items():
-        roc = info.get("roc") if isinstance(info, dict) else None
-        if roc:
-            auc = outcome.result.metrics.get(f"{scorer}.auc", float("nan"))
-            # straight segments between threshold points: tied scores count 1/2, as in the AUC
-            ax.plot(roc["fpr"], roc["tpr"], label=f"{scorer} (AUC {auc:.3f})")
-    ax.set_xlabel("false-positive rate (holdout users called train)")
-    ax.set_ylabel("true-positive rate")
-    ax.set_title("Membership: ROC by scorer")
-    ax.legend(fontsize=8, loc="lower right")
+    fig, ax = plt.subplots(figsize=(5.2, 4.6), dpi=110)
+    if any(c.diagonal for c in curves):
+        ax.plot([0, 1], [0, 1], linestyle="--", color="#999999", label="chance")
+    for c in curves:
+        ax.plot(c.x, c.y, label=c.label or c.subject)
+    ax.set_xlabel(curves[0].x_label)
+    ax.set_ylabel(curves[0].y_label)
+    ax.set_title(title[:1].upper() + title[1:])
+    ax.legend(fontsize=8, loc="best")
     return _save(plt, fig, path)
 
 
@@ -89,23 +75,29 @@ def epsilon_plot(result: GateResult, path: Path) -> Path | None:
         if outcome.result is None:
             continue
         limits = {c.spec.metric: c.spec.threshold for c in outcome.checks}
-        for name, value in outcome.result.metrics.items():
-            if name.endswith(("epsilon_lower", "epsilon_lower_exact")):
-                bounds.append((f"{outcome.name}: {name}", float(value), limits.get(name)))
+        for m in outcome.result.metrics:
+            if m.spec.kind == "epsilon":
+                bounds.append((f"{outcome.name}: {m.name}", m.value, limits.get(m.name)))
     if not bounds:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(bounds) + 1.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.2, 0.45 * len(bounds) + 1.6), dpi=110)
     labels = [b[0] for b in bounds]
     values = [min(b[1], 50.0) for b in bounds]
-    ax.barh(labels, values, color="#2980b9")
+    ax.barh(labels, values, color="#2980b9", label="lower bound on epsilon")
     for i, (_, _, limit) in enumerate(bounds):
         if limit is not None:
-            ax.plot([limit, limit], [i - 0.4, i + 0.4], color="#c0392b", linewidth=2)
-    ax.set_xlabel(
-        f"lower bound on epsilon (confidence {1 - result.policy.alpha:g}); red: policy maximum"
-    )
+            ax.plot(
+                [limit, limit],
+                [i - 0.4, i + 0.4],
+                color="#c0392b",
+                linewidth=2,
+                label="policy maximum" if i == 0 else None,
+            )
+    ax.set_title(f"Lower bounds on epsilon (confidence {1 - result.policy.alpha:g})")
+    ax.set_xlabel("epsilon")
     ax.invert_yaxis()
+    ax.legend(fontsize=7, loc="lower right")
     return _save(plt, fig, path)
 
 
@@ -118,9 +110,19 @@ def _save(plt, fig, path: Path) -> Path:
 
 def make_plots(result: GateResult, directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    made = [
-        disclosure_counts_plot(result, directory / "disclosures.png"),
-        roc_plot(result, directory / "roc.png"),
-        epsilon_plot(result, directory / "epsilon.png"),
+    bars: dict[str, list[Metric]] = {}
+    lines: dict[str, list[Curve]] = {}
+    for outcome in result.audits.values():
+        if outcome.result is None:
+            continue
+        for m in outcome.result.metrics:
+            if m.spec.chart is not None:
+                bars.setdefault(m.spec.chart, []).append(m)
+        for c in outcome.result.curves:
+            lines.setdefault(c.chart, []).append(c)
+    made: list[Path | None] = [
+        bar_chart(chart, metrics, directory / _file_name(chart)) for chart, metrics in bars.items()
     ]
+    made += [curve_chart(chart, cs, directory / _file_name(chart)) for chart, cs in lines.items()]
+    made.append(epsilon_plot(result, directory / "epsilon.png"))
     return [p for p in made if p is not None]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from gate._version import __version__
 
 if TYPE_CHECKING:
-    from gate.api import AuditOutcome, GateResult
+    from gate.results import AuditOutcome, GateResult
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_NAME = "report.json"
@@ -28,13 +28,18 @@ def _number(value: float) -> float | str | None:
 
 def _audit_dict(outcome: AuditOutcome) -> dict[str, Any]:
     result = outcome.result
+    metrics = () if result is None else result.metrics
     return {
         "passed": outcome.passed,
         "status": outcome.status,
         "error": outcome.error,
-        "metrics": {} if result is None else {k: _number(v) for k, v in result.metrics.items()},
+        "citation": outcome.citation,
+        "metrics": {m.name: _number(m.value) for m in metrics},
+        "metric_specs": {m.name: {"subject": m.subject, **m.spec.as_dict()} for m in metrics},
         "checks": [check.as_dict() for check in outcome.checks],
+        "statements": {} if result is None else dict(result.statements),
         "witnesses": [] if result is None else [w.as_dict() for w in result.witnesses],
+        "curves": [] if result is None else [_jsonable(c.as_dict()) for c in result.curves],
         "details": {} if result is None else _jsonable(result.details),
         "seed": outcome.seed,
         "seconds": round(outcome.seconds, 3),

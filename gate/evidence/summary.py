@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from gate.api import GateResult
+    from gate.results import GateResult
 
 _STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
 _WORD = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}

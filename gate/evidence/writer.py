@@ -18,7 +18,7 @@ from gate.evidence.markdown import markdown_summary
 from gate.evidence.report import REPORT_NAME, report_dict
 
 if TYPE_CHECKING:
-    from gate.api import GateResult
+    from gate.results import GateResult
 
 
 @dataclass(frozen=True)

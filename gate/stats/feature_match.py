@@ -1,10 +1,13 @@
-"""Feature-match test of the Phantoms paper (``001`` §5.1, Lemma 1, Thms 1-2, App. B-C).
+"""Feature-match test of zero learning and of ε-DP, with lower bounds on ε.
+
+*Phantoms and Disclosures: a Causal Framework for Auditing Synthetic Data* (2026), §5.1
+(eqs. 1-8), Lemma 1, Theorems 1-2, Appendices B-C; see docs/methods.md §2.
 
 Records ``i`` of ``D = train ∪ holdout`` carry ``c_i`` rare features that the release
 discloses; ``S_i ~ Bern(p)`` marks train. The statistic is ``T = sum_i S_i c_i``.
 Under zero learning ``T ~ sum_i c_i Bern(p)`` given the ``c_i``; under ε-DP it is
 stochastically dominated by ``sum_i c_i Bern(q_ε)``, ``q_ε = p e^ε / (p e^ε + 1 - p)``.
-Hoeffding's inequality gives the paper's bounds; the exact tail of the weighted sum
+Hoeffding's inequality gives the paper's bounds (eqs. 4-8); the exact tail of the weighted sum
 (:mod:`gate.stats.weighted_tail`) gives valid and tighter ones. Both are returned: the
 caller (the policy) decides which one gates.
 """
@@ -32,7 +35,7 @@ class FeatureMatchResult(NamedTuple):
         critical_value: Hoeffding critical value tau; reject zero learning if T > tau.
         p_value / p_value_exact: p-values of zero learning (Hoeffding / exact tail).
         p_lower / p_lower_exact: lower confidence bounds on the train rate (p̂).
-        epsilon_lower / epsilon_lower_exact: lower confidence bounds on ε (Thm 2).
+        epsilon_lower / epsilon_lower_exact: lower confidence bounds on ε (Theorem 2).
     """
 
     statistic: float
@@ -60,7 +63,8 @@ class FeatureMatchResult(NamedTuple):
 
 
 def rate_from_epsilon(*, epsilon: float, p: float) -> float:
-    """``q_ε = p e^ε / (p e^ε + 1 - p)``: the largest train rate ε-DP allows (Thm 1)."""
+    """``q_ε = p e^ε / (p e^ε + 1 - p)``: the largest train rate ε-DP allows (§5.1.2,
+    eq. 8 and Theorem 1)."""
     check_nonnegative("epsilon", epsilon, allow_inf=True)
     check_probability("p", p, open_low=True, open_high=True)
     if math.isinf(epsilon):
@@ -70,7 +74,7 @@ def rate_from_epsilon(*, epsilon: float, p: float) -> float:
 
 def epsilon_from_rate(*, rate: float, p: float) -> float:
     """Inverse of :func:`rate_from_epsilon`: ``ln(r (1-p) / (p (1-r)))`` if ``r > p``, else 0
-    (Thm 2; with p = 1/2, ``ln(r / (1 - r))``)."""
+    (Theorem 2; with p = 1/2, ``ln(r / (1 - r))``)."""
     check_probability("rate", rate)
     check_probability("p", p, open_low=True, open_high=True)
     if rate <= p:
@@ -198,7 +202,10 @@ def feature_match_test(
     alpha: float = 0.05,
     exact: bool = True,
 ) -> FeatureMatchResult:
-    """Feature-match test of zero learning and the ε lower bounds (``001`` §5.1, Thm 2).
+    """Feature-match test of zero learning and the ε lower bounds.
+
+    *Phantoms and Disclosures* (2026), §5.1: critical value eq. (5), p̂ of Lemma 1
+    (eqs. 6-7), ε̂ of Theorem 2; the exact tail is the gate's addition (docs/methods.md §2).
 
     Args:
         counts: c_i, disclosed rare features per record of D.

@@ -1,13 +1,16 @@
 """Log Bayes factors and the (ε, δ) profile from frequency statistics.
 
-Stomakhin (``000``) §3.2-3.7, Thms 5-6; METHODS §5. For two adjacent datasets X and Y
-and a mechanism whose outputs ``o`` have relative frequencies ``f_X(o)``, ``f_Y(o)``:
+Stomakhin, F. (2025). *Framework for Privacy-Preserving Synthesis of Textual Data*.
+Master's thesis, University of Tartu: §3.2 (LBF), §3.5 (Theorem 5), §3.7 (Definition 8,
+Theorem 6), §4.3 (frequency statistics); see docs/methods.md §6. For two adjacent datasets
+X and Y and a mechanism whose outputs ``o`` have relative frequencies ``f_X(o)``, ``f_Y(o)``:
 ``LBF_XY(o) = ln(f_X(o)/f_Y(o))`` and, for ε >= 0, the minimal δ is
 
-    δ(ε) = max( Σ_{o: LBF_XY(o) > ε} f_X(o),  Σ_{o: LBF_YX(o) > ε} f_Y(o) )   (Thm 5).
+    δ(ε) = max( Σ_{o: LBF_XY(o) > ε} f_X(o),  Σ_{o: LBF_YX(o) > ε} f_Y(o) )   (Theorem 5).
 
-The δ floor ``δ(∞)`` is the mass of outputs possible under one dataset only. For k
-independent observations LBFs add (basic composition); this module reports one output.
+The δ floor ``δ(∞)`` is the mass of outputs possible under one dataset only (§4.3-4.4).
+For k independent observations LBFs add (basic composition, §4.1); this module reports
+one output.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def _mass_above(lbf: np.ndarray, weight: np.ndarray, epsilon: np.ndarray) -> np.
 
 
 def delta_at_epsilon(profile: LbfProfile, *, epsilon: float | np.ndarray) -> float | np.ndarray:
-    """Minimal δ for target ε (Thm 5); vectorised over ε."""
+    """Minimal δ for target ε (Stomakhin 2025, §3.5 Theorem 5); vectorised over ε."""
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.isnan(eps).any() or (eps < 0).any():
         raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
@@ -129,7 +132,8 @@ def epsilon_delta_curve(profile: LbfProfile) -> EpsilonDeltaCurve:
 
 
 def attack_profile(*, positive_rate_x: float, positive_rate_y: float) -> LbfProfile:
-    """Profile of a binary attack function's output under X and Y (``000`` Def. 8)."""
+    """Profile of a binary attack function's output under X and Y (Stomakhin 2025, §3.7,
+    Definition 8 and Theorem 6)."""
     a = check_probability("positive_rate_x", positive_rate_x)
     b = check_probability("positive_rate_y", positive_rate_y)
     return lbf_profile(counts_x=np.array([a, 1 - a]), counts_y=np.array([b, 1 - b]))
@@ -139,7 +143,8 @@ def censor(
     *, counts_x: np.ndarray, counts_y: np.ndarray, threshold: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge every output whose count under X and under Y is at most ``threshold`` into one
-    censoring token (``000`` §3.7); the curve moves left."""
+    censoring token; the curve moves left (Stomakhin 2025, §4.4 and Figure 3a; the LBF of a
+    merged set of outputs lies between its members' LBFs, §3.2 Lemma 2)."""
     check_count("threshold", threshold)
     cx = np.asarray(counts_x, dtype=np.float64)
     cy = np.asarray(counts_y, dtype=np.float64)

@@ -1,11 +1,15 @@
 """ε lower bounds from membership guesses with abstention, in one run.
 
-Steinke, Nasr, Jagielski (2023), "Privacy auditing with one (1) training run",
-Prop. 5.1 and App. D; METHODS §3. Members are drawn independently with probability p;
-an auditor guesses "train" for its ``k₊`` highest scores and "holdout" for its ``k₋``
-lowest and abstains otherwise. Under ε-DP the number of correct guesses ``v`` is dominated
-by ``Bin(k₊, q₊) + Bin(k₋, q₋)`` with ``q₊ = p e^ε/(p e^ε + 1 - p)`` and
-``q₋ = (1-p) e^ε/((1-p) e^ε + p)`` (one binomial ``Bin(r, 1/(1+e^-ε))`` when p = 1/2).
+Steinke, T., Nasr, M., Jagielski, M. (2023). *Privacy Auditing with One (1) Training Run*.
+NeurIPS 2023: Prop. 5.1 and App. D. The user-match test of *Phantoms and Disclosures: a
+Causal Framework for Auditing Synthetic Data* (2026), §5.2 and Theorem 3, rests on the same
+bound; see docs/methods.md §4.
+
+Members are drawn independently with probability p; an auditor guesses "train" for its
+``k₊`` highest scores and "holdout" for its ``k₋`` lowest and abstains otherwise. Under
+ε-DP the number of correct guesses ``v`` is dominated by ``Bin(k₊, q₊) + Bin(k₋, q₋)`` with
+``q₊ = p e^ε/(p e^ε + 1 - p)`` and ``q₋ = (1-p) e^ε/((1-p) e^ε + p)`` (one binomial
+``Bin(r, 1/(1+e^-ε))`` when p = 1/2).
 """
 
 from __future__ import annotations
@@ -181,7 +185,7 @@ def one_run_epsilon_from_scores(
     ``split_half``: a random half picks the guess counts (as fractions of its size) that
     give the largest bound there; the bound is computed on the other half. ``bonferroni``:
     every grid point is evaluated at ``alpha / |grid|`` and the largest bound is kept.
-    Never an uncorrected maximum over the grid (METHODS §3).
+    Never an uncorrected maximum over the grid (docs/methods.md §4).
 
     Args:
         scores: higher = more likely train.

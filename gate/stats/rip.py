@@ -1,8 +1,12 @@
-"""Re-identification privacy (RIP, paper ``004``; METHODS §4).
+"""Re-identification privacy (RIP).
 
-η-RIP (Def. 1, k = n/2): no adversary identifies membership with accuracy above 1/2 + η.
-Pure functions: the η↔ε conversions (Thm 4), the empirical η̂ from a membership classifier,
-and the noise of Corollary 8 and Algorithm 1 (the caller passes the Generator).
+*Provable Re-Identification Privacy* (anonymous conference submission, under review):
+Definition 1 (§3.3), Theorem 4 (§3.4), Theorem 7, Corollary 8 and Algorithm 1 (§4);
+see docs/methods.md §5.
+
+η-RIP (Definition 1, k = n/2): no adversary identifies membership with accuracy above
+1/2 + η. Pure functions: the η↔ε conversions (Theorem 4), the empirical η̂ from a membership
+classifier, and the noise of Corollary 8 and Algorithm 1 (the caller passes the Generator).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ def _check_eta(eta: float, *, open_low: bool = False) -> float:
 
 
 def eta_from_epsilon(*, epsilon: float) -> float:
-    """ε-DP implies η-RIP with ``η = 1/(1 + e^-ε) - 1/2``, tight (Thm 4)."""
+    """ε-DP implies η-RIP with ``η = 1/(1 + e^-ε) - 1/2``, tight (Theorem 4)."""
     check_nonnegative("epsilon", epsilon, allow_inf=True)
     if math.isinf(epsilon):
         return 0.5

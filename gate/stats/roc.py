@@ -1,4 +1,10 @@
-"""ROC analysis of membership scores (``001`` §5.2, Thm 3; METHODS §3)."""
+"""ROC analysis of membership scores.
+
+The disclosure-score membership inference attack of *Phantoms and Disclosures: a Causal
+Framework for Auditing Synthetic Data* (2026), §4 ("Membership inference attacks": AUC) and
+§5.2 (user inference attack); its ε lower bound (Theorem 3) is in :mod:`gate.stats.one_run`.
+See docs/methods.md §4.
+"""
 
 from __future__ import annotations
 
@@ -97,7 +103,11 @@ class TwoSampleResult(NamedTuple):
 def similarity_two_sample(
     *, train_similarity: np.ndarray, holdout_similarity: np.ndarray
 ) -> TwoSampleResult:
-    """Are train records closer to the release than holdout records? (METHODS §3)."""
+    """Are train records closer to the release than holdout records?
+
+    The two-sample test of nearest-synthetic similarity of *Phantoms and Disclosures* (2026),
+    §6.2-6.3 and App. A.3, here as a one-sided Mann-Whitney test (docs/methods.md §4).
+    """
     a = np.asarray(train_similarity, dtype=np.float64)
     b = np.asarray(holdout_similarity, dtype=np.float64)
     if a.size == 0 or b.size == 0:

@@ -21,7 +21,8 @@ def split_balance_test(*, train_users: int, total_users: int, p: float) -> Split
     """Two-sided exact binomial test of ``train_users ~ Binomial(total_users, p)``.
 
     Every guarantee of the audits assumes users were put in train independently with
-    probability ``p`` (Phantoms paper ``001`` §5; METHODS §0). A split far from ``p`` is a
+    probability ``p`` (*Phantoms and Disclosures: a Causal Framework for Auditing Synthetic
+    Data* (2026), §4 and §5.1; docs/methods.md §0). A split far from ``p`` is a
     sign that membership was chosen by hand (by date, by customer), which invalidates them.
 
     Args:

@@ -16,28 +16,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from gate.policy.checks import CheckSpec
+from gate.results import SuiteValidation
 
 _LARGE = 1.0e300  # GX results are JSON: an infinite metric becomes a large finite number
 
 
 def column_name(spec: CheckSpec) -> str:
     return f"{spec.audit}__{spec.metric}".replace(".", "_")
-
-
-@dataclass(frozen=True)
-class GxValidation:
-    success: bool
-    check_success: dict[tuple[str, str], bool]  # (audit, metric) -> success
-    result: dict[str, Any]  # the validation result as JSON
-    suite: dict[str, Any]  # the suite as JSON
-    data_docs_index: Path | None
 
 
 def metrics_frame(values: dict[CheckSpec, float]) -> pd.DataFrame:
@@ -73,7 +64,7 @@ def _context(data_docs_dir: Path | None) -> Any:
 
 def validate_checks(
     values: dict[CheckSpec, float], *, suite_name: str, data_docs_dir: Path | None = None
-) -> GxValidation:
+) -> SuiteValidation:
     """Validate ``metric op threshold`` for every check with GX and return its verdict."""
     import great_expectations as gx
 
@@ -92,7 +83,14 @@ def validate_checks(
                 column=column_name(spec),
                 min_value=lower,
                 max_value=upper,
-                meta={"audit": spec.audit, "metric": spec.metric, "description": spec.description},
+                meta={
+                    "audit": spec.audit,
+                    "metric": spec.metric,
+                    "description": spec.description,
+                    "meaning": spec.spec.meaning,
+                    "estimator": spec.spec.estimator,
+                    "confidence": spec.spec.confidence,
+                },
             )
         )
     definition = context.validation_definitions.add(
@@ -119,7 +117,7 @@ def validate_checks(
     if data_docs_dir is not None:
         candidate = data_docs_dir / "index.html"
         index = candidate if candidate.exists() else None
-    return GxValidation(
+    return SuiteValidation(
         success=bool(outcome.success),
         check_success=check_success,
         result=json.loads(json.dumps(validation.to_json_dict(), default=str)),

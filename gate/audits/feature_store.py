@@ -1,0 +1,152 @@
+"""Disclosure classes as plug-ins, and the per-run store that computes each class (and
+each set of embeddings) once for every audit that asks for the same configuration."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+
+import numpy as np
+
+from gate.plugins import DISCLOSURE_CLASSES
+from gate.policy.models import FeatureClassConfig, SemanticFeatures
+from gate.registry import PluginUnavailableError
+
+if TYPE_CHECKING:
+    from gate.data.bundle import Bundle
+    from gate.progress import Progress
+
+ClassConfigT = TypeVar("ClassConfigT", bound=FeatureClassConfig)
+
+
+@dataclass(frozen=True)
+class WitnessCandidates:
+    """For each source row with a disclosure: the row, a synthetic row carrying its
+    strongest disclosed feature, and a score (disclosed features in the row, or the
+    similarity of a semantic pair). ``feature_text(i)`` gives candidate ``i``'s feature;
+    it runs only for the few witnesses that are reported."""
+
+    source_rows: np.ndarray
+    synthetic_rows: np.ndarray
+    scores: np.ndarray
+    feature_text: Callable[[int], str]
+
+
+@dataclass(frozen=True)
+class ClassDisclosures:
+    """Rare features of one class and those the release discloses, counted per source
+    record and per user (users are the unit of every test)."""
+
+    feature_class: str
+    rare_features: int
+    disclosed_features: int
+    record_counts: np.ndarray  # per source row
+    user_counts: np.ndarray  # per user code (Bundle.user_codes)
+    candidates: WitnessCandidates
+
+
+@dataclass(frozen=True)
+class SemanticIndex:
+    """Embeddings of the source and the release, and each source record's nearest
+    release records."""
+
+    source: np.ndarray
+    release: np.ndarray
+    nearest_similarity: np.ndarray  # (n_source, k), descending
+    nearest_release: np.ndarray  # (n_source, k)
+
+
+class DisclosureClass(ABC, Generic[ClassConfigT]):
+    """A kind of rare feature (``ngram``, ``pii``, ``semantic``, or a plug-in's).
+
+    Class attributes:
+        name: the value of ``class`` in a policy's ``features`` list.
+        config_model: its configuration (a subclass of ``FeatureClassConfig`` whose
+            ``feature_class`` is ``Literal[name]``).
+    """
+
+    name: ClassVar[str]
+    config_model: ClassVar[type[FeatureClassConfig]]
+
+    @abstractmethod
+    def disclosures(
+        self, bundle: Bundle, config: ClassConfigT, store: FeatureStore
+    ) -> ClassDisclosures:
+        """Rare features of the source, and which of them the release discloses."""
+
+
+class FeatureStore:
+    """Computes disclosure classes and embeddings of one bundle, once per configuration.
+
+    Keys are the (frozen, hashable) configuration models, so two audits asking for the
+    same class with the same settings share one computation, and different settings
+    never collide.
+    """
+
+    def __init__(self, bundle: Bundle, progress: Progress) -> None:
+        self.bundle = bundle
+        self.progress = progress
+        self._disclosures: dict[FeatureClassConfig, ClassDisclosures] = {}
+        self._indexes: dict[str | None, SemanticIndex] = {}
+        self._densities: dict[tuple[str | None, int], np.ndarray] = {}
+
+    def disclosures(self, config: FeatureClassConfig) -> ClassDisclosures:
+        """Disclosures of the class ``config`` configures."""
+        if config not in self._disclosures:
+            plugin = DISCLOSURE_CLASSES.get(config.feature_class)
+            if not (isinstance(plugin, type) and issubclass(plugin, DisclosureClass)):
+                raise PluginUnavailableError(
+                    f"disclosure class {config.feature_class!r} is registered as {plugin!r}, "
+                    "which is not a gate.audits.feature_store.DisclosureClass"
+                )
+            self._disclosures[config] = plugin().disclosures(self.bundle, config, self)
+        return self._disclosures[config]
+
+    def semantic_index(self, config: SemanticFeatures, *, k: int) -> SemanticIndex:
+        """Embeddings under ``config.model`` and each source record's ``k`` nearest
+        release records (recomputed only if a larger ``k`` is asked for)."""
+        from gate.features.embeddings import knn_inner_product
+
+        cached = self._indexes.get(config.model)
+        if cached is not None and cached.nearest_similarity.shape[1] >= min(
+            k, cached.release.shape[0]
+        ):
+            return cached
+        if cached is None:
+            source = self._encode(self.bundle.source["text"].tolist(), config, "embed source")
+            release = self._encode(self.bundle.synthetic["text"].tolist(), config, "embed release")
+        else:
+            source, release = cached.source, cached.release
+        with self.progress.step("nearest release records"):
+            sims, ids = knn_inner_product(source, release, k=k)
+        index = SemanticIndex(source, release, sims, ids)
+        self._indexes[config.model] = index
+        return index
+
+    def _encode(self, texts: list[str], config: SemanticFeatures, description: str) -> np.ndarray:
+        from gate.features.embeddings import encode
+
+        return encode(
+            texts,
+            model=config.model,
+            batch_size=config.batch_size,
+            cache_dir=config.cache_dir,
+            progress=self.progress,
+            description=description,
+        )
+
+    def rare_records(self, config: SemanticFeatures) -> np.ndarray:
+        """Semantic rarity: a record's mean cosine similarity to its nearest
+        ``config.neighbours`` source records is in the lowest ``config.rare_quantile``
+        (Phantoms and Disclosures, 2026, §4)."""
+        from gate.features.embeddings import neighbour_density
+
+        key = (config.model, config.neighbours)
+        if key not in self._densities:
+            index = self.semantic_index(config, k=1)
+            with self.progress.step("neighbour density of source records"):
+                self._densities[key] = neighbour_density(index.source, neighbours=config.neighbours)
+        density = self._densities[key]
+        return density <= np.quantile(density, config.rare_quantile)
