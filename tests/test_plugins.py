@@ -34,6 +34,9 @@ audits:
       - {class: ngram, n_min: 3, n_max: 4}
       - {class: digits, min_digits: 6}
     thresholds: {max_epsilon: 0.5}
+  membership:
+    scorers: [ngram, {scorer: digits, features: {class: digits, min_digits: 6}}]
+    thresholds: {max_auc: 0.99}
   copies:
     min_characters: 10
     thresholds: {max_train_copies: 0, max_epsilon: 0.5}
@@ -134,6 +137,9 @@ def test_gating_with_a_plugin_reaches_every_kind_of_evidence(
     digits = report["audits"]["disclosure"]["metrics"]
     assert digits["digits.train_disclosures"] == 8 and digits["digits.holdout_disclosures"] == 0
     assert any(w["class"] == "digits" for w in report["audits"]["disclosure"]["witnesses"])
+    membership = report["audits"]["membership"]
+    assert membership["metrics"]["digits.auc"] == pytest.approx(0.7)  # 8 of 20 train users
+    assert "digits.auc" in [c["metric"] for c in membership["checks"]]
 
     suite = json.loads((out / "gx-suite.json").read_text())
     columns = {e["kwargs"]["column"] for e in suite["expectations"]}
@@ -170,7 +176,7 @@ def test_a_plugin_config_is_validated_like_a_builtin(
     run = gate(plugin_path, "policy", "validate", str(leaky["policy"]), cwd=tmp_path)
     assert run.returncode == 2
     assert (
-        "policy.yaml:11: audits.copies.min_characters: Input should be greater than or equal to 1; found 0"
+        "policy.yaml:14: audits.copies.min_characters: Input should be greater than or equal to 1; found 0"
         in run.stderr
     )
     write_policy(leaky["policy"], POLICY.replace("min_digits: 6", "min_digit: 6"))
@@ -187,6 +193,7 @@ def test_without_the_plugin_its_names_are_unknown_keys(
     assert run.returncode == 2
     assert "audits.disclosure.features[1]: unknown class 'digits'" in run.stderr
     assert "audits.copies: unknown key" in run.stderr
+    assert "audits.membership.scorers[1]: unknown scorer 'digits'" in run.stderr
 
 
 def test_registry_names_loads_and_refuses() -> None:

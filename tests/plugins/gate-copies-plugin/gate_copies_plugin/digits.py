@@ -1,5 +1,6 @@
 """The ``digits`` disclosure class: runs of at least ``min_digits`` digits (order numbers,
-account numbers) held by at most ``max_users`` users and found in the release."""
+account numbers) held by at most ``max_users`` users and found in the release; and the
+``digits`` membership scorer: a user's count of such runs found in the release."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from gate.audits.feature_store import (
     FeatureStore,
     WitnessCandidates,
 )
+from gate.audits.membership import MembershipScorer
 from gate.data.bundle import Bundle
 from gate.features.matching import coded_disclosures
-from gate.policy.models import FeatureClassConfig
+from gate.policy.models import FeatureClassConfig, ScorerConfig
 
 
 class DigitsFeatures(FeatureClassConfig):
@@ -64,3 +66,18 @@ class DigitsClass(DisclosureClass[DigitsFeatures]):
                 feature_text=lambda i: str(values[int(found.witness_code[i])]),
             ),
         )
+
+
+class DigitsScorerConfig(ScorerConfig):
+    scorer: Literal["digits"] = "digits"
+    features: DigitsFeatures = Field(default_factory=DigitsFeatures)
+
+
+class DigitsScorer(MembershipScorer[DigitsScorerConfig]):
+    name = "digits"
+    config_model = DigitsScorerConfig
+
+    def user_scores(
+        self, bundle: Bundle, config: DigitsScorerConfig, store: FeatureStore
+    ) -> np.ndarray:
+        return store.disclosures(config.features).user_counts.astype(np.float64)

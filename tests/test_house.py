@@ -1,0 +1,182 @@
+"""The extension points on tiny hand-made inputs: typed metrics, result types, the feature
+store, scorers sharing the disclosure audit's settings, and checks on declared metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+import pytest
+from pydantic import Field
+
+from gate.api import run_gate
+from gate.audits.disclosure import METRICS as DISCLOSURE_METRICS
+from gate.audits.disclosure import DisclosureAuditRunner
+from gate.audits.feature_store import (
+    ClassDisclosures,
+    DisclosureClass,
+    FeatureStore,
+    WitnessCandidates,
+)
+from gate.audits.registry import audit_checks, policy_checks
+from gate.data.bundle import load_bundle
+from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.plugins import AUDITS, DISCLOSURE_CLASSES
+from gate.policy import load_policy, parse_policy
+from gate.policy.checks import CheckSpec
+from gate.policy.models import FeatureClassConfig, MembershipPolicy
+from gate.progress import NullProgress
+from gate.registry import PluginUnavailableError
+from gate.results import AuditResult
+
+from .conftest import REPO
+
+A = MetricSpec("a", "first", "higher", "hand", kind="count")
+B = MetricSpec("b", "second", "lower", "hand", kind="p_value")
+
+
+def test_metric_names_with_and_without_subject() -> None:
+    assert Metric(A, 1.0).name == "a" and Metric(A, 1.0, "ngram").name == "ngram.a"
+
+
+def test_metric_set_keeps_declaration_order_and_refuses_undeclared_names() -> None:
+    metrics = MetricSet([A, B])
+    assert [m.name for m in metrics.values("x", {"b": 2, "a": 1})] == ["x.a", "x.b"]
+    with pytest.raises(
+        KeyError, match=r"metrics \['c'\] are not declared \(declared: \['a', 'b'\]\)"
+    ):
+        metrics.values(None, {"c": 1.0})
+    with pytest.raises(KeyError, match="metric 'c' is not declared"):
+        metrics["c"]
+    with pytest.raises(ValueError, match="metric 'a' is declared twice"):
+        MetricSet([A, A])
+
+
+def test_an_audit_result_refuses_a_metric_reported_twice() -> None:
+    with pytest.raises(ValueError, match="reported a metric twice"):
+        AuditResult(metrics=(Metric(A, 1.0, "x"), Metric(A, 2.0, "x")))
+    result = AuditResult(metrics=(Metric(A, 1.0, "x"), Metric(B, 0.5, "y"), Metric(A, 3.0, "y")))
+    assert result.metric_values == {"x.a": 1.0, "y.b": 0.5, "y.a": 3.0}
+    assert result.subjects() == ["x", "y"]
+
+
+def test_a_check_on_an_undeclared_metric_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken(DisclosureAuditRunner):
+        def checks(self, config):
+            return [CheckSpec.at_most("disclosure", A, None, 1.0, "not a disclosure metric")]
+
+    monkeypatch.setitem(AUDITS._loaded, "disclosure", Broken)
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    with pytest.raises(
+        PluginUnavailableError, match="checks metric 'a', which it does not declare"
+    ):
+        audit_checks("disclosure", policy.audits.disclosure)
+
+
+def test_every_builtin_check_gates_a_declared_metric_with_its_estimator() -> None:
+    for path in sorted((REPO / "policies").glob("*.yaml")):
+        for check in policy_checks(load_policy(path).policy):
+            assert check.spec.estimator and check.spec.meaning, check.metric
+            if check.audit == "disclosure":
+                assert DISCLOSURE_METRICS[check.spec.name] is check.spec
+
+
+def test_scorers_share_the_disclosure_audit_settings() -> None:
+    policy = load_policy(REPO / "policies" / "standard.yaml").policy
+    classes = {f.feature_class: f for f in policy.audits.disclosure.features}
+    scorers = {s.scorer: s for s in policy.audits.membership.scorers}
+    assert scorers["ngram"].features == classes["ngram"]
+    assert scorers["pii"].features == classes["pii"]
+    assert scorers["embedding"].features == classes["semantic"]
+
+
+def test_semantic_settings_reach_the_embedding_scorer(tmp_path: Path) -> None:
+    policy = parse_policy(
+        f"""\
+version: 1
+name: t
+audits:
+  disclosure:
+    features: [{{class: semantic, model: {tmp_path}, batch_size: 8, cache_dir: {tmp_path}, neighbours: 3}}]
+    thresholds: {{max_epsilon: 0.5}}
+  membership:
+    scorers: [{{scorer: embedding, top_k: 2}}, {{scorer: ngram, features: {{n_min: 2, n_max: 3}}}}]
+    thresholds: {{max_auc: 0.6}}
+"""
+    )
+    embedding, ngram = policy.audits.membership.scorers
+    assert embedding.features.model == str(tmp_path) and embedding.features.batch_size == 8
+    assert embedding.features.cache_dir == str(tmp_path) and embedding.features.neighbours == 3
+    assert (ngram.features.n_min, ngram.features.n_max) == (2, 3)  # its own, kept
+
+
+class CountedFeatures(FeatureClassConfig):
+    feature_class: Literal["counted"] = Field("counted", alias="class")
+    weight: int = 1
+
+
+class CountedClass(DisclosureClass[CountedFeatures]):
+    """Every user discloses ``weight`` features; counts its own computations."""
+
+    name = "counted"
+    config_model = CountedFeatures
+    computed: ClassVar[list[int]] = []
+
+    def disclosures(self, bundle, config, store) -> ClassDisclosures:
+        self.computed.append(config.weight)
+        users = int(bundle.user_codes.max()) + 1
+        empty = np.zeros(0, dtype=np.int64)
+        return ClassDisclosures(
+            feature_class="counted",
+            rare_features=users,
+            disclosed_features=users,
+            record_counts=np.full(len(bundle.source), config.weight),
+            user_counts=np.full(users, config.weight),
+            candidates=WitnessCandidates(empty, empty, empty.astype(float), str),
+        )
+
+
+def test_the_feature_store_computes_each_configuration_once(
+    bundle_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "counted", CountedClass)
+    CountedClass.computed.clear()
+    bundle = load_bundle(
+        membership=MembershipPolicy(),
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
+    )
+    store = FeatureStore(bundle, NullProgress())
+    first = store.disclosures(CountedFeatures())
+    assert store.disclosures(CountedFeatures()) is first
+    assert store.disclosures(CountedFeatures(weight=2)).user_counts[0] == 2
+    assert CountedClass.computed == [1, 2]
+
+
+def test_an_in_process_class_is_gated_like_a_builtin(
+    bundle_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Equal counts on train and holdout users: zero learning is not rejected."""
+    monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "counted", CountedClass)
+    monkeypatch.setattr(DISCLOSURE_CLASSES, "names", lambda: ["counted", "ngram"])
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: counted, weight: 3}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    bundle = load_bundle(
+        membership=MembershipPolicy(),
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
+    )
+    result = run_gate(policy, bundle)
+    metrics = result.audits["disclosure"].result.metric_values
+    assert (
+        metrics["counted.train_disclosures"] == 60 and metrics["counted.holdout_disclosures"] == 60
+    )
+    assert metrics["counted.epsilon_lower_exact"] == 0 and result.status == "pass"
