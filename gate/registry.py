@@ -64,9 +64,6 @@ class Registry(Generic[T]):
         without importing any of them."""
         return sorted(set(self._loaded) | set(self._builtins) | set(self._entry_points()))
 
-    def is_builtin(self, name: str) -> bool:
-        return name in self._builtins
-
     def get(self, name: str) -> T:
         """The plug-in called ``name``, importing it on first use.
 

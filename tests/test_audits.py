@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,8 @@ def test_leaky_release_fails_with_witnesses_pointing_at_train(tmp_path) -> None:
     m = result.audits["membership"].result.metric_values
     assert m["ngram.auc"] > 0.7 and m["ngram.auc_p_value"] < 1e-6
     assert m["ngram.epsilon_lower"] > 0 and m["ngram.rip_eta_lower"] > 0
+    eta = m["ngram.rip_eta_lower"]
+    assert m["ngram.rip_epsilon_lower"] == pytest.approx(math.log((0.5 + eta) / (0.5 - eta)))
     assert {"ngram.tpr_at_fpr_0.1", "ngram.tpr_at_fpr_0.01", "ngram.tpr_at_fpr_0.05"} <= set(m)
 
 

@@ -13,7 +13,6 @@ from scipy import stats
 
 from gate.stats.excess import phantom_excess
 from gate.stats.feature_match import (
-    dp_critical_value,
     epsilon_from_rate,
     exact_rate_lower_bound,
     exact_tail,
@@ -88,12 +87,8 @@ def test_hand_computed_rejecting_case() -> None:
     assert r.p_lower_exact == pytest.approx(0.05 ** (1 / 25), abs=1e-7)
 
 
-def test_dp_bounded_critical_value_closed_form() -> None:
-    q = rate_from_epsilon(epsilon=1.0, p=0.5)
-    assert q == pytest.approx(math.e / (math.e + 1))
-    assert dp_critical_value(c1=100, c2=150, epsilon=1.0, p=0.5, alpha=0.05) == pytest.approx(
-        q * 100 + math.sqrt(150 * math.log(20) / 2)
-    )
+def test_rate_from_epsilon_closed_form() -> None:
+    assert rate_from_epsilon(epsilon=1.0, p=0.5) == pytest.approx(math.e / (math.e + 1))
     assert rate_from_epsilon(epsilon=0.0, p=0.3) == pytest.approx(0.3)
 
 

@@ -282,13 +282,21 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                     "epsilon_lower_exact": test.epsilon_lower_exact,
                 },
             )
-            statements[name] = (
+            share = (
                 f"With probability >= {1 - context.alpha:g} over the random assignment of "
                 f"users to train (p = {context.p:g}), the train share of disclosed {name} "
                 f"features is >= {test.p_lower_exact:.4f} (exact tail; Hoeffding "
-                f"{test.p_lower:.4f}), so the release is not epsilon-DP for any epsilon < "
+                f"{test.p_lower:.4f})"
+            )
+            statements[name] = (
+                f"{share}, so the release is not epsilon-DP for any epsilon < "
                 f"{test.epsilon_lower_exact:.4f}. A lower bound: an audit can show leakage, "
                 "never its absence."
+                if test.epsilon_lower_exact > 0
+                else f"{share}, not above p: no evidence of leakage at level alpha = "
+                f"{context.alpha:g} ({int(test.statistic)} train, "
+                f"{int(test.holdout_statistic)} holdout disclosures). This is not evidence "
+                "of safety: an audit can show leakage, never its absence."
             )
             details[name] = {
                 "excess_interval": [excess.lower, excess.upper],

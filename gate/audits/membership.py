@@ -33,7 +33,7 @@ from gate.policy.models import (
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Curve
 from gate.stats.one_run import one_run_epsilon_from_scores
-from gate.stats.rip import rip_eta_from_scores
+from gate.stats.rip import epsilon_from_eta, rip_eta_from_scores
 from gate.stats.roc import RocCurve, roc_auc, similarity_two_sample, tpr_at_fpr
 
 if TYPE_CHECKING:
@@ -86,6 +86,14 @@ BASE_METRICS = (
     ),
     MetricSpec(
         "rip_eta", "accuracy of the best threshold guess minus 1/2", "higher", _RIP, kind="eta"
+    ),
+    MetricSpec(
+        "rip_epsilon_lower",
+        "lower bound on epsilon implied by the RIP bound (epsilon-DP implies eta(epsilon)-RIP)",
+        "higher",
+        f"{_RIP}: epsilon = ln((1/2 + eta)/(1/2 - eta)) at the eta bound",
+        _LOWER,
+        kind="epsilon",
     ),
     MetricSpec(
         "rip_eta_lower",
@@ -342,6 +350,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "epsilon_lower": one_run.epsilon_lower,
                 "rip_eta": rip.eta,
                 "rip_eta_lower": rip.eta_lower,
+                "rip_epsilon_lower": epsilon_from_eta(eta=rip.eta_lower),
                 **{tpr_spec(f).name: tpr_at_fpr(roc.curve, fpr=f) for f in self._fprs(config)},
                 **scorer.extra(bundle, scorer_config, context.features),
             }
@@ -370,12 +379,16 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 },
                 "rip": {"correct": rip.correct, "trials": rip.trials},
             }
+            auc = f"AUC {roc.auc:.3f} (one-sided Mann-Whitney p = {roc.p_value:.3g}). "
             statements[name] = (
-                f"AUC {roc.auc:.3f} (one-sided Mann-Whitney p = {roc.p_value:.3g}). With "
-                f"probability >= {1 - context.alpha:g} over the random assignment of users, "
-                f"the release is not (epsilon, {config.delta:g})-DP for any epsilon < "
-                f"{one_run.epsilon_lower:.4f}, and not eta-RIP for any eta < "
+                f"{auc}With probability >= {1 - context.alpha:g} over the random assignment "
+                f"of users, the release is not (epsilon, {config.delta:g})-DP for any "
+                f"epsilon < {one_run.epsilon_lower:.4f}, and not eta-RIP for any eta < "
                 f"{rip.eta_lower:.4f}. Lower bounds: they can show leakage, never its absence."
+                if one_run.epsilon_lower > 0 or rip.eta_lower > 0
+                else f"{auc}Neither the one-run epsilon bound nor the RIP bound rejects "
+                f"privacy at level alpha = {context.alpha:g}: no evidence of leakage, which "
+                "is not evidence of safety."
             )
         return AuditResult(
             metrics=tuple(metrics), statements=statements, curves=tuple(curves), details=details

@@ -26,8 +26,8 @@ def _num(value: float | None, kind: str = "other") -> str:
         return "-"
     if value != value:  # NaN
         return "n/a"
-    if kind == "count" and float(value).is_integer():
-        return f"{int(value):,}"
+    if kind == "count":
+        return f"{int(value):,}" if float(value).is_integer() else f"{value:,.1f}"
     return f"{value:.4g}"
 
 
@@ -36,35 +36,35 @@ def _image(path: Path) -> str:
     return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
 
 
+_LEAK_IF = {"higher": "higher = more leakage", "lower": "lower = more leakage", "neither": ""}
+
+
 def _audit_section(outcome: AuditOutcome, result: AuditResult) -> list[str]:
-    """One section per audit, read from its declared metrics: a table with a row per
-    subject (class, scorer) and a column per metric, a legend of what each metric is and
-    how it was estimated, and the confidence statements."""
-    metrics = result.metrics
-    specs = list({m.spec.name: m.spec for m in metrics}.values())
-    values = {(m.subject, m.spec.name): m.value for m in metrics}
+    """One section per audit, read from its declared metrics: a row per metric (what it
+    means, which way is leakage, its estimator and confidence) with a column per subject
+    (class, scorer), then the confidence statements."""
+    subjects = result.subjects()
+    specs = list({m.spec.name: m.spec for m in result.metrics}.values())
+    values = {(m.subject, m.spec.name): m.value for m in result.metrics}
     out = [f"<h2>Audit <code>{escape(outcome.name)}</code></h2>"]
     if outcome.citation:
         out.append(f"<p class=note>After {escape(outcome.citation)}.</p>")
-    out.append("<table><tr><th></th>")
-    out.extend(f"<th title='{escape(s.meaning)}'>{escape(s.name)}</th>" for s in specs)
-    out.append("</tr>")
-    for subject in result.subjects():
-        out.append(f"<tr><td>{escape(subject or outcome.name)}</td>")
-        out.extend(
-            f"<td class=num>{_num(values.get((subject, s.name)), s.kind)}</td>" for s in specs
-        )
-        out.append("</tr>")
-    out.append("</table><details><summary class=note>What the columns are</summary><table>")
-    out.append(
-        "<tr><th>metric</th><th>meaning</th><th>leakage if</th><th>estimator</th><th>confidence</th></tr>"
-    )
-    for s in specs:
+    out.append("<table><tr><th>metric</th><th>meaning</th>")
+    out.extend(f"<th>{escape(subject or outcome.name)}</th>" for subject in subjects)
+    out.append("<th>estimator; confidence</th></tr>")
+    for spec in specs:
+        direction = _LEAK_IF[spec.leak_if]
         out.append(
-            f"<tr><td><code>{escape(s.name)}</code></td><td>{escape(s.meaning)}</td>"
-            f"<td>{escape(s.leak_if)}</td><td>{escape(s.estimator)}</td><td>{escape(s.confidence)}</td></tr>"
+            f"<tr><td><code>{escape(spec.name)}</code></td><td>{escape(spec.meaning)}"
+            + (f"<br><span class=note>{direction}</span>" if direction else "")
+            + "</td>"
         )
-    out.append("</table></details>")
+        out.extend(
+            f"<td class=num>{_num(values.get((subject, spec.name)), spec.kind)}</td>"
+            for subject in subjects
+        )
+        out.append(f"<td class=note>{escape(spec.estimator)}; {escape(spec.confidence)}</td></tr>")
+    out.append("</table>")
     for subject, statement in result.statements.items():
         out.append(f"<p class=note><b>{escape(subject)}:</b> {escape(statement)}</p>")
     return out

@@ -49,7 +49,8 @@ def bar_chart(title: str, metrics: list[Metric], path: Path) -> Path:
     positive = [v for v in value.values() if v > 0]
     if positive and max(positive) > 100 * min(positive):
         ax.set_yscale("symlog")
-    ax.legend(fontsize=7)
+    ax.margins(y=0.25)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(plt, fig, path)
 
 
@@ -85,6 +86,7 @@ def epsilon_plot(result: GateResult, path: Path) -> Path | None:
     labels = [b[0] for b in bounds]
     values = [min(b[1], 50.0) for b in bounds]
     ax.barh(labels, values, color="#2980b9", label="lower bound on epsilon")
+    labelled = False
     for i, (_, _, limit) in enumerate(bounds):
         if limit is not None:
             ax.plot(
@@ -92,8 +94,9 @@ def epsilon_plot(result: GateResult, path: Path) -> Path | None:
                 [i - 0.4, i + 0.4],
                 color="#c0392b",
                 linewidth=2,
-                label="policy maximum" if i == 0 else None,
+                label=None if labelled else "policy maximum",
             )
+            labelled = True
     ax.set_title(f"Lower bounds on epsilon (confidence {1 - result.policy.alpha:g})")
     ax.set_xlabel("epsilon")
     ax.invert_yaxis()

@@ -91,13 +91,6 @@ def hoeffding_margin(*, c2: float, alpha: float) -> float:
     return math.sqrt(c2 * math.log(1.0 / alpha) / 2.0)
 
 
-def dp_critical_value(*, c1: float, c2: float, epsilon: float, p: float, alpha: float) -> float:
-    """Critical value of the DP-bounded test: reject ε-DP if ``T > q_ε C1 + margin``."""
-    check_nonnegative("c1", c1)
-    q = rate_from_epsilon(epsilon=epsilon, p=p)
-    return q * c1 + hoeffding_margin(c2=c2, alpha=alpha)
-
-
 def _as_counts(counts: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     c = np.asarray(counts)
     s = np.asarray(is_train)
