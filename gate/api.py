@@ -198,6 +198,7 @@ def check_release(
     progress: Progress | None = None,
     mlflow: bool = True,
     tracking_uri: str | None = None,
+    mlflow_timeout: float = 30.0,
     data_docs: str | Path | None = None,
 ) -> CheckOutcome:
     """Files in; verdict and evidence out (what ``gate check`` runs): ``out_dir`` gets
@@ -206,11 +207,14 @@ def check_release(
     False or the policy disables it.
 
     Raises:
-        InputError: the policy or bundle is bad (exit 2); nothing is written.
+        InputError: the policy, the bundle or ``out_dir`` is bad (exit 2); nothing is
+            written.
+        EvidenceWriteError: the evidence could not be written (exit 3).
     """
-    from gate.evidence.writer import MlflowSettings, write_evidence
+    from gate.evidence.writer import MlflowSettings, prepare_out_dir, write_evidence
 
     loaded = load_policy(policy)
+    out = Path(out_dir)
     progress = progress or NullProgress()
     with progress.step("loading the release bundle"):
         bundle = load_bundle(
@@ -221,6 +225,7 @@ def check_release(
             source=source,
             manifest=manifest,
         )
+    prepare_out_dir(out)  # before the audits: refuse a bad --out, drop a stale verdict
     result = run_gate(
         loaded,
         bundle,
@@ -229,10 +234,12 @@ def check_release(
         data_docs_dir=None if data_docs is None else Path(data_docs),
     )
     settings = MlflowSettings(
-        enabled=mlflow and loaded.policy.evidence.mlflow.enabled, tracking_uri=tracking_uri
+        enabled=mlflow and loaded.policy.evidence.mlflow.enabled,
+        tracking_uri=tracking_uri,
+        timeout=mlflow_timeout,
     )
     with progress.step("writing evidence"):
-        evidence = write_evidence(result, Path(out_dir), mlflow=settings)
+        evidence = write_evidence(result, out, mlflow=settings)
     return CheckOutcome(
         result=evidence.result,
         report_path=evidence.files["report"],

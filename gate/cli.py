@@ -8,14 +8,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import traceback
 from collections.abc import Sequence
 
 from gate._version import __version__
 from gate.errors import GateError, InputError
+from gate.quiet import quiet_libraries
 
 EXIT_INPUT = 2
 EXIT_ERROR = 3
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; found {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; found {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds; found {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be in (0, 3600] seconds; found {value:g}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="gate", description="Pre-release privacy gate for synthetic text releases."
     )
     parser.add_argument("--version", action="version", version=f"gate {__version__}")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show other libraries' warnings and the traceback of an unexpected error",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     check = sub.add_parser("check", help="gate a synthetic release against a policy")
@@ -33,16 +62,22 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--source", help="source records with a 'split' column")
     check.add_argument("--manifest", help="split-manifest.json written by `gate split`")
     check.add_argument("--out", default="gate-report", help="report directory (gate-report/)")
-    check.add_argument("--seed", type=int, help="override the policy's seed")
+    check.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
     check.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
     check.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     check.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db)")
     check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
+    check.add_argument(
+        "--mlflow-timeout",
+        type=_seconds,
+        default=30.0,
+        help="seconds MLflow logging may take before the run is an error (30)",
+    )
 
     split = sub.add_parser("split", help="reproducible Bernoulli(p) train/holdout split by user")
     split.add_argument("--source", required=True, help="source records (jsonl/csv/parquet)")
     split.add_argument("--p", type=float, default=0.5, help="train probability (0.5)")
-    split.add_argument("--seed", type=int, required=True, help="seed of the assignment")
+    split.add_argument("--seed", type=_seed, required=True, help="seed of the assignment")
     split.add_argument("--by", default="user_id", help="column that defines users (user_id)")
     split.add_argument("--out", required=True, help="output directory")
 
@@ -78,6 +113,7 @@ def _check(args: argparse.Namespace) -> int:
         progress=progress,
         mlflow=not args.no_mlflow,
         tracking_uri=args.tracking_uri,
+        mlflow_timeout=args.mlflow_timeout,
         data_docs=args.data_docs,
     )
     console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
@@ -137,16 +173,45 @@ def _audits(args: argparse.Namespace) -> int:
 COMMANDS = {"check": _check, "split": _split, "policy": _policy, "audits": _audits}
 
 
+class Terminated(Exception):
+    """SIGTERM, raised where the gate is so that every context manager cleans up (an open
+    MLflow run ends FAILED, a half-written evidence directory is removed)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(f"terminated by signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every outcome is an exit code (0 pass, 1 fail, 2 bad input, 3 could
+    not complete) and at most one line on stderr, never a traceback unless --verbose."""
     args = _parser().parse_args(argv)
+    quiet_libraries(verbose=args.verbose)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[args.command](args)
     except InputError as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    except GateError as exc:
+    except BrokenPipeError:
+        # the reader of stdout went away (`gate policy schema | head`): nothing to report
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except (GateError, OSError, Terminated) as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except OSError as exc:
-        print(f"gate: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("gate: error: interrupted; no verdict was written", file=sys.stderr)
         return EXIT_ERROR
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(
+            f"gate: error: unexpected {type(exc).__name__}: {exc} (run with --verbose for "
+            "the traceback); no verdict was written",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    finally:
+        signal.signal(signal.SIGTERM, previous)

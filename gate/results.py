@@ -150,6 +150,7 @@ class GateResult:
     warnings: tuple[str, ...] = field(default=())
     gx: SuiteValidation | None = None
     evidence_error: str | None = None
+    evidence_warnings: tuple[str, ...] = field(default=())
 
     @property
     def passed(self) -> bool:

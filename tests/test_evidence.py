@@ -17,6 +17,7 @@ import pytest
 
 import gate.api
 from gate.api import check_release
+from gate.evidence.writer import EvidenceWriteError
 from gate.results import SuiteValidation
 
 from .conftest import write_jsonl, write_policy
@@ -219,9 +220,12 @@ def test_a_failed_evidence_write_leaves_no_stale_verdict(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("gate.evidence.writer.html_report", disk_full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(
+        EvidenceWriteError, match=r"could not write the evidence to .*No space left"
+    ):
         check(bundle, "leaky", out, mlflow=False)
-    assert not (out / "report.json").exists()
+    assert not (out / "report.json").exists() and not (out / "summary.md").exists()
+    assert not list(tmp_path.glob(".out.*")), "a staging directory was left behind"
 
 
 def test_unreachable_tracking_server_is_an_error(

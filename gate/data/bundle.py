@@ -143,10 +143,11 @@ def _require_text(table: RawTable) -> pd.Series:
     if not_str.any():
         line = _first_line(frame, not_str)
         found = text[not_str].iloc[0]
+        # the type only: the value may be a private record (bytes, a list of lines)
         shown = (
             "null"
             if found is None or (isinstance(found, float) and found != found)
-            else repr(found)
+            else type(found).__name__
         )
         raise BundleError(f"{table.path}: line {line}: 'text' must be a string; found {shown}")
     return text.astype(str)
@@ -290,6 +291,7 @@ def load_bundle(
 
     _reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
     _reject_shared_users(frame)
+    _reject_blank_sides(frame)
     _reject_copied_files(tables)
     if "source_id" in synthetic_frame.columns:
         _check_source_ids(synthetic_frame, frame, tables["synthetic"])
@@ -329,6 +331,18 @@ def load_bundle(
         fingerprints=fingerprints,
         membership=membership_info,
     )
+
+
+def _reject_blank_sides(frame: pd.DataFrame) -> None:
+    """A side whose records are all empty or white space has no feature to audit: every
+    test would pass for want of evidence."""
+    for side in ("train", "holdout"):
+        texts = frame.loc[frame["split"] == side, "text"]
+        if len(texts) and not texts.str.strip().astype(bool).any():
+            raise BundleError(
+                f"all {len(texts)} {side} records are empty or white space: there is nothing "
+                "to audit (check the text column)"
+            )
 
 
 def _reject_shared_users(frame: pd.DataFrame) -> None:

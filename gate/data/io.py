@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,14 +59,20 @@ def _decode(path: Path, raw: bytes) -> str:
 
 
 def _read_jsonl(path: Path, text: str) -> pd.DataFrame:
+    """One JSON object per ``\n``-terminated line, as JSON Lines says: a raw U+2028 or
+    other Unicode line separator inside a JSON string is part of the string."""
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BundleError(f"{path}: line {number}: not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise BundleError(
+                f"{path}: line {number}: JSON nested too deeply to be a record"
+            ) from None
         if not isinstance(row, dict):
             raise BundleError(
                 f"{path}: line {number}: each line must be a JSON object; "
@@ -97,16 +104,28 @@ def _read_parquet(path: Path, raw: bytes) -> pd.DataFrame:
     return frame
 
 
+def require_regular_file(path: Path, what: str = "file") -> None:
+    """Refuse what is missing, a directory, or not a regular file (a FIFO or a device
+    would block the gate forever)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise BundleError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise BundleError(f"{path}: is a directory, expected a {what}")
+    if not stat.S_ISREG(mode):
+        raise BundleError(f"{path}: not a regular file (a pipe or device?); expected a {what}")
+
+
 def read_table(path: str | Path) -> RawTable:
     """Read a table; ``__line__`` holds the 1-based line (JSONL) or data row (CSV/Parquet)."""
     p = Path(path)
     fmt = table_format(p)
+    require_regular_file(p)
     try:
         raw = p.read_bytes()
-    except FileNotFoundError:
-        raise BundleError(f"{p}: file not found") from None
-    except IsADirectoryError:
-        raise BundleError(f"{p}: is a directory, expected a file") from None
     except OSError as exc:
         raise BundleError(f"{p}: cannot read: {exc.strerror}") from None
     if not raw.strip():

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate._version import __version__
 from gate.atomic import atomic_write_text
-from gate.data.io import read_table, sha256_file, write_table
+from gate.data.io import read_table, require_regular_file, sha256_file, write_table
 from gate.errors import BundleError
 
 MANIFEST_NAME = "split-manifest.json"
@@ -128,11 +128,12 @@ def split_source(
 
 def read_manifest(path: str | Path) -> SplitManifest:
     p = Path(path)
+    require_regular_file(p, "split manifest")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BundleError(f"{p}: split manifest not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise BundleError(f"{p}: cannot read: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise BundleError(f"{p}: not a valid JSON split manifest: {exc}") from None
     try:
         return SplitManifest.model_validate(data)

@@ -100,15 +100,8 @@ def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterat
     import mlflow
 
     name = experiment or f"gate/{result.policy.name}"
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    found = client.get_experiment_by_name(name)
-    if found is None:
-        location = None
-        if uri.startswith("sqlite:"):
-            location = (Path.cwd() / "mlruns" / name.replace("/", "_")).resolve().as_uri()
-        experiment_id = client.create_experiment(name, artifact_location=location)
-    else:
-        experiment_id = found.experiment_id
+    with _store_lock(uri):
+        experiment_id = _experiment_id(mlflow.MlflowClient(tracking_uri=uri), name, uri)
     with mlflow.start_run(
         experiment_id=experiment_id, run_name=f"gate-{result.policy.name}"
     ) as run:
@@ -119,8 +112,7 @@ def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterat
                 metrics.update({f"{audit}.{k}": v for k, v in outcome.result.metric_values.items()})
         mlflow.log_metrics(_finite(metrics))
         tags = {
-            "gate.passed": str(result.passed).lower(),
-            "gate.status": result.status,
+            "gate.status": "logging",
             "gate.membership.how": result.bundle.membership.how,
             "gate.redacted": str(result.policy.evidence.redact_witnesses).lower(),
         }
@@ -147,6 +139,59 @@ def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterat
                     }
                 )
         yield run
+
+
+def set_verdict_tags(result: GateResult) -> None:
+    """The verdict tags, set last (after every artifact), so that a run whose logging
+    failed never shows a verdict it did not record."""
+    import mlflow
+
+    mlflow.set_tags({"gate.passed": str(result.passed).lower(), "gate.status": result.status})
+
+
+def _experiment_id(client: Any, name: str, uri: str) -> str:
+    """The experiment called ``name``, created if missing (another gate process may create
+    it at the same moment: then use theirs)."""
+    from mlflow.exceptions import MlflowException
+
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return str(found.experiment_id)
+    location = None
+    if uri.startswith("sqlite:"):
+        location = (Path.cwd() / "mlruns" / name.replace("/", "_")).resolve().as_uri()
+    try:
+        return str(client.create_experiment(name, artifact_location=location))
+    except MlflowException:
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return str(found.experiment_id)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for other stores)."""
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
+
+
+@contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """Serialise the creation of a SQLite store (its schema migrations) and of experiments
+    between gate processes sharing it; other stores are servers that do their own."""
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _log_inputs(result: GateResult) -> None:

@@ -73,6 +73,8 @@ def print_summary(result: GateResult, console: Console, *, report_path: str | No
                 )
     if result.evidence_error:
         console.print(f"[yellow]evidence could not be recorded:[/yellow] {result.evidence_error}")
+    for warning in result.evidence_warnings:
+        console.print(f"[yellow]evidence incomplete:[/yellow] {warning}")
     verdict = _WORD[result.status]
     console.print(f"verdict: [{_STYLE[result.status]}]{verdict}[/] (exit {result.exit_code})")
     if report_path:

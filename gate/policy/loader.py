@@ -3,6 +3,7 @@ into :class:`~gate.policy.models.Policy`, with errors that name the file, line a
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -112,10 +113,30 @@ def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
     return line
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def schema_keys(model: type[Policy]) -> set[str]:
+    """Every key the policy schema of ``model`` knows, at any depth (for suggestions)."""
+    keys: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            keys.update(k for k in node.get("properties", {}) if isinstance(k, str))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(model.model_json_schema(by_alias=True))
+    return keys
+
+
+def _describe(error: Mapping[str, Any], known_keys: set[str]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown key (the schema does not allow it; see `gate policy schema`)"
+        key = str(error["loc"][-1]) if error["loc"] else ""
+        close = difflib.get_close_matches(key, sorted(known_keys), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key (the schema does not allow it; see `gate policy schema`){hint}"
     if kind == "missing":
         return "required key is missing"
     ctx = error.get("ctx", {})
@@ -148,21 +169,25 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise PolicyError(f"{where}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise PolicyError(f"{source}: YAML nested too deeply to be a policy") from None
     if data is None:
         raise PolicyError(f"{source}: the policy file is empty")
     if not isinstance(data, dict):
         raise PolicyError(
             f"{source}: the policy must be a mapping at the top level; found {type(data).__name__}"
         )
+    model = policy_model(data)
     try:
-        return policy_model(data).model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
+        known_keys = schema_keys(model)
         lines = []
         for error in exc.errors():
             path = _input_path(tuple(error["loc"]), data)
             line = _line_of(root, path)
             where = f"{source}:{line}" if line else source
-            lines.append(f"{where}: {format_yaml_path(path)}: {_describe(error)}")
+            lines.append(f"{where}: {format_yaml_path(path)}: {_describe(error, known_keys)}")
         raise PolicyError("\n".join(lines)) from None
 
 

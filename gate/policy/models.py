@@ -18,7 +18,10 @@ SCHEMA_VERSION = 1
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # allow_inf_nan=False: a threshold of .inf or .nan could never fail.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class AuditConfig(StrictModel):
