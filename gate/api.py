@@ -36,6 +36,15 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
     Raises:
         BundleError: the split is inconsistent with ``p`` and the action is ``fail``.
     """
+    if bundle.membership.p != membership.p or (
+        bundle.membership.balance_alpha != membership.split_check.alpha
+    ):
+        raise BundleError(
+            f"the bundle was loaded for membership p = {bundle.membership.p:g} (split check "
+            f"alpha {bundle.membership.balance_alpha:g}) but the policy says p = "
+            f"{membership.p:g} (alpha {membership.split_check.alpha:g}); load it with the "
+            "policy's membership settings"
+        )
     if bundle.membership.balance_ok:
         return ()
     if membership.split_check.action == "fail":
@@ -220,6 +229,7 @@ def check_release(
         bundle = load_bundle(
             synthetic=synthetic,
             membership=loaded.policy.membership,
+            text=loaded.policy.text,
             train=train,
             holdout=holdout,
             source=source,

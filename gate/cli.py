@@ -1,6 +1,6 @@
 """Command line: parse, call one library function, print, exit code.
 
-Exit codes (DESIGN.md): 0 pass, 1 the release fails the policy, 2 bad usage or bad input,
+Exit codes: 0 pass, 1 the release fails the policy, 2 bad usage or bad input,
 3 an audit could not run.
 """
 
@@ -89,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("path")
     policy_sub.add_parser("schema", help="print the policy JSON Schema")
 
-    sub.add_parser("audits", help="list the audits this installation can run")
+    sub.add_parser(
+        "audits", help="list the audits, disclosure classes and membership scorers installed"
+    )
     return parser
 
 
@@ -146,16 +148,13 @@ def _policy(args: argparse.Namespace) -> int:
     loaded = load_policy(args.path)
     if args.policy_command == "validate":
         from gate.audits.registry import policy_checks
-        from gate.registry import PluginUnavailableError
 
-        audits = loaded.policy.audits.enabled()
-        try:
-            checks: str = f"{len(policy_checks(loaded.policy))} threshold checks"
-        except PluginUnavailableError as exc:
-            checks = f"threshold checks not counted: {exc}"
+        # raises PluginUnavailableError (exit 3) for an audit this installation cannot run
+        checks = policy_checks(loaded.policy)
         print(
             f"{args.path}: valid policy {loaded.policy.name!r} (version "
-            f"{loaded.policy.version}): {len(audits)} audits, {checks}; sha256 {loaded.sha256}"
+            f"{loaded.policy.version}): {len(loaded.policy.audits.enabled())} audits, "
+            f"{len(checks)} threshold checks; sha256 {loaded.sha256}"
         )
     else:
         print(effective_policy_yaml(loaded.policy), end="")
@@ -163,10 +162,14 @@ def _policy(args: argparse.Namespace) -> int:
 
 
 def _audits(args: argparse.Namespace) -> int:
-    from gate.audits.registry import available_audits
+    from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
 
-    for name in available_audits():
-        print(name)
+    for title, registry in (
+        ("audits", AUDITS),
+        ("disclosure classes", DISCLOSURE_CLASSES),
+        ("membership scorers", MEMBERSHIP_SCORERS),
+    ):
+        print(f"{title}: {' '.join(registry.names())}")
     return 0
 
 

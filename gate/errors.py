@@ -1,4 +1,4 @@
-"""Exceptions that map to the gate's exit codes (DESIGN.md: 2 bad input, 3 audit could not run)."""
+"""Exceptions that map to the gate's exit codes (2 bad input, 3 an audit could not run)."""
 
 from __future__ import annotations
 

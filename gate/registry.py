@@ -51,13 +51,22 @@ class Registry(Generic[T]):
             known = self._loaded.get(name)
             if known is not None and known is not obj:
                 raise ValueError(f"a {self.kind} named {name!r} is already registered")
+            declared = getattr(obj, "name", name)
+            if declared != name:
+                raise ValueError(
+                    f"{self.kind} {obj!r} declares name {declared!r} but is registered as "
+                    f"{name!r}; the two must agree"
+                )
             self._loaded[name] = obj
             return obj
 
         return decorate
 
-    def _entry_points(self) -> dict[str, EntryPoint]:
-        return {ep.name: ep for ep in entry_points(group=self.group)}
+    def _entry_points(self) -> dict[str, list[EntryPoint]]:
+        found: dict[str, list[EntryPoint]] = {}
+        for ep in entry_points(group=self.group):
+            found.setdefault(ep.name, []).append(ep)
+        return found
 
     def names(self) -> list[str]:
         """Every name this installation knows (built-in, registered or an entry point),
@@ -72,6 +81,18 @@ class Registry(Generic[T]):
         """
         if name in self._loaded:
             return self._loaded[name]
+        entries = self._entry_points().get(name, [])
+        if name in self._builtins and entries:
+            raise PluginUnavailableError(
+                f"{self.kind} {name!r}: the entry point {entries[0].value!r} in group "
+                f"{self.group!r} uses the name of a built-in {self.kind}; rename the plug-in"
+            )
+        if len({ep.value for ep in entries}) > 1:
+            raise PluginUnavailableError(
+                f"{self.kind} {name!r} is registered by several entry points in group "
+                f"{self.group!r} ({', '.join(sorted(ep.value for ep in entries))}); "
+                "uninstall all but one"
+            )
         if name in self._builtins:
             try:
                 importlib.import_module(self._builtins[name])
@@ -80,17 +101,16 @@ class Registry(Generic[T]):
                     f"{self.kind} {name!r} needs a package that is not installed ({exc}); "
                     "install the extra it needs (see the README)"
                 ) from exc
-        else:
-            entry = self._entry_points().get(name)
-            if entry is not None:
-                try:
-                    loaded = entry.load()
-                except Exception as exc:
-                    raise PluginUnavailableError(
-                        f"{self.kind} {name!r} (entry point {entry.value!r} in group "
-                        f"{self.group!r}) failed to load: {type(exc).__name__}: {exc}"
-                    ) from exc
+        elif entries:
+            entry = entries[0]
+            try:
+                loaded = entry.load()
                 self.register(name)(loaded)
+            except Exception as exc:
+                raise PluginUnavailableError(
+                    f"{self.kind} {name!r} (entry point {entry.value!r} in group "
+                    f"{self.group!r}) failed to load: {type(exc).__name__}: {exc}"
+                ) from exc
         if name not in self._loaded:
             raise PluginUnavailableError(
                 f"{self.kind} {name!r} is not available in this installation "

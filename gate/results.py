@@ -37,11 +37,15 @@ class Witness:
     split: str
     synthetic_record_id: str
     score: float | None = None
+    kind: str | None = None  # e.g. the PII entity type
+    records: int = 1  # source records that carry this feature
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "class": self.feature_class,
+            "kind": self.kind,
             "feature": self.feature,
+            "records": self.records,
             "feature_hash": self.feature_hash,
             "source_record_id": self.source_record_id,
             "user_id": self.user_id,

@@ -74,7 +74,7 @@ def test_leaky_release_fails_with_witnesses_pointing_at_train(tmp_path) -> None:
     train_ids = set(bundle.train["record_id"])
     assert {w.source_record_id for w in d.witnesses} <= train_ids
     m = result.audits["membership"].result.metric_values
-    assert m["ngram.auc"] > 0.7 and m["ngram.auc_p_value"] < 1e-6
+    assert m["ngram.auc"] > 0.7 and m["ngram.auc_p_value"] <= 1e-4
     assert m["ngram.epsilon_lower"] > 0 and m["ngram.rip_eta_lower"] > 0
     eta = m["ngram.rip_eta_lower"]
     assert m["ngram.rip_epsilon_lower"] == pytest.approx(math.log((0.5 + eta) / (0.5 - eta)))

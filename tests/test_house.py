@@ -3,6 +3,7 @@ store, scorers sharing the disclosure audit's settings, and checks on declared m
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from pydantic import Field
 
-from gate.api import run_gate
+from gate.api import run_gate, split_warnings
 from gate.audits.disclosure import METRICS as DISCLOSURE_METRICS
 from gate.audits.disclosure import DisclosureAuditRunner
 from gate.audits.feature_store import (
@@ -19,15 +20,17 @@ from gate.audits.feature_store import (
     FeatureStore,
     WitnessCandidates,
 )
+from gate.audits.membership import MembershipScorer
 from gate.audits.registry import audit_checks, policy_checks
 from gate.data.bundle import load_bundle
+from gate.errors import BundleError, PolicyError
 from gate.metrics import Metric, MetricSet, MetricSpec
-from gate.plugins import AUDITS, DISCLOSURE_CLASSES
+from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
 from gate.policy import load_policy, parse_policy
 from gate.policy.checks import CheckSpec
-from gate.policy.models import FeatureClassConfig, MembershipPolicy
+from gate.policy.models import FeatureClassConfig, MembershipPolicy, ScorerConfig
 from gate.progress import NullProgress
-from gate.registry import PluginUnavailableError
+from gate.registry import PluginUnavailableError, Registry
 from gate.results import AuditResult
 
 from .conftest import REPO
@@ -163,7 +166,6 @@ def test_an_in_process_class_is_gated_like_a_builtin(
 ) -> None:
     """Equal counts on train and holdout users: zero learning is not rejected."""
     monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "counted", CountedClass)
-    monkeypatch.setattr(DISCLOSURE_CLASSES, "names", lambda: ["counted", "ngram"])
     policy = parse_policy(
         "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: counted, weight: 3}]\n"
         "    thresholds: {max_epsilon: 0.5}\n"
@@ -180,3 +182,99 @@ def test_an_in_process_class_is_gated_like_a_builtin(
         metrics["counted.train_disclosures"] == 60 and metrics["counted.holdout_disclosures"] == 60
     )
     assert metrics["counted.epsilon_lower_exact"] == 0 and result.status == "pass"
+
+
+class CheatScorerConfig(ScorerConfig):
+    scorer: Literal["cheat"] = "cheat"
+
+
+class CheatScorer(MembershipScorer[CheatScorerConfig]):
+    """Separates train from holdout perfectly, then tries to report its own AUC."""
+
+    name = "cheat"
+    config_model = CheatScorerConfig
+    extra_metrics = (MetricSpec("auc", "a friendlier AUC", "higher", "none"),)
+
+    def user_scores(self, bundle, config, store):
+        return bundle.user_is_train.astype(float)
+
+    def extra(self, bundle, config, store, *, rng):
+        return {"auc": 0.5}
+
+
+def test_a_scorer_cannot_replace_the_audits_own_metrics(
+    bundle_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(MEMBERSHIP_SCORERS._loaded, "cheat", CheatScorer)
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  membership:\n    scorers: [cheat]\n"
+        "    thresholds: {max_auc: 0.9}\n"
+    )
+    bundle = load_bundle(
+        membership=MembershipPolicy(),
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
+    )
+    result = run_gate(policy, bundle)
+    assert result.status == "error"
+    assert "collides with a metric of the audit" in result.audits["membership"].error
+
+
+def test_a_bundle_loaded_for_another_p_is_refused(bundle_files: dict[str, Path]) -> None:
+    bundle = load_bundle(
+        membership=MembershipPolicy(),
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
+    )
+    with pytest.raises(BundleError, match=r"loaded for membership p = 0.5 .* policy says p = 0.1"):
+        split_warnings(bundle, MembershipPolicy(p=0.1))
+
+
+def test_thresholds_without_checks_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Silent(DisclosureAuditRunner):
+        def checks(self, config):
+            return []
+
+    monkeypatch.setitem(AUDITS._loaded, "disclosure", Silent)
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    with pytest.raises(PluginUnavailableError, match="sets thresholds but its checks"):
+        audit_checks("disclosure", policy.audits.disclosure)
+
+
+def test_a_registered_name_must_match_the_plugins_own() -> None:
+    registry: Registry[object] = Registry("widget", group="gate.test-widgets", builtins={})
+    with pytest.raises(ValueError, match="declares name 'counted' but is registered as 'other'"):
+        registry.register("other")(CountedClass)
+
+
+class UntaggedFeatures(FeatureClassConfig):
+    weight: int = 1
+
+
+class UntaggedClass(CountedClass):
+    name = "untagged"
+    config_model = UntaggedFeatures
+
+
+@pytest.mark.parametrize(
+    ("features", "message"),
+    [
+        ("[{class: [ngram]}]", "features[0]"),  # not a name: a plain schema error
+        ("[{class: untagged}]", "its config_model's 'feature_class' field must be Literal"),
+    ],
+)
+def test_malformed_class_names_and_plugins_get_a_message(
+    features: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "untagged", UntaggedClass)
+    text = (
+        "version: 1\nname: t\naudits:\n  disclosure:\n"
+        f"    features: {features}\n    thresholds: {{max_epsilon: 0.5}}\n"
+    )
+    with pytest.raises((PolicyError, PluginUnavailableError), match=re.escape(message)):
+        parse_policy(text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,8 @@ audits:
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
+    source = tmp_path_factory.mktemp("src") / PLUGIN.name  # the build leaves files behind
+    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     subprocess.run(
         [
             sys.executable,
@@ -58,7 +61,7 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-build-isolation",
             "--target",
             str(target),
-            str(PLUGIN),
+            str(source),
         ],
         check=True,
         capture_output=True,

@@ -182,7 +182,11 @@ def test_one_run_validation() -> None:
 
 def test_auc_hand_case_with_ties() -> None:
     """train {3, 2}, holdout {2, 1}: pairs 1 + 1 + 1/2 + 1 = 3.5 of 4."""
-    r = roc_auc(scores=np.array([3, 2, 2, 1.0]), is_train=np.array([1, 1, 0, 0]))
+    r = roc_auc(
+        scores=np.array([3, 2, 2, 1.0]),
+        is_train=np.array([1, 1, 0, 0]),
+        rng=np.random.default_rng(0),
+    )
     assert r.auc == pytest.approx(0.875)
     np.testing.assert_allclose(r.curve.fpr, [0, 0, 0.5, 1])
     np.testing.assert_allclose(r.curve.tpr, [0, 0.5, 1, 1])
@@ -194,13 +198,66 @@ def test_auc_matches_mann_whitney_and_pairs() -> None:
     rng = np.random.default_rng(8)
     scores = rng.integers(0, 5, size=60).astype(float)
     train = rng.random(60) < 0.5
-    r = roc_auc(scores=scores, is_train=train)
+    r = roc_auc(scores=scores, is_train=train, rng=np.random.default_rng(0))
     a, b = scores[train], scores[~train]
     pairs = ((a[:, None] > b[None, :]) + 0.5 * (a[:, None] == b[None, :])).mean()
     assert r.auc == pytest.approx(pairs)
-    assert r.p_value == pytest.approx(stats.mannwhitneyu(a, b, alternative="greater").pvalue)
+    assert r.p_value_method.startswith("permutation")  # tied scores
+    continuous = scores + rng.random(60)
+    c = roc_auc(scores=continuous, is_train=train)
+    assert c.p_value_method == "mann-whitney"
+    assert c.p_value == pytest.approx(
+        stats.mannwhitneyu(continuous[train], continuous[~train], alternative="greater").pvalue
+    )
     # trapezoid area under the ROC points equals the AUC with ties as 1/2
     assert np.trapezoid(r.curve.tpr, r.curve.fpr) == pytest.approx(r.auc)
+
+
+def test_sparse_binary_scores_get_the_exact_hypergeometric_p_value() -> None:
+    """3 of 300 users score 1, all 3 in train (150 train users): P = C(150,3)/C(300,3)
+    = 0.1237 (the normal approximation says 0.04)."""
+    scores = np.zeros(300)
+    scores[:3] = 1
+    train = np.arange(300) < 150
+    r = roc_auc(scores=scores, is_train=train)
+    assert r.p_value_method == "exact"
+    assert r.p_value == pytest.approx(150 * 149 * 148 / (300 * 299 * 298))
+    assert r.p_value == pytest.approx(0.1237, abs=1e-4)
+
+
+def test_permutation_p_value_matches_full_enumeration() -> None:
+    """12 users, 6 train, scores with ties on three values: every one of the 924 splits."""
+    from itertools import combinations
+
+    scores = np.array([0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 0.0])
+    train = np.zeros(12, bool)
+    train[[6, 8, 9, 10, 0, 1]] = True
+    ranks = stats.rankdata(scores)
+    observed = ranks[train].sum()
+    sums = [ranks[list(c)].sum() for c in combinations(range(12), 6)]
+    exact = np.mean(np.array(sums) >= observed - 1e-9)
+    r = roc_auc(scores=scores, is_train=train, rng=np.random.default_rng(1))
+    assert r.p_value_method.startswith("permutation")
+    assert r.p_value == pytest.approx(exact, abs=0.012)  # 9,999 draws: SE <= 0.005
+
+
+def test_tied_scores_need_a_generator() -> None:
+    with pytest.raises(ValueError, match="rng is required"):
+        roc_auc(scores=np.array([0, 0, 1, 2.0]), is_train=np.array([1, 0, 1, 0]))
+
+
+def test_sparse_design_null_rejection_rate() -> None:
+    """Zero learning with 3 copied records among 300 users (the design where the normal
+    approximation rejected in 10.5 % of rounds): at most alpha."""
+    rng = np.random.default_rng(21)
+    draws = 1000
+    scores = np.zeros(300)
+    scores[rng.choice(300, size=3, replace=False)] = 1
+    rejected = sum(
+        roc_auc(scores=scores, is_train=rng.random(300) < 0.5).p_value <= ALPHA
+        for _ in range(draws)
+    )
+    assert rejected / draws <= ALPHA
 
 
 def test_auc_null_rejection_rate() -> None:

@@ -10,6 +10,8 @@ membership is the user: ``c_u`` counts the distinct disclosed rare features of u
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from gate.audits.base import Audit, AuditContext
@@ -20,6 +22,7 @@ from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import DisclosureAudit
 from gate.redaction import feature_hash, mask
+from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
 from gate.stats.excess import phantom_excess
 from gate.stats.feature_match import feature_match_test
@@ -173,10 +176,18 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
     Selection is vectorised; only the kept witnesses are built (and their text read)."""
     c = found.candidates
     holdout = ~bundle.is_train[c.source_rows]
-    order = np.lexsort((-c.scores, holdout))[: context.max_witnesses]
+    order = np.lexsort((-c.scores, holdout))
+    records = np.ones(order.size, dtype=np.int64)
+    if c.feature_ids is not None and order.size:
+        # one witness per feature (its strongest candidate), with its records counted
+        ids = np.asarray(c.feature_ids)[order]
+        _, first, counts = np.unique(ids, return_index=True, return_counts=True)
+        keep = np.argsort(first, kind="stable")
+        order, records = order[first[keep]], counts[keep]
+    order, records = order[: context.max_witnesses], records[: context.max_witnesses]
     source, synthetic = bundle.source, bundle.synthetic
     out = []
-    for i in order:
+    for i, carried in zip(order, records, strict=True):
         row = int(c.source_rows[i])
         text = c.feature_text(int(i))
         out.append(
@@ -189,6 +200,8 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
                 split=str(source["split"].iat[row]),
                 synthetic_record_id=str(synthetic["record_id"].iat[int(c.synthetic_rows[i])]),
                 score=float(c.scores[i]),
+                kind=None if c.feature_kind is None else c.feature_kind(int(i)),
+                records=int(carried),
             )
         )
     return out
@@ -249,8 +262,14 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
         per_class: list[list[Witness]] = []
         user_is_train = bundle.user_is_train
         for feature_config in config.features:
+            started = time.perf_counter()
             found = context.features.disclosures(feature_config)
-            name = found.feature_class
+            name = feature_config.feature_class
+            if found.feature_class != name:
+                raise PluginUnavailableError(
+                    f"disclosure class {name!r} returned disclosures of class "
+                    f"{found.feature_class!r}"
+                )
             counts = found.user_counts
             test = feature_match_test(
                 counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
@@ -298,11 +317,13 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                 f"{int(test.holdout_statistic)} holdout disclosures). This is not evidence "
                 "of safety: an audit can show leakage, never its absence."
             )
+            per_class.append(witnesses_of(found, bundle, context))
             details[name] = {
                 "excess_interval": [excess.lower, excess.upper],
                 "excess_interval_level": f"each side at alpha = {context.alpha:g}",
+                # the first audit to ask for a class (or embeddings) pays for computing it
+                "seconds": round(time.perf_counter() - started, 3),
             }
-            per_class.append(witnesses_of(found, bundle, context))
         return AuditResult(
             metrics=tuple(metrics),
             witnesses=round_robin(per_class, context.max_witnesses),

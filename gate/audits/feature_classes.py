@@ -26,6 +26,9 @@ def _counted(
     feature_class: str,
     found: NgramDisclosures | CodedDisclosures,
     feature_text: Callable[[int], str],
+    *,
+    feature_ids: np.ndarray | None = None,
+    feature_kind: Callable[[int], str] | None = None,
 ) -> ClassDisclosures:
     """A counted class (ngram, pii): witness candidates scored by disclosures per record."""
     return ClassDisclosures(
@@ -39,6 +42,8 @@ def _counted(
             synthetic_rows=found.witness_synthetic,
             scores=found.record_counts[found.witness_record].astype(np.float64),
             feature_text=feature_text,
+            feature_ids=feature_ids,
+            feature_kind=feature_kind,
         ),
     )
 
@@ -114,7 +119,13 @@ class PiiClass(DisclosureClass[PiiFeatures]):
         surface: dict[str, str] = {}
         for value, raw in zip(source.values, source.raw, strict=True):
             surface.setdefault(value, raw)
-        return _counted("pii", found, lambda i: surface[values[int(found.witness_code[i])]])
+        return _counted(
+            "pii",
+            found,
+            lambda i: surface[values[int(found.witness_code[i])]],
+            feature_ids=found.witness_code,
+            feature_kind=lambda i: str(values[int(found.witness_code[i])]).split(":", 1)[0],
+        )
 
 
 @DISCLOSURE_CLASSES.register("semantic")

@@ -32,6 +32,10 @@ class WitnessCandidates:
     synthetic_rows: np.ndarray
     scores: np.ndarray
     feature_text: Callable[[int], str]
+    # an integer per candidate naming its feature: one witness per feature, the records
+    # that carry it counted (None: every candidate is its own feature)
+    feature_ids: np.ndarray | None = None
+    feature_kind: Callable[[int], str] | None = None  # e.g. the PII entity type
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ class DisclosureClass(ABC, Generic[ClassConfigT]):
 class FeatureStore:
     """Computes disclosure classes and embeddings of one bundle, once per configuration.
 
-    Keys are the (frozen, hashable) configuration models, so two audits asking for the
+    Keys are the class and the JSON of its configuration, so two audits asking for the
     same class with the same settings share one computation, and different settings
     never collide.
     """
@@ -88,21 +92,22 @@ class FeatureStore:
     def __init__(self, bundle: Bundle, progress: Progress) -> None:
         self.bundle = bundle
         self.progress = progress
-        self._disclosures: dict[FeatureClassConfig, ClassDisclosures] = {}
+        self._disclosures: dict[tuple[str, str], ClassDisclosures] = {}
         self._indexes: dict[str | None, SemanticIndex] = {}
         self._densities: dict[tuple[str | None, int], np.ndarray] = {}
 
     def disclosures(self, config: FeatureClassConfig) -> ClassDisclosures:
         """Disclosures of the class ``config`` configures."""
-        if config not in self._disclosures:
+        key = (config.feature_class, config.model_dump_json())
+        if key not in self._disclosures:
             plugin = DISCLOSURE_CLASSES.get(config.feature_class)
             if not (isinstance(plugin, type) and issubclass(plugin, DisclosureClass)):
                 raise PluginUnavailableError(
                     f"disclosure class {config.feature_class!r} is registered as {plugin!r}, "
                     "which is not a gate.audits.feature_store.DisclosureClass"
                 )
-            self._disclosures[config] = plugin().disclosures(self.bundle, config, self)
-        return self._disclosures[config]
+            self._disclosures[key] = plugin().disclosures(self.bundle, config, self)
+        return self._disclosures[key]
 
     def semantic_index(self, config: SemanticFeatures, *, k: int) -> SemanticIndex:
         """Embeddings under ``config.model`` and each source record's ``k`` nearest

@@ -10,6 +10,7 @@ one-run ε bound); *Provable Re-Identification Privacy*, Theorem 4 (η-RIP).
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
@@ -52,7 +53,7 @@ _LOWER = "lower confidence bound, level 1 - alpha, over the random assignment of
 def tpr_spec(fpr: float) -> MetricSpec:
     """The TPR-at-FPR metric of one false-positive rate."""
     return MetricSpec(
-        f"tpr_at_fpr_{fpr:g}",
+        f"tpr_at_fpr_{fpr:.12g}",
         f"share of train users flagged when {fpr:g} of holdout users are",
         "higher",
         "empirical ROC curve (scikit-learn convention, ties counted 1/2)",
@@ -124,8 +125,15 @@ class MembershipScorer(ABC, Generic[ScorerConfigT]):
     def user_scores(self, bundle: Bundle, config: ScorerConfigT, store: FeatureStore) -> np.ndarray:
         """One score per user code (``Bundle.user_codes``); higher = more likely train."""
 
-    def extra(self, bundle: Bundle, config: ScorerConfigT, store: FeatureStore) -> dict[str, float]:
-        """Values of :attr:`extra_metrics`."""
+    def extra(
+        self,
+        bundle: Bundle,
+        config: ScorerConfigT,
+        store: FeatureStore,
+        *,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
+        """Values of :attr:`extra_metrics` (``rng``: the audit's seeded generator)."""
         return {}
 
 
@@ -207,7 +215,12 @@ class EmbeddingUserScorer(MembershipScorer[EmbeddingScorer]):
         return user_maximum(record_scores, bundle.user_codes)
 
     def extra(
-        self, bundle: Bundle, config: EmbeddingScorer, store: FeatureStore
+        self,
+        bundle: Bundle,
+        config: EmbeddingScorer,
+        store: FeatureStore,
+        *,
+        rng: np.random.Generator,
     ) -> dict[str, float]:
         """NaN when one side has no user with a rare record."""
         features = self._features(config)
@@ -222,7 +235,9 @@ class EmbeddingUserScorer(MembershipScorer[EmbeddingScorer]):
         train, holdout = best[has & labels], best[has & ~labels]
         out = {"rare_users": float(has.sum())}
         if train.size and holdout.size:
-            test = similarity_two_sample(train_similarity=train, holdout_similarity=holdout)
+            test = similarity_two_sample(
+                train_similarity=train, holdout_similarity=holdout, rng=rng
+            )
             auc, p_value, difference = test.auc, test.p_value, test.median_difference
         else:
             auc = p_value = difference = float("nan")
@@ -268,13 +283,26 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
         return sorted(fprs, reverse=True)
 
     def declared_metrics(self, config: MembershipAudit) -> MetricSet:
-        """The class's metrics plus the TPR at the policy's FPR and plug-in scorers' extras."""
-        specs = {s.name: s for s in self.metrics}
+        """The common metrics, the TPR at the policy's FPR, and the scorers' extras. An extra
+        may not reuse a common metric's name (a scorer must never replace the gate's own
+        AUC or bound), nor declare a name another scorer declares differently.
+
+        Raises:
+            PluginUnavailableError: a scorer's extra metrics collide.
+        """
+        specs = {s.name: s for s in BASE_METRICS}
         for fpr in self._fprs(config):
             specs.setdefault(tpr_spec(fpr).name, tpr_spec(fpr))
+        common = set(specs)
         for scorer in config.scorers:
             for spec in scorer_plugin(scorer.scorer).extra_metrics:
-                specs.setdefault(spec.name, spec)
+                if spec.name in common or specs.get(spec.name, spec) != spec:
+                    raise PluginUnavailableError(
+                        f"membership scorer {scorer.scorer!r} declares an extra metric "
+                        f"{spec.name!r} that collides with a metric of the audit or of "
+                        "another scorer"
+                    )
+                specs[spec.name] = spec
         return MetricSet(specs.values())
 
     def checks(self, config: MembershipAudit) -> list[CheckSpec]:
@@ -327,10 +355,11 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
         curves = []
         details: dict[str, object] = {}
         for scorer_config in config.scorers:
+            started = time.perf_counter()
             name = scorer_config.scorer
             scorer = scorer_plugin(name)
             scores = scorer.user_scores(bundle, scorer_config, context.features)
-            roc = roc_auc(scores=scores, is_train=labels)
+            roc = roc_auc(scores=scores, is_train=labels, rng=context.rng)
             one_run = one_run_epsilon_from_scores(
                 scores=scores,
                 is_train=labels,
@@ -343,6 +372,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
             rip = rip_eta_from_scores(
                 scores=scores, is_train=labels, rng=context.rng, alpha=context.alpha
             )
+            extra = scorer.extra(bundle, scorer_config, context.features, rng=context.rng)
             values = {
                 "users_scored": float(scores.size),
                 "auc": roc.auc,
@@ -352,8 +382,14 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "rip_eta_lower": rip.eta_lower,
                 "rip_epsilon_lower": epsilon_from_eta(eta=rip.eta_lower),
                 **{tpr_spec(f).name: tpr_at_fpr(roc.curve, fpr=f) for f in self._fprs(config)},
-                **scorer.extra(bundle, scorer_config, context.features),
             }
+            overlap = sorted(set(extra) & set(values))
+            if overlap:
+                raise PluginUnavailableError(
+                    f"membership scorer {name!r} reported {overlap} as extras; those are "
+                    "the audit's own metrics"
+                )
+            values.update(extra)
             metrics += declared.values(name, values)
             fpr, tpr = thin_curve(roc.curve)
             curves.append(
@@ -378,6 +414,8 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                     "delta": config.delta,
                 },
                 "rip": {"correct": rip.correct, "trials": rip.trials},
+                "auc_p_value_method": roc.p_value_method,
+                "seconds": round(time.perf_counter() - started, 3),
             }
             auc = f"AUC {roc.auc:.3f} (one-sided Mann-Whitney p = {roc.p_value:.3g}). "
             statements[name] = (

@@ -7,22 +7,30 @@ from typing import TYPE_CHECKING
 from gate.audits.base import Audit
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
+from gate.policy.models import AuditConfig
 from gate.registry import PluginUnavailableError
 
 if TYPE_CHECKING:
-    from gate.policy.models import AuditConfig, Policy
+    from gate.policy.models import Policy
 
 
 def create_audit(name: str) -> Audit:
     """A new instance of the audit called ``name``.
 
     Raises:
-        PluginUnavailableError: no such audit, or its package fails to import.
+        PluginUnavailableError: no such audit, its package fails to import, or what is
+            registered is not an audit with a configuration model.
     """
     cls = AUDITS.get(name)
     if not (isinstance(cls, type) and issubclass(cls, Audit)):
         raise PluginUnavailableError(
             f"audit {name!r} is registered as {cls!r}, which is not a gate.audits.base.Audit"
+        )
+    model = getattr(cls, "config_model", None)
+    if not (isinstance(model, type) and issubclass(model, AuditConfig)):
+        raise PluginUnavailableError(
+            f"audit {name!r}: config_model must be a subclass of "
+            f"gate.policy.models.AuditConfig; found {model!r}"
         )
     return cls()
 
@@ -31,7 +39,17 @@ def audit_checks(name: str, config: AuditConfig) -> list[CheckSpec]:
     """The checks of one audit's configuration; each must gate a metric the audit
     declares (else the plug-in is broken, never a pass)."""
     audit = create_audit(name)
+    if not isinstance(config, audit.config_model):
+        raise PluginUnavailableError(
+            f"audit {name!r} expects a {audit.config_model.__name__} configuration; the "
+            f"policy gave a {type(config).__name__} (is a plug-in using a reserved name?)"
+        )
     checks = audit.checks(config)
+    if config.sets_threshold() and not checks:
+        raise PluginUnavailableError(
+            f"audit {name!r} sets thresholds but its checks() returned none: a policy with "
+            "thresholds that check nothing is never a pass"
+        )
     declared = audit.declared_metrics(config)
     for check in checks:
         if check.spec.name not in declared or declared[check.spec.name] != check.spec:
@@ -48,7 +66,3 @@ def policy_checks(policy: Policy) -> list[CheckSpec]:
         for name, config in policy.audits.enabled().items()
         for check in audit_checks(name, config)
     ]
-
-
-def available_audits() -> list[str]:
-    return AUDITS.names()

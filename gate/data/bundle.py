@@ -1,9 +1,9 @@
 """Release bundles: source records (train, holdout) and a synthetic release, validated.
 
-Contract (DESIGN.md): source records have ``text`` (required), ``user_id`` (defaults to the
-record id) and ``record_id`` (defaults to the row number); synthetic records have ``text``,
-optional ``record_id`` and ``source_id``. Every problem is a :class:`BundleError` naming
-the file and line.
+Contract (README, "Input files"): source records have ``text`` (required), ``user_id``
+(defaults to the record id) and ``record_id`` (defaults to the row number); synthetic
+records have ``text``, optional ``record_id`` and ``source_id``. Every problem is a
+:class:`BundleError` naming the file and line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 from gate.data.io import RawTable, read_table, sha256_file
 from gate.data.split import SplitManifest, read_manifest
 from gate.errors import BundleError
-from gate.policy.models import MembershipPolicy
+from gate.policy.models import MembershipPolicy, TextPolicy
 from gate.stats.split_balance import SplitBalance, split_balance_test
 
 SOURCE_COLUMNS = ("record_id", "user_id", "text", "split")
@@ -106,8 +106,10 @@ class Bundle:
 
     @cached_property
     def user_codes(self) -> np.ndarray:
-        """User of each source record as an integer code 0..U-1 (first appearance order)."""
-        return self.source["user_id"].factorize()[0].astype(np.int64)
+        """User of each source record as an integer code 0..U-1 in the order of the user ids,
+        so that every per-user array (and every random draw over users) depends on the data
+        and the seed, never on the order of the rows."""
+        return self.source["user_id"].factorize(sort=True)[0].astype(np.int64)
 
     @cached_property
     def user_is_train(self) -> np.ndarray:
@@ -223,10 +225,26 @@ def _fingerprint(table: RawTable, users: int | None, records: int) -> Fingerprin
     )
 
 
+INVISIBLE = r"[\u00ad\u200b-\u200d\u2060\ufeff]"
+
+
+def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
+    """``texts`` in the policy's Unicode normal form, without invisible characters,
+    case-folded if asked (vectorised pandas string kernels)."""
+    if policy.normalization != "none":
+        texts = texts.str.normalize(policy.normalization)
+    if policy.strip_invisible:
+        texts = texts.str.replace(INVISIBLE, "", regex=True)
+    if policy.casefold:
+        texts = texts.str.casefold()
+    return texts
+
+
 def load_bundle(
     *,
     synthetic: str | Path,
     membership: MembershipPolicy,
+    text: TextPolicy | None = None,
     train: str | Path | None = None,
     holdout: str | Path | None = None,
     source: str | Path | None = None,
@@ -288,6 +306,9 @@ def load_bundle(
         )
     tables["synthetic"] = read_table(synthetic)
     synthetic_frame = _synthetic_frame(tables["synthetic"])
+    text_policy = text or TextPolicy()
+    frame["text"] = normalize_text(frame["text"], text_policy)
+    synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text_policy)
 
     _reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
     _reject_shared_users(frame)

@@ -120,19 +120,22 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
     out.append("<h2>Witnesses</h2>")
     redacted = result.policy.evidence.redact_witnesses
     out.append(
-        f"<p class=note>{'Redacted: a keyed hash and a masked snippet per feature.' if redacted else 'RAW TEXT: redaction is off in this policy.'}</p>"
+        f"<p class=note>{'Redacted: a masked snippet and a keyed hash per feature (its last 12 hex digits here; the full hash in witnesses.csv). One witness per feature; records counts the source records that carry it.' if redacted else 'RAW TEXT: redaction is off in this policy.'}</p>"
     )
     out.append(
-        "<table><tr><th>audit</th><th>class</th><th>feature</th><th>source record</th><th>user</th>"
-        "<th>split</th><th>synthetic record</th><th>score</th></tr>"
+        "<table><tr><th>audit</th><th>class</th><th>feature</th><th>keyed hash</th>"
+        "<th>source record</th><th>records</th><th>user</th><th>split</th>"
+        "<th>synthetic record</th><th>score</th></tr>"
     )
     for name, outcome in result.audits.items():
         if outcome.result is None:
             continue
         for w in outcome.result.witnesses:
             out.append(
-                f"<tr><td>{name}</td><td>{w.feature_class}</td><td><code>{escape(w.feature)}</code></td>"
-                f"<td>{escape(w.source_record_id)}</td><td>{escape(w.user_id)}</td><td>{w.split}</td>"
+                f"<tr><td>{name}</td><td>{escape(w.feature_class)}{'/' + escape(w.kind) if w.kind else ''}</td>"
+                f"<td><code>{escape(w.feature)}</code></td><td><code>{escape(w.feature_hash[-12:])}</code></td>"
+                f"<td>{escape(w.source_record_id)}</td><td class=num>{w.records}</td>"
+                f"<td>{escape(w.user_id)}</td><td>{w.split}</td>"
                 f"<td>{escape(w.synthetic_record_id)}</td><td class=num>{_num(w.score)}</td></tr>"
             )
     out.append("</table></body></html>")

@@ -123,9 +123,19 @@ def make_plots(result: GateResult, directory: Path) -> list[Path]:
                 bars.setdefault(m.spec.chart, []).append(m)
         for c in outcome.result.curves:
             lines.setdefault(c.chart, []).append(c)
+    used = {"epsilon.png"}
+
+    def unique(chart: str) -> Path:
+        name, n = _file_name(chart), 1
+        while name in used:
+            n += 1
+            name = f"{_file_name(chart)[: -len('.png')]}-{n}.png"
+        used.add(name)
+        return directory / name
+
     made: list[Path | None] = [
-        bar_chart(chart, metrics, directory / _file_name(chart)) for chart, metrics in bars.items()
+        bar_chart(chart, metrics, unique(chart)) for chart, metrics in bars.items()
     ]
-    made += [curve_chart(chart, cs, directory / _file_name(chart)) for chart, cs in lines.items()]
+    made += [curve_chart(chart, cs, unique(chart)) for chart, cs in lines.items()]
     made.append(epsilon_plot(result, directory / "epsilon.png"))
     return [p for p in made if p is not None]

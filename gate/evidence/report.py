@@ -1,4 +1,4 @@
-"""``report.json`` (DESIGN.md contract, schema_version 1), written atomically."""
+"""``report.json`` (schema_version 1; README, "Reading a report")."""
 
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ def print_summary(result: GateResult, console: Console, *, report_path: str | No
             )
             for w in shown:
                 console.print(
-                    f"  [{w.feature_class}] {w.feature}  <- {w.split} record "
+                    f"  [{w.feature_class}{':' + w.kind if w.kind else ''}] {w.feature}  <- "
+                    f"{w.split} record "
                     f"{w.source_record_id} (user {w.user_id}) in synthetic {w.synthetic_record_id}",
                     highlight=False,
                     markup=False,

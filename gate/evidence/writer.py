@@ -52,8 +52,10 @@ def witnesses_csv(result: GateResult) -> str:
         [
             "audit",
             "class",
+            "kind",
             "feature",
             "feature_hash",
+            "records",
             "source_record_id",
             "user_id",
             "split",
@@ -69,8 +71,10 @@ def witnesses_csv(result: GateResult) -> str:
                 [
                     name,
                     w.feature_class,
+                    w.kind or "",
                     w.feature,
                     w.feature_hash,
+                    w.records,
                     w.source_record_id,
                     w.user_id,
                     w.split,

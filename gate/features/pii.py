@@ -102,7 +102,13 @@ def detect_pii(
     """Detect PII entities of the given types in every text."""
     analyzer = build_analyzer(engine, spacy_model)
     supported = set(analyzer.get_supported_entities(language="en"))
-    wanted = [e for e in entities if e in supported]  # e.g. no PERSON without an NLP model
+    missing = sorted(set(entities) - supported)
+    if missing:  # never search fewer types than the policy asked for
+        raise ValueError(
+            f"the {engine!r} PII engine cannot find entity types {missing}; it finds "
+            f"{sorted(supported)}"
+        )
+    wanted = list(entities)
     docs: list[int] = []
     types: list[str] = []
     raw: list[str] = []

@@ -5,79 +5,125 @@ members of :class:`~gate.policy.models.Policy`. A policy that names a plug-in (a
 key, a ``class`` or a ``scorer`` the built-ins do not know) is validated against a
 subclass of ``Policy`` extended with the plug-ins' own configuration models, so their
 settings are checked as strictly as the built-ins' (unknown keys, ranges, YAML paths).
-A name nobody registered stays an error ("unknown key" or "unknown class").
+A name nobody registered stays an error ("unknown key" or "unknown class"); a plug-in
+whose configuration model is unusable is refused with a message that names it.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
+import typing
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import Field, create_model
+from pydantic import BaseModel, Field, PydanticUserError, create_model
 
 from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
 from gate.policy.models import (
+    AuditConfig,
     Audits,
     DisclosureAudit,
     EmbeddingScorer,
+    FeatureClassConfig,
     MembershipAudit,
     NgramFeatures,
     NgramScorer,
     PiiFeatures,
     PiiScorer,
     Policy,
+    ScorerConfig,
     SemanticFeatures,
 )
+from gate.registry import PluginUnavailableError, Registry
 
 _BUILTIN_CLASSES = (NgramFeatures, PiiFeatures, SemanticFeatures)
 _BUILTIN_SCORERS = (NgramScorer, PiiScorer, EmbeddingScorer)
+_BUILTIN_CLASS_NAMES = {m.model_fields["feature_class"].default for m in _BUILTIN_CLASSES}
+_BUILTIN_SCORER_NAMES = {m.model_fields["scorer"].default for m in _BUILTIN_SCORERS}
 
 
-def _plugin_names(data: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
-    """Names in the raw policy that are neither built in nor unknown to every registry."""
+def _names(items: Any, key: str) -> set[str]:
+    """String values of ``key`` in a list of mappings (a scorer may also be a bare name)."""
+    if not isinstance(items, list | tuple):
+        return set()
+    found = set()
+    for item in items:
+        value = (
+            item
+            if isinstance(item, str)
+            else (item.get(key) if isinstance(item, Mapping) else None)
+        )
+        if isinstance(value, str):
+            found.add(value)
+    return found
+
+
+def _plugin_names(data: Mapping[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """Names in the raw policy that are not built in but that some registry knows."""
     audits = data.get("audits")
     if not isinstance(audits, Mapping):
-        return (), (), ()
-    audit_names = tuple(
-        sorted(n for n in audits if isinstance(n, str) and n not in Audits.model_fields)
-    )
-    classes: set[Any] = set()
+        return [], [], []
     disclosure = audits.get("disclosure")
-    if isinstance(disclosure, Mapping) and isinstance(disclosure.get("features"), list):
-        classes = {f.get("class") for f in disclosure["features"] if isinstance(f, Mapping)}
-    scorers: set[Any] = set()
     membership = audits.get("membership")
-    if isinstance(membership, Mapping) and isinstance(membership.get("scorers"), list):
-        scorers = {
-            s if isinstance(s, str) else s.get("scorer")
-            for s in membership["scorers"]
-            if isinstance(s, str | Mapping)
-        }
-    builtin_classes = {m.model_fields["feature_class"].default for m in _BUILTIN_CLASSES}
-    builtin_scorers = {m.model_fields["scorer"].default for m in _BUILTIN_SCORERS}
-    known = (
-        (audit_names, AUDITS),
-        (
-            sorted(c for c in classes if isinstance(c, str) and c not in builtin_classes),
-            DISCLOSURE_CLASSES,
-        ),
-        (
-            sorted(s for s in scorers if isinstance(s, str) and s not in builtin_scorers),
-            MEMBERSHIP_SCORERS,
-        ),
+    classes = _names(
+        disclosure.get("features") if isinstance(disclosure, Mapping) else None, "class"
     )
-    return tuple(tuple(n for n in names if n in registry.names()) for names, registry in known)
+    scorers = _names(
+        membership.get("scorers") if isinstance(membership, Mapping) else None, "scorer"
+    )
+    wanted: tuple[tuple[set[str], Registry[Any]], ...] = (
+        ({n for n in audits if isinstance(n, str)} - set(Audits.model_fields), AUDITS),
+        (classes - _BUILTIN_CLASS_NAMES, DISCLOSURE_CLASSES),
+        (scorers - _BUILTIN_SCORER_NAMES, MEMBERSHIP_SCORERS),
+    )
+    out: list[list[str]] = []
+    for names, registry in wanted:
+        known = set(registry.names())
+        out.append(sorted(n for n in names if n in known))
+    return out[0], out[1], out[2]
+
+
+def _config_model(registry: Registry[Any], name: str, base: type[BaseModel], tag: str) -> Any:
+    """The plug-in's configuration model, checked: a subclass of ``base`` whose ``tag``
+    field (if any) is ``Literal[name]``."""
+    model = getattr(registry.get(name), "config_model", None)
+    if not (isinstance(model, type) and issubclass(model, base)):
+        raise PluginUnavailableError(
+            f"{registry.kind} {name!r}: config_model must be a subclass of "
+            f"gate.policy.models.{base.__name__}; found {model!r}"
+        )
+    if tag:
+        field = model.model_fields[tag]
+        if typing.get_origin(field.annotation) is not typing.Literal or typing.get_args(
+            field.annotation
+        ) != (name,):
+            raise PluginUnavailableError(
+                f"{registry.kind} {name!r}: its config_model's {tag!r} field must be "
+                f"Literal[{name!r}]; found {field.annotation!r}"
+            )
+    return model
 
 
 def policy_model(data: Mapping[str, Any]) -> type[Policy]:
     """The model to validate ``data`` with: ``Policy`` itself, or ``Policy`` extended by
-    the plug-ins ``data`` names (their packages are imported here)."""
+    the plug-ins ``data`` names (their packages are imported here).
+
+    Raises:
+        PluginUnavailableError: a named plug-in cannot be loaded or its configuration
+            model is unusable.
+    """
     audits, classes, scorers = _plugin_names(data)
     if not (audits or classes or scorers):
         return Policy
-    return _extended(audits, classes, scorers)
+    return _extended(
+        tuple((n, _config_model(AUDITS, n, AuditConfig, "")) for n in audits),
+        tuple(
+            _config_model(DISCLOSURE_CLASSES, n, FeatureClassConfig, "feature_class")
+            for n in classes
+        ),
+        tuple(_config_model(MEMBERSHIP_SCORERS, n, ScorerConfig, "scorer") for n in scorers),
+    )
 
 
 def _tagged_union(models: tuple[Any, ...], discriminator: str) -> Any:
@@ -87,24 +133,35 @@ def _tagged_union(models: tuple[Any, ...], discriminator: str) -> Any:
 
 @functools.cache
 def _extended(
-    audits: tuple[str, ...], classes: tuple[str, ...], scorers: tuple[str, ...]
+    audits: tuple[tuple[str, Any], ...], classes: tuple[Any, ...], scorers: tuple[Any, ...]
 ) -> type[Policy]:
-    fields: dict[str, Any] = {name: (AUDITS.get(name).config_model | None, None) for name in audits}
-    if classes:
-        models = (*_BUILTIN_CLASSES, *(DISCLOSURE_CLASSES.get(c).config_model for c in classes))
-        features: Any = list.__class_getitem__(_tagged_union(models, "feature_class"))
-        disclosure = create_model(
-            "DisclosureAudit", __base__=DisclosureAudit, features=(features, Field(min_length=1))
-        )
-        fields["disclosure"] = (disclosure | None, None)
-    if scorers:
-        models = (*_BUILTIN_SCORERS, *(MEMBERSHIP_SCORERS.get(s).config_model for s in scorers))
-        scorer_tuple: Any = tuple.__class_getitem__((_tagged_union(models, "scorer"), ...))
-        membership = create_model(
-            "MembershipAudit",
-            __base__=MembershipAudit,
-            scorers=(scorer_tuple, Field((NgramScorer(),), min_length=1)),
-        )
-        fields["membership"] = (membership | None, None)
-    extended_audits = create_model("Audits", __base__=Audits, **fields)
-    return create_model("Policy", __base__=Policy, audits=(extended_audits, ...))
+    """Cached by the plug-in models themselves, so a re-registered plug-in gets a new
+    schema."""
+    fields: dict[str, Any] = {name: (model | None, None) for name, model in audits}
+    try:
+        if classes:
+            features: Any = list.__class_getitem__(
+                _tagged_union((*_BUILTIN_CLASSES, *classes), "feature_class")
+            )
+            disclosure = create_model(
+                "DisclosureAudit",
+                __base__=DisclosureAudit,
+                features=(features, Field(min_length=1)),
+            )
+            fields["disclosure"] = (disclosure | None, None)
+        if scorers:
+            scorer_list: Any = list.__class_getitem__(
+                _tagged_union((*_BUILTIN_SCORERS, *scorers), "scorer")
+            )
+            membership = create_model(
+                "MembershipAudit",
+                __base__=MembershipAudit,
+                scorers=(scorer_list, Field(default_factory=lambda: [NgramScorer()])),
+            )
+            fields["membership"] = (membership | None, None)
+        extended_audits = create_model("Audits", __base__=Audits, **fields)
+        return create_model("Policy", __base__=Policy, audits=(extended_audits, ...))
+    except PydanticUserError as exc:
+        raise PluginUnavailableError(
+            f"a plug-in's configuration model cannot extend the policy schema: {exc}"
+        ) from exc

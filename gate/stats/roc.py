@@ -26,10 +26,16 @@ class RocCurve(NamedTuple):
 
 class RocResult(NamedTuple):
     auc: float
-    p_value: float  # one-sided Mann-Whitney: train scores stochastically larger
+    p_value: float  # one-sided: train scores stochastically larger
     n_train: int
     n_holdout: int
     curve: RocCurve
+    p_value_method: str = "mann-whitney"  # see auc_p_value
+
+
+PERMUTATION_LIMIT = 5000  # users above the lowest score up to which ties are permuted
+PERMUTATIONS = 9999
+_CHUNK = 250
 
 
 def _split(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,26 +64,84 @@ def roc_curve(*, scores: np.ndarray, is_train: np.ndarray) -> RocCurve:
     return RocCurve(fpr=fpr, tpr=tpr, thresholds=thresholds)
 
 
-def roc_auc(*, scores: np.ndarray, is_train: np.ndarray) -> RocResult:
-    """AUC = U / (n_train n_holdout) with ties counted 1/2, and the one-sided Mann-Whitney
-    p-value of "train scores are not larger" (asymptotic with tie correction for large
-    samples, exact for small ones without ties)."""
+def auc_p_value(
+    *, scores: np.ndarray, is_train: np.ndarray, rng: np.random.Generator | None = None
+) -> tuple[float, str]:
+    """One-sided p-value of "train scores are not larger" under random membership, and
+    the method that gave it.
+
+    * every score tied: 1;
+    * two distinct scores: exact; the number of train users among those with the higher
+      score is hypergeometric under the null;
+    * ties, and at most ``PERMUTATION_LIMIT`` users above the lowest score: a Monte Carlo
+      permutation test (``PERMUTATIONS`` draws from ``rng``, p = (1 + #{U* >= U}) /
+      (1 + draws), valid at any sample size). The normal approximation is too optimistic
+      when few users have a non-zero score;
+    * otherwise scipy's Mann-Whitney U test (exact without ties for small samples,
+      asymptotic with tie correction).
+    """
+    s, y = _split(scores, is_train)
+    distinct = np.unique(s)
+    if distinct.size == 1:
+        return 1.0, "all tied"
+    n, n1 = s.size, int(y.sum())
+    if distinct.size == 2:
+        top = s == distinct[1]
+        observed = int((top & y).sum())
+        return float(stats.hypergeom.sf(observed - 1, n, n1, int(top.sum()))), "exact"
+    above = s > distinct[0]
+    m = int(above.sum())
+    if distinct.size < n and m <= PERMUTATION_LIMIT:
+        if rng is None:
+            raise ValueError("rng is required for the permutation p-value of tied scores")
+        return _permutation_p_value(s, y, above, rng), f"permutation ({PERMUTATIONS} draws)"
+    p = stats.mannwhitneyu(s[y], s[~y], alternative="greater", method="auto").pvalue
+    return float(p), "mann-whitney"
+
+
+def _permutation_p_value(
+    s: np.ndarray, y: np.ndarray, above: np.ndarray, rng: np.random.Generator
+) -> float:
+    """Permutation of the labels, drawn only over the users above the lowest score: the
+    number of train users among them is hypergeometric, and which ones a uniform subset.
+    The rank sum of train users is the statistic (U up to a constant)."""
+    ranks = stats.rankdata(s)
+    n, n1 = s.size, int(y.sum())
+    high = ranks[above]
+    low_rank = (n - high.size + 1) / 2.0  # midrank of the users at the lowest score
+    observed = float(ranks[y].sum())
+    tolerance = 1e-9 * max(1.0, abs(observed))
+    at_least = 0
+    done = 0
+    while done < PERMUTATIONS:
+        k = min(_CHUNK, PERMUTATIONS - done)
+        counts = rng.hypergeometric(n1, n - n1, high.size, size=k)
+        shuffled = rng.permuted(np.broadcast_to(high, (k, high.size)), axis=1)
+        prefix = np.concatenate([np.zeros((k, 1)), np.cumsum(shuffled, axis=1)], axis=1)
+        sums = prefix[np.arange(k), counts] + (n1 - counts) * low_rank
+        at_least += int((sums >= observed - tolerance).sum())
+        done += k
+    return (1.0 + at_least) / (1.0 + PERMUTATIONS)
+
+
+def roc_auc(
+    *, scores: np.ndarray, is_train: np.ndarray, rng: np.random.Generator | None = None
+) -> RocResult:
+    """AUC = U / (n_train n_holdout) with ties counted 1/2, and the one-sided p-value of
+    "train scores are not larger" (:func:`auc_p_value`; ``rng`` is needed when scores are
+    tied and few users score above the lowest value)."""
     s, y = _split(scores, is_train)
     n1, n0 = int(y.sum()), int((~y).sum())
     ranks = stats.rankdata(s)
     u = float(ranks[y].sum() - n1 * (n1 + 1) / 2.0)
-    if np.ptp(s) == 0:  # every score tied: no evidence either way
-        p_value = 1.0
-    else:
-        p_value = float(
-            stats.mannwhitneyu(s[y], s[~y], alternative="greater", method="auto").pvalue
-        )
+    p_value, method = auc_p_value(scores=s, is_train=y, rng=rng)
     return RocResult(
         auc=u / (n1 * n0),
         p_value=p_value,
         n_train=n1,
         n_holdout=n0,
         curve=roc_curve(scores=s, is_train=y),
+        p_value_method=method,
     )
 
 
@@ -101,7 +165,10 @@ class TwoSampleResult(NamedTuple):
 
 
 def similarity_two_sample(
-    *, train_similarity: np.ndarray, holdout_similarity: np.ndarray
+    *,
+    train_similarity: np.ndarray,
+    holdout_similarity: np.ndarray,
+    rng: np.random.Generator | None = None,
 ) -> TwoSampleResult:
     """Are train records closer to the release than holdout records?
 
@@ -113,7 +180,9 @@ def similarity_two_sample(
     if a.size == 0 or b.size == 0:
         raise ValueError(f"both samples must be non-empty; found sizes {a.size} and {b.size}")
     result = roc_auc(
-        scores=np.r_[a, b], is_train=np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)]
+        scores=np.r_[a, b],
+        is_train=np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)],
+        rng=rng,
     )
     return TwoSampleResult(
         auc=result.auc,
