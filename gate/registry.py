@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
 
-from gate.errors import AuditError
+from gate.errors import AuditError, missing_dependency_message
 
 T = TypeVar("T")
 
@@ -98,8 +98,7 @@ class Registry(Generic[T]):
                 importlib.import_module(self._builtins[name])
             except ImportError as exc:
                 raise PluginUnavailableError(
-                    f"{self.kind} {name!r} needs a package that is not installed ({exc}); "
-                    "install the extra it needs (see the README)"
+                    missing_dependency_message(exc, needed_by=f"{self.kind} {name!r}")
                 ) from exc
         elif entries:
             entry = entries[0]

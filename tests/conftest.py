@@ -24,6 +24,16 @@ audits:
 """
 
 
+@pytest.fixture(autouse=True)
+def _work_in_a_temporary_directory(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test runs in a directory of its own, so that the default MLflow store
+    (./mlflow.db, ./mlruns) and gate-report/ never land in the checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
 def write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

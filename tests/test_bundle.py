@@ -216,10 +216,12 @@ def test_source_file_needs_valid_split(tmp_path: Path, bundle_files: dict[str, P
 def test_source_and_train_are_exclusive(bundle_files: dict[str, Path]) -> None:
     with pytest.raises(BundleError, match="either --source or --train/--holdout"):
         load(bundle_files, source=bundle_files["train"])
-    with pytest.raises(BundleError, match="source records are missing"):
+    with pytest.raises(BundleError, match="--train is given without --holdout"):
         load_bundle(
             membership=MEMBERSHIP, train=bundle_files["train"], synthetic=bundle_files["synthetic"]
         )
+    with pytest.raises(BundleError, match="source records are missing"):
+        load_bundle(membership=MEMBERSHIP, synthetic=bundle_files["synthetic"])
 
 
 def test_one_side_empty_is_rejected(tmp_path: Path, bundle_files: dict[str, Path]) -> None:

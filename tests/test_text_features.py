@@ -43,12 +43,26 @@ TEXTS = [
 ]
 
 
-def test_presidio_patterns_mode_finds_numbers_and_emails_not_names() -> None:
+def test_presidio_patterns_mode_refuses_names_instead_of_skipping_them() -> None:
+    with pytest.raises(
+        ValueError, match=r"'patterns' PII engine cannot find entity types \['PERSON'\]"
+    ):
+        detect_pii(
+            TEXTS,
+            engine="patterns",
+            spacy_model="unused",
+            entities=["PERSON", "EMAIL_ADDRESS"],
+            score_threshold=0.35,
+            normalize=True,
+        )
+
+
+def test_presidio_patterns_mode_finds_numbers_and_emails() -> None:
     found = detect_pii(
         TEXTS,
         engine="patterns",
         spacy_model="unused",
-        entities=["PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE"],
+        entities=["EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE"],
         score_threshold=0.35,
         normalize=True,
     )

@@ -289,6 +289,11 @@ def load_bundle(
             )
         frame = _source_frame(table, split, id_prefix="")
     else:
+        if (train is None) != (holdout is None):
+            given, missing = (
+                ("--train", "--holdout") if holdout is None else ("--holdout", "--train")
+            )
+            raise BundleError(f"{given} is given without {missing}: give both (or --source)")
         if train is None or holdout is None:
             raise BundleError(
                 "source records are missing: give --train and --holdout, --source, or --manifest"

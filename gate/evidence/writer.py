@@ -127,6 +127,9 @@ def prepare_out_dir(out_dir: Path) -> None:
             else:
                 path.unlink(missing_ok=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.parent.glob(f".{out_dir.name}.*.tmp"):  # left by a killed run
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _write_files(

@@ -1,0 +1,652 @@
+"""The fault and bad-input suite: no fault, odd input or interruption makes the gate say
+PASS, leave a PASS behind, answer with a misleading exit code, or leak the text it
+protects. Each case was a defect found by trying the gate as a new user and as an
+adversary would (see the README, "Faults and bad input")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from gate.api import run_gate
+from gate.cli import main
+from gate.data.bundle import load_bundle
+from gate.policy import parse_policy
+from gate.policy.models import MembershipPolicy
+
+from .conftest import MINIMAL_POLICY, REPO, unique_text, write_jsonl, write_policy
+
+GATE = [sys.executable, "-m", "gate"]
+SECRET = "Zebulon Quarrington"  # a private name that must never reach a message
+
+
+def gate(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [*GATE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def check_args(files: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return [
+        "check",
+        "--quiet",
+        "--policy",
+        str(files["policy"]),
+        "--train",
+        str(files["train"]),
+        "--holdout",
+        str(files["holdout"]),
+        "--synthetic",
+        str(files["synthetic"]),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def report(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text())
+
+
+def clean_release(files: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
+    """The bundle of conftest with a release that copies nothing: PASS."""
+    clean = write_jsonl(
+        tmp_path / "clean.jsonl", [{"text": unique_text(900 + i)} for i in range(10)]
+    )
+    return {**files, "synthetic": clean}
+
+
+def no_verdict(out: Path) -> bool:
+    return not any((out / name).exists() for name in ("report.json", "summary.md", "junit.xml"))
+
+
+# ---------------------------------------------------------------- false or stale PASS
+
+
+def accented(i: int) -> str:
+    return " ".join(f"café{i}x{j} résumé{i}y{j} Zoë{i}z{j}" for j in range(4))
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda t: unicodedata.normalize("NFD", t),
+        lambda t: t.replace(" ", "\u200b "),  # zero-width spaces before every space
+        lambda t: unicodedata.normalize("NFKD", t).replace("x", "\uff58"),  # full-width x
+    ],
+    ids=["NFD", "zero-width", "full-width"],
+)
+def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path, transform) -> None:
+    train = write_jsonl(
+        tmp_path / "t.jsonl", [{"user_id": f"t{i}", "text": accented(i)} for i in range(20)]
+    )
+    holdout = write_jsonl(
+        tmp_path / "h.jsonl", [{"user_id": f"h{i}", "text": accented(100 + i)} for i in range(20)]
+    )
+    release = write_jsonl(
+        tmp_path / "s.jsonl", [{"text": transform(accented(i))} for i in range(20)]
+    )
+    files = {"train": train, "holdout": holdout, "synthetic": release}
+    files["policy"] = write_policy(tmp_path / "p.yaml")
+    assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == 1
+    metrics = report(tmp_path / "out")["audits"]["disclosure"]["metrics"]
+    assert metrics["ngram.epsilon_lower_exact"] > 0.5 and metrics["ngram.holdout_disclosures"] == 0
+    effective = report(tmp_path / "out")["policy"]["effective"]["text"]
+    assert effective["normalization"] == "NFKC" and effective["strip_invisible"] is True
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+@pytest.mark.parametrize("key", ["max_epsilon", "max_excess_disclosures"])
+def test_non_finite_thresholds_are_refused(
+    tmp_path: Path, key: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_policy(
+        tmp_path / "p.yaml",
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        f"    thresholds: {{{key}: {value}}}\n",
+    )
+    assert main(["policy", "validate", str(policy)]) == 2
+    assert (
+        f"p.yaml:6: audits.disclosure.thresholds.{key}: Input should be" in capsys.readouterr().err
+    )
+
+
+def test_a_failed_run_leaves_no_earlier_pass(bundle_files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 0
+    assert report(out)["passed"] is True
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"text": 3}])
+    assert main([*check_args({**bundle_files, "synthetic": bad}, out), "--no-mlflow"]) == 2
+    assert report(out)["passed"] is True  # bad input writes nothing and deletes nothing
+    assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
+    assert report(out)["passed"] is False
+
+
+def leaky_big(tmp_path: Path, users: int = 4000) -> dict[str, Path]:
+    """Enough users that the audits take a few seconds (time to interrupt them)."""
+    rng = np.random.default_rng(0)
+    train_flags = rng.random(users) < 0.5
+    rows = [{"user_id": f"u{u}", "text": unique_text(u, words=60)} for u in range(users)]
+    train = [r for r, f in zip(rows, train_flags, strict=True) if f]
+    holdout = [r for r, f in zip(rows, train_flags, strict=True) if not f]
+    return {
+        "train": write_jsonl(tmp_path / "bt.jsonl", train),
+        "holdout": write_jsonl(tmp_path / "bh.jsonl", holdout),
+        "synthetic": write_jsonl(tmp_path / "bs.jsonl", [{"text": r["text"]} for r in train[:500]]),
+        "policy": write_policy(
+            tmp_path / "bp.yaml", MINIMAL_POLICY.replace("n_max: 4", "n_max: 12")
+        ),
+    }
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_killed_run_leaves_no_verdict_and_no_stale_pass(
+    bundle_files: dict[str, Path], tmp_path: Path, sig: signal.Signals
+) -> None:
+    out = tmp_path / "out"
+    assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 0
+    files = leaky_big(tmp_path)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [*GATE, *check_args(files, out)], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while (out / "report.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the old verdict goes when the audits start
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(sig)
+    code = process.wait(timeout=120)
+    assert no_verdict(out)
+    if sig == signal.SIGTERM:
+        assert code == 3 and "terminated" in process.stderr.read()
+        assert not list(tmp_path.glob(".out.*.tmp")), "SIGTERM cleans its staging directory"
+    # the next run cleans what a SIGKILL left and writes a complete set
+    assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
+    assert report(out)["status"] == "fail" and not list(tmp_path.glob(".out.*.tmp"))
+
+
+def test_an_interrupted_mlflow_run_is_not_finished_and_leaves_no_verdict(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill while the artifacts are being logged: no report.json, and the MLflow run
+    is not FINISHED and carries no verdict tag."""
+    import mlflow
+
+    real = mlflow.log_artifact
+
+    def killed_at_the_report(path, *args, **kwargs):
+        if Path(path).name == "report.json":
+            raise KeyboardInterrupt
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(mlflow, "log_artifact", killed_at_the_report)
+    out = tmp_path / "out"
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    assert main([*check_args(bundle_files, out), "--tracking-uri", store]) == 3
+    assert no_verdict(out)
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = [r for r in runs if "gate.audit" not in r.data.tags]
+    assert len(parent) == 1 and parent[0].info.status in ("KILLED", "FAILED")
+    assert "gate.passed" not in parent[0].data.tags
+
+
+def test_artifact_logging_failure_is_an_error_without_a_pass_tag(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+
+    def broken(*args, **kwargs):
+        raise OSError("artifact store unavailable")
+
+    monkeypatch.setattr(mlflow, "log_artifact", broken)
+    out = tmp_path / "out"
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    files = clean_release(bundle_files, tmp_path)
+    assert main([*check_args(files, out), "--tracking-uri", store]) == 3
+    assert (
+        report(out)["status"] == "error"
+        and "artifact store unavailable" in report(out)["evidence_error"]
+    )
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    assert parent.info.status == "FAILED" and "gate.passed" not in parent.data.tags
+
+
+@pytest.mark.parametrize("side", ["train", "holdout"])
+def test_a_side_with_only_white_space_is_bad_input(
+    bundle_files: dict[str, Path], tmp_path: Path, side: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blank = write_jsonl(
+        tmp_path / "blank.jsonl", [{"user_id": f"b{i}", "text": " \n\t"} for i in range(20)]
+    )
+    assert main([*check_args({**bundle_files, side: blank}, tmp_path / "out"), "--no-mlflow"]) == 2
+    assert f"all 20 {side} records are empty or white space" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("status", ["pass", "fail"])
+def test_a_plot_failure_never_hides_a_fail_and_never_passes(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr("gate.evidence.plots.make_plots", broken)
+    files = clean_release(bundle_files, tmp_path) if status == "pass" else bundle_files
+    code = main([*check_args(files, tmp_path / "out"), "--no-mlflow"])
+    data = report(tmp_path / "out")
+    if status == "fail":
+        assert code == 1 and data["status"] == "fail"
+        assert "plots failed: RuntimeError: no fonts" in data["evidence"]["warnings"][0]
+    else:
+        assert code == 3 and data["status"] == "error" and "no fonts" in data["evidence_error"]
+
+
+# ---------------------------------------------------------------- no private text in errors
+
+
+def private_inputs(tmp_path: Path) -> list[Path]:
+    """Files whose text column is bad in ways that used to echo the record."""
+    record = f"Hey, {SECRET} writing about order A5168314 and my card"
+    paths = []
+    for name, value in (("bytes", record.encode()), ("list", [record, record])):
+        path = tmp_path / f"{name}.parquet"
+        pd.DataFrame({"text": [value], "user_id": ["u1"]}).to_parquet(path)
+        paths.append(path)
+    paths.append(write_jsonl(tmp_path / "number.jsonl", [{"text": record}, {"text": 12}]))
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps({"text": record}) + "\n" + '{"text": "' + record + "\n")
+    paths.append(path)
+    path = tmp_path / "dup.jsonl"
+    path.write_text(
+        "".join(json.dumps({"record_id": "r1", "text": record}) + "\n" for _ in range(2))
+    )
+    paths.append(path)
+    return paths
+
+
+def test_no_error_message_holds_the_inputs_text(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for bad in private_inputs(tmp_path):
+        for role in ("train", "synthetic"):
+            code = main([*check_args({**bundle_files, role: bad}, tmp_path / "out"), "--no-mlflow"])
+            err = capsys.readouterr().err
+            assert code == 2, (bad.name, role, err)
+            assert bad.name in err and SECRET not in err and "A5168314" not in err, err
+
+
+# ---------------------------------------------------------------- exit codes and hangs
+
+
+def test_exit_codes_of_odd_arguments(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as info:
+        main([*check_args(bundle_files, out), "--seed", "-1"])
+    assert info.value.code == 2
+    assert "--seed: must be an integer >= 0; found -1" in capsys.readouterr().err
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    cases = {
+        "--out names a file": [*check_args(bundle_files, a_file)],
+        "--out is not a report directory": [*check_args(bundle_files, REPO / "gate")],
+        "--out /": [*check_args(bundle_files, Path("/"))],
+        "--manifest names a directory": [
+            "check",
+            "--policy",
+            str(bundle_files["policy"]),
+            "--manifest",
+            str(tmp_path),
+            "--synthetic",
+            str(bundle_files["synthetic"]),
+        ],
+        "--train without --holdout": [
+            "check",
+            "--policy",
+            str(bundle_files["policy"]),
+            "--train",
+            str(bundle_files["train"]),
+            "--synthetic",
+            str(bundle_files["synthetic"]),
+        ],
+    }
+    for what, args in cases.items():
+        started = time.perf_counter()
+        assert main([*args, "--no-mlflow"]) == 2, what
+        err = capsys.readouterr().err
+        assert err.startswith("gate: error: ") and err.count("\n") == 1, (what, err)
+        assert time.perf_counter() - started < 30, what
+    assert "--holdout" in main_error(capsys, cases["--train without --holdout"])
+    assert "a-file: exists and is not a directory" in main_error(
+        capsys, cases["--out names a file"]
+    )
+
+
+def main_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    main([*args, "--no-mlflow"])
+    return capsys.readouterr().err
+
+
+def test_deeply_nested_inputs_are_bad_input(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep_json = tmp_path / "deep.jsonl"
+    deep_json.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    assert (
+        main([*check_args({**bundle_files, "synthetic": deep_json}, tmp_path / "o"), "--no-mlflow"])
+        == 2
+    )
+    assert "deep.jsonl: line 1: JSON nested too deeply" in capsys.readouterr().err
+    deep_yaml = tmp_path / "deep.yaml"
+    deep_yaml.write_text("a: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    assert main(["policy", "validate", str(deep_yaml)]) == 2
+    assert "deep.yaml: YAML nested too deeply" in capsys.readouterr().err
+
+
+def test_a_fifo_is_refused_without_hanging(bundle_files: dict[str, Path], tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    run = gate(
+        *check_args({**bundle_files, "synthetic": fifo}, tmp_path / "o"),
+        "--no-mlflow",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "pipe.jsonl: not a regular file" in run.stderr
+
+
+def test_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None:
+    """U+2028 is valid inside a JSON string; `gate split` writes it raw and `gate check`
+    reads it back (JSON Lines splits on \\n only)."""
+    rows = [
+        {"user_id": f"u{i}", "text": f"line one\u2028line two {unique_text(i)}"} for i in range(40)
+    ]
+    source = write_jsonl(tmp_path / "all.jsonl", rows)
+    assert (
+        main(
+            [
+                "split",
+                "--source",
+                str(source),
+                "--p",
+                "0.5",
+                "--seed",
+                "3",
+                "--out",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 0
+    )
+    assert "\u2028" in (tmp_path / "s" / "train.jsonl").read_text(encoding="utf-8")
+    release = write_jsonl(tmp_path / "r.jsonl", [{"text": "nothing copied here at all"}])
+    policy = write_policy(tmp_path / "p.yaml")
+    code = main(
+        [
+            "check",
+            "--quiet",
+            "--no-mlflow",
+            "--policy",
+            str(policy),
+            "--manifest",
+            str(tmp_path / "s" / "split-manifest.json"),
+            "--synthetic",
+            str(release),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert code == 0
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'{sys.executable} -m gate policy schema | head -c 10; echo " ${{PIPESTATUS[0]}}"',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert run.stdout.strip().endswith(" 0") and "Traceback" not in run.stderr
+
+
+def test_an_unexpected_error_is_one_line_and_exit_3(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def crash(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("gate.api.run_gate", crash)
+    assert main([*check_args(bundle_files, tmp_path / "out"), "--no-mlflow"]) == 3
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1
+        and "unexpected ZeroDivisionError: a bug" in err
+        and "Traceback" not in err
+    )
+    assert main(["--verbose", *check_args(bundle_files, tmp_path / "out"), "--no-mlflow"]) == 3
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_policy_that_asks_for_a_type_the_engine_cannot_find_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_policy(
+        tmp_path / "p.yaml",
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: pii, engine: patterns, entities: [PERSON, EMAIL_ADDRESS]}\n"
+        "    thresholds: {max_epsilon: 1}\n",
+    )
+    assert main(["policy", "validate", str(policy)]) == 2
+    assert "engine 'patterns' cannot find ['PERSON']" in capsys.readouterr().err
+    searched = parse_policy(
+        policy.read_text().replace("entities: [PERSON, EMAIL_ADDRESS]", "normalize: true")
+    )
+    assert "PERSON" not in searched.audits.disclosure.features[0].entities
+
+
+def test_a_typo_gets_a_suggestion(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = write_policy(tmp_path / "p.yaml", MINIMAL_POLICY.replace("max_epsilon", "max_epsilom"))
+    assert main(["policy", "validate", str(policy)]) == 2
+    assert "did you mean 'max_epsilon'?" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- concurrency and slow failures
+
+
+def test_results_do_not_depend_on_row_order(bundle_files: dict[str, Path], tmp_path: Path) -> None:
+    policy = parse_policy(
+        MINIMAL_POLICY + "  membership:\n    scorers: [ngram]\n    thresholds: {max_auc: 0.9}\n"
+    )
+    metrics = []
+    for seed in (None, 1, 2):
+        files = dict(bundle_files)
+        if seed is not None:
+            for side in ("train", "holdout"):
+                rows = [json.loads(x) for x in bundle_files[side].read_text().splitlines()]
+                order = np.random.default_rng(seed).permutation(len(rows))
+                files[side] = write_jsonl(
+                    tmp_path / f"{side}{seed}.jsonl", [rows[i] for i in order]
+                )
+        bundle = load_bundle(
+            membership=MembershipPolicy(),
+            train=files["train"],
+            holdout=files["holdout"],
+            synthetic=files["synthetic"],
+        )
+        result = run_gate(policy, bundle)
+        metrics.append(
+            {k: v for o in result.audits.values() for k, v in o.result.metric_values.items()}
+        )
+    assert metrics[0] == metrics[1] == metrics[2]
+
+
+@pytest.mark.parametrize("processes", [2, 8])
+def test_concurrent_checks_share_one_new_sqlite_store(
+    bundle_files: dict[str, Path], tmp_path: Path, processes: int
+) -> None:
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    running = [
+        subprocess.Popen(
+            [
+                *GATE,
+                *check_args(bundle_files, tmp_path / f"out{i}"),
+                "--tracking-uri",
+                store,
+                "--mlflow-timeout",
+                "300",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(processes)
+    ]
+    codes = [(p.wait(timeout=600), p.stderr.read()) for p in running]
+    assert all(code == 1 for code, _ in codes), codes
+    run_ids = {report(tmp_path / f"out{i}")["evidence"]["mlflow_run_id"] for i in range(processes)}
+    assert len(run_ids) == processes
+
+
+def test_an_unreachable_tracking_server_fails_within_the_deadline(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    started = time.perf_counter()
+    run = gate(
+        *check_args(bundle_files, tmp_path / "out"),
+        "--tracking-uri",
+        "http://127.0.0.1:9/",
+        "--mlflow-timeout",
+        "5",
+        cwd=tmp_path,
+    )
+    elapsed = time.perf_counter() - started
+    assert run.returncode == 3 and report(tmp_path / "out")["passed"] is False
+    assert (
+        "MLflow logging to http://127.0.0.1:9/ failed" in report(tmp_path / "out")["evidence_error"]
+    )
+    assert elapsed < 60, elapsed
+
+
+def test_an_unwritable_sqlite_store_fails_fast(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    started = time.perf_counter()
+    run = gate(
+        *check_args(bundle_files, tmp_path / "out"),
+        "--tracking-uri",
+        "sqlite:////proc/gate-cannot-write-here/mlflow.db",
+        cwd=tmp_path,
+    )
+    assert (
+        run.returncode == 3
+        and "MLflow logging to sqlite:////proc/" in report(tmp_path / "out")["evidence_error"]
+    )
+    assert time.perf_counter() - started < 60
+
+
+def test_library_warnings_stay_out_of_the_terminal(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    run = gate(*check_args(bundle_files, tmp_path / "out"), cwd=tmp_path)
+    assert run.returncode == 1
+    assert "Warning" not in run.stderr and "warn(" not in run.stderr, run.stderr
+
+
+# ---------------------------------------------------------------- the release workflow
+
+
+def test_the_release_workflow_installs_the_extras_and_its_check_step_runs(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "gate-release.yml").read_text())
+    inputs = workflow[True]["workflow_call"]["inputs"]  # YAML 1.1 reads `on` as True
+    assert inputs["gate-version"]["default"] == "gate[text,evidence]"
+    steps = {s.get("name"): s for s in workflow["jobs"]["gate"]["steps"]}
+    assert "inputs.gate-version" in steps["install gate"]["run"]
+    values = {
+        "policy": str(bundle_files["policy"]),
+        "synthetic": str(bundle_files["synthetic"]),
+        "manifest": "",
+        "train": str(bundle_files["train"]),
+        "holdout": str(bundle_files["holdout"]),
+    }
+    script = steps["gate check"]["run"]
+    for key, value in values.items():
+        script = script.replace(f"${{{{ inputs.{key} }}}}", value)
+    assert "${{" not in script
+    outputs = tmp_path / "github-output"
+    env = {
+        **os.environ,
+        "GITHUB_OUTPUT": str(outputs),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HF_HUB_OFFLINE": "1",
+    }
+    validate = steps["check the policy"]["run"].replace("${{ inputs.policy }}", values["policy"])
+    assert (
+        subprocess.run(["bash", "-c", validate], env=env, cwd=tmp_path, timeout=300).returncode == 0
+    )
+    subprocess.run(["bash", "-e", "-c", script], env=env, cwd=tmp_path, check=True, timeout=300)
+    assert outputs.read_text().split() == ["passed=false", "exit_code=1"]
+    assert report(tmp_path / "gate-report")["status"] == "fail"
+
+
+def test_an_evidence_write_that_runs_out_of_space_names_the_path(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def full(path, text):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr("gate.evidence.writer.atomic_write_text", full)
+    out = tmp_path / "out"
+    assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 3
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "out." in err and "no verdict was written" in err
+    assert no_verdict(out)
+
+
+def test_a_check_in_a_thread_is_not_required() -> None:
+    """The CLI installs its SIGTERM handler only in the main thread (a library caller may
+    run the gate in a worker thread)."""
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            main(["policy", "schema"])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(60)
+    assert not errors, errors
