@@ -14,10 +14,20 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip=(.venv/bin/python -m pip install --quiet --constraint constraints/local.txt)
 
+# Nothing to do when the same project files were installed with the same extras before.
+stamp=".venv/.gate-installed"
+wanted="$(cat pyproject.toml constraints/local.txt | sha256sum | cut -d' ' -f1) ${extras}"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && .venv/bin/python -c "import gate" 2>/dev/null; then
+  echo "gate already installed in .venv with extras [${extras}]" >&2
+  exit 0
+fi
+rm -f "$stamp"
+
 # torch first, pinned, whenever an extra needs it (text embeddings, remediation):
 # letting pip pick torch freely may pull a multi-GB CUDA build.
 case ",$extras," in
   *,text,*|*,remediation,*) "${pip[@]}" torch ;;
 esac
 "${pip[@]}" --editable ".[${extras}]"
+echo "$wanted" > "$stamp"
 echo "gate installed in .venv with extras [${extras}]" >&2
