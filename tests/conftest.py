@@ -44,6 +44,33 @@ def write_policy(path: Path, text: str = MINIMAL_POLICY) -> Path:
     return path
 
 
+def check_args(files: dict[str, Path], out: Path, *extra: str, **options: str) -> list[str]:
+    """``gate check`` arguments for a bundle of files (train, holdout, synthetic, policy);
+    ``options`` become ``--key value``."""
+    args = [
+        "check",
+        "--quiet",
+        "--policy",
+        str(files["policy"]),
+        "--train",
+        str(files["train"]),
+        "--holdout",
+        str(files["holdout"]),
+        "--synthetic",
+        str(files["synthetic"]),
+        "--out",
+        str(out),
+        *extra,
+    ]
+    for key, value in options.items():
+        args += [f"--{key}", value]
+    return args
+
+
+def read_report(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text())
+
+
 def unique_text(i: int, words: int = 12) -> str:
     """A sentence whose tokens are unique to record ``i``: every n-gram is rare."""
     return " ".join(f"w{i}x{j}" for j in range(words))

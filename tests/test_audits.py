@@ -113,11 +113,20 @@ def test_user_is_the_unit_of_the_test(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("scorer", ["pii", "embedding"])
-def test_unavailable_scorer_is_an_error_not_a_pass(tmp_path, scorer: str) -> None:
+def test_unavailable_scorer_is_an_error_not_a_pass(tmp_path, scorer: str, monkeypatch) -> None:
+    """The scorer's optional package is missing (simulated): an error naming the extra."""
+    module, function, package = {
+        "pii": ("gate.features.pii", "detect_pii", "presidio_analyzer"),
+        "embedding": ("gate.features.embeddings", "encode", "sentence_transformers"),
+    }[scorer]
+
+    def missing(*args, **kwargs):
+        raise ModuleNotFoundError(f"No module named {package!r}", name=package)
+
+    monkeypatch.setattr(f"{module}.{function}", missing)
     bundle, _ = make_bundle(tmp_path, phantom_only)
     policy = parse_policy(POLICY.replace("scorers: [ngram]", f"scorers: [ngram, {scorer}]"))
     result = run_gate(policy, bundle)
-    if result.audits["membership"].error is None:  # the scorer exists in this version
-        assert result.status in ("pass", "fail")
-    else:
-        assert result.status == "error" and scorer in result.audits["membership"].error
+    error = result.audits["membership"].error
+    assert result.status == "error" and result.exit_code == 3
+    assert f"needs the package {package!r}" in error and "pip install 'gate[text]'" in error

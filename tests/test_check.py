@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,31 +19,7 @@ from gate.plugins import AUDITS
 from gate.policy import load_policy
 from gate.results import AuditResult
 
-from .conftest import REPO, unique_text, write_jsonl, write_policy
-
-
-def check_args(files: dict[str, Path], out: Path, **extra: str) -> list[str]:
-    args = [
-        "check",
-        "--quiet",
-        "--policy",
-        str(files["policy"]),
-        "--train",
-        str(files["train"]),
-        "--holdout",
-        str(files["holdout"]),
-        "--synthetic",
-        str(files["synthetic"]),
-        "--out",
-        str(out),
-    ]
-    for key, value in extra.items():
-        args += [f"--{key}", value]
-    return args
-
-
-def read_report(out: Path) -> dict:
-    return json.loads((out / "report.json").read_text())
+from .conftest import REPO, check_args, read_report, unique_text, write_jsonl, write_policy
 
 
 def test_leaky_release_fails_with_exit_1(bundle_files: dict[str, Path], tmp_path: Path) -> None:
@@ -193,19 +168,24 @@ def test_audit_that_cannot_finish_exits_3_never_pass(
     assert report["audits"]["disclosure"]["passed"] is False
 
 
-def test_unavailable_feature_class_exits_3(bundle_files: dict[str, Path], tmp_path: Path) -> None:
+def test_unavailable_feature_class_exits_3(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The semantic class's package is missing (simulated): exit 3 naming the extra."""
+
+    def missing(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'faiss'", name="faiss")
+
+    monkeypatch.setattr("gate.features.embeddings.encode", missing)
     write_policy(
         bundle_files["policy"],
         "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: ngram}, {class: semantic}]\n"
         "    thresholds: {max_epsilon: 0.5}\n",
     )
     out = tmp_path / "out"
-    code = main(check_args(bundle_files, out))
-    report = read_report(out)
-    if report["audits"]["disclosure"]["error"] is None:  # the semantic class exists now
-        assert code in (0, 1)
-    else:
-        assert code == 3 and "semantic" in report["audits"]["disclosure"]["error"]
+    assert main(check_args(bundle_files, out)) == 3
+    error = read_report(out)["audits"]["disclosure"]["error"]
+    assert "audit 'disclosure' needs the package 'faiss'" in error and "gate[text]" in error
 
 
 def test_unavailable_audit_exits_3(

@@ -26,7 +26,15 @@ from gate.data.bundle import load_bundle
 from gate.policy import parse_policy
 from gate.policy.models import MembershipPolicy
 
-from .conftest import MINIMAL_POLICY, REPO, unique_text, write_jsonl, write_policy
+from .conftest import (
+    MINIMAL_POLICY,
+    REPO,
+    check_args,
+    read_report,
+    unique_text,
+    write_jsonl,
+    write_policy,
+)
 
 GATE = [sys.executable, "-m", "gate"]
 SECRET = "Zebulon Quarrington"  # a private name that must never reach a message
@@ -38,28 +46,6 @@ def gate(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedPro
     return subprocess.run(
         [*GATE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
-
-
-def check_args(files: dict[str, Path], out: Path, *extra: str) -> list[str]:
-    return [
-        "check",
-        "--quiet",
-        "--policy",
-        str(files["policy"]),
-        "--train",
-        str(files["train"]),
-        "--holdout",
-        str(files["holdout"]),
-        "--synthetic",
-        str(files["synthetic"]),
-        "--out",
-        str(out),
-        *extra,
-    ]
-
-
-def report(out: Path) -> dict:
-    return json.loads((out / "report.json").read_text())
 
 
 def clean_release(files: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
@@ -103,9 +89,9 @@ def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path,
     files = {"train": train, "holdout": holdout, "synthetic": release}
     files["policy"] = write_policy(tmp_path / "p.yaml")
     assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == 1
-    metrics = report(tmp_path / "out")["audits"]["disclosure"]["metrics"]
+    metrics = read_report(tmp_path / "out")["audits"]["disclosure"]["metrics"]
     assert metrics["ngram.epsilon_lower_exact"] > 0.5 and metrics["ngram.holdout_disclosures"] == 0
-    effective = report(tmp_path / "out")["policy"]["effective"]["text"]
+    effective = read_report(tmp_path / "out")["policy"]["effective"]["text"]
     assert effective["normalization"] == "NFKC" and effective["strip_invisible"] is True
 
 
@@ -128,12 +114,12 @@ def test_non_finite_thresholds_are_refused(
 def test_a_failed_run_leaves_no_earlier_pass(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 0
-    assert report(out)["passed"] is True
+    assert read_report(out)["passed"] is True
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"text": 3}])
     assert main([*check_args({**bundle_files, "synthetic": bad}, out), "--no-mlflow"]) == 2
-    assert report(out)["passed"] is True  # bad input writes nothing and deletes nothing
+    assert read_report(out)["passed"] is True  # bad input writes nothing and deletes nothing
     assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
-    assert report(out)["passed"] is False
+    assert read_report(out)["passed"] is False
 
 
 def leaky_big(tmp_path: Path, users: int = 4000) -> dict[str, Path]:
@@ -176,7 +162,7 @@ def test_a_killed_run_leaves_no_verdict_and_no_stale_pass(
         assert not list(tmp_path.glob(".out.*.tmp")), "SIGTERM cleans its staging directory"
     # the next run cleans what a SIGKILL left and writes a complete set
     assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
-    assert report(out)["status"] == "fail" and not list(tmp_path.glob(".out.*.tmp"))
+    assert read_report(out)["status"] == "fail" and not list(tmp_path.glob(".out.*.tmp"))
 
 
 def test_an_interrupted_mlflow_run_is_not_finished_and_leaves_no_verdict(
@@ -219,8 +205,8 @@ def test_artifact_logging_failure_is_an_error_without_a_pass_tag(
     files = clean_release(bundle_files, tmp_path)
     assert main([*check_args(files, out), "--tracking-uri", store]) == 3
     assert (
-        report(out)["status"] == "error"
-        and "artifact store unavailable" in report(out)["evidence_error"]
+        read_report(out)["status"] == "error"
+        and "artifact store unavailable" in read_report(out)["evidence_error"]
     )
     client = mlflow.MlflowClient(tracking_uri=store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
@@ -250,7 +236,7 @@ def test_a_plot_failure_never_hides_a_fail_and_never_passes(
     monkeypatch.setattr("gate.evidence.plots.make_plots", broken)
     files = clean_release(bundle_files, tmp_path) if status == "pass" else bundle_files
     code = main([*check_args(files, tmp_path / "out"), "--no-mlflow"])
-    data = report(tmp_path / "out")
+    data = read_report(tmp_path / "out")
     if status == "fail":
         assert code == 1 and data["status"] == "fail"
         assert "plots failed: RuntimeError: no fonts" in data["evidence"]["warnings"][0]
@@ -531,7 +517,9 @@ def test_concurrent_checks_share_one_new_sqlite_store(
     ]
     codes = [(p.wait(timeout=600), p.stderr.read()) for p in running]
     assert all(code == 1 for code, _ in codes), codes
-    run_ids = {report(tmp_path / f"out{i}")["evidence"]["mlflow_run_id"] for i in range(processes)}
+    run_ids = {
+        read_report(tmp_path / f"out{i}")["evidence"]["mlflow_run_id"] for i in range(processes)
+    }
     assert len(run_ids) == processes
 
 
@@ -548,9 +536,10 @@ def test_an_unreachable_tracking_server_fails_within_the_deadline(
         cwd=tmp_path,
     )
     elapsed = time.perf_counter() - started
-    assert run.returncode == 3 and report(tmp_path / "out")["passed"] is False
+    assert run.returncode == 3 and read_report(tmp_path / "out")["passed"] is False
     assert (
-        "MLflow logging to http://127.0.0.1:9/ failed" in report(tmp_path / "out")["evidence_error"]
+        "MLflow logging to http://127.0.0.1:9/ failed"
+        in read_report(tmp_path / "out")["evidence_error"]
     )
     assert elapsed < 60, elapsed
 
@@ -567,7 +556,7 @@ def test_an_unwritable_sqlite_store_fails_fast(
     )
     assert (
         run.returncode == 3
-        and "MLflow logging to sqlite:////proc/" in report(tmp_path / "out")["evidence_error"]
+        and "MLflow logging to sqlite:////proc/" in read_report(tmp_path / "out")["evidence_error"]
     )
     assert time.perf_counter() - started < 60
 
@@ -615,7 +604,7 @@ def test_the_release_workflow_installs_the_extras_and_its_check_step_runs(
     )
     subprocess.run(["bash", "-e", "-c", script], env=env, cwd=tmp_path, check=True, timeout=300)
     assert outputs.read_text().split() == ["passed=false", "exit_code=1"]
-    assert report(tmp_path / "gate-report")["status"] == "fail"
+    assert read_report(tmp_path / "gate-report")["status"] == "fail"
 
 
 def test_an_evidence_write_that_runs_out_of_space_names_the_path(

@@ -117,6 +117,15 @@ audits:
     assert (ngram.features.n_min, ngram.features.n_max) == (2, 3)  # its own, kept
 
 
+def bundle_of(files: dict[str, Path]):
+    return load_bundle(
+        membership=MembershipPolicy(),
+        train=files["train"],
+        holdout=files["holdout"],
+        synthetic=files["synthetic"],
+    )
+
+
 class CountedFeatures(FeatureClassConfig):
     feature_class: Literal["counted"] = Field("counted", alias="class")
     weight: int = 1
@@ -148,12 +157,7 @@ def test_the_feature_store_computes_each_configuration_once(
 ) -> None:
     monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "counted", CountedClass)
     CountedClass.computed.clear()
-    bundle = load_bundle(
-        membership=MembershipPolicy(),
-        train=bundle_files["train"],
-        holdout=bundle_files["holdout"],
-        synthetic=bundle_files["synthetic"],
-    )
+    bundle = bundle_of(bundle_files)
     store = FeatureStore(bundle, NullProgress())
     first = store.disclosures(CountedFeatures())
     assert store.disclosures(CountedFeatures()) is first
@@ -170,12 +174,7 @@ def test_an_in_process_class_is_gated_like_a_builtin(
         "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: counted, weight: 3}]\n"
         "    thresholds: {max_epsilon: 0.5}\n"
     )
-    bundle = load_bundle(
-        membership=MembershipPolicy(),
-        train=bundle_files["train"],
-        holdout=bundle_files["holdout"],
-        synthetic=bundle_files["synthetic"],
-    )
+    bundle = bundle_of(bundle_files)
     result = run_gate(policy, bundle)
     metrics = result.audits["disclosure"].result.metric_values
     assert (
@@ -210,24 +209,14 @@ def test_a_scorer_cannot_replace_the_audits_own_metrics(
         "version: 1\nname: t\naudits:\n  membership:\n    scorers: [cheat]\n"
         "    thresholds: {max_auc: 0.9}\n"
     )
-    bundle = load_bundle(
-        membership=MembershipPolicy(),
-        train=bundle_files["train"],
-        holdout=bundle_files["holdout"],
-        synthetic=bundle_files["synthetic"],
-    )
+    bundle = bundle_of(bundle_files)
     result = run_gate(policy, bundle)
     assert result.status == "error"
     assert "collides with a metric of the audit" in result.audits["membership"].error
 
 
 def test_a_bundle_loaded_for_another_p_is_refused(bundle_files: dict[str, Path]) -> None:
-    bundle = load_bundle(
-        membership=MembershipPolicy(),
-        train=bundle_files["train"],
-        holdout=bundle_files["holdout"],
-        synthetic=bundle_files["synthetic"],
-    )
+    bundle = bundle_of(bundle_files)
     with pytest.raises(BundleError, match=r"loaded for membership p = 0.5 .* policy says p = 0.1"):
         split_warnings(bundle, MembershipPolicy(p=0.1))
 

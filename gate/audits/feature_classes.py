@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pandas as pd
 
@@ -13,39 +11,14 @@ from gate.audits.feature_store import (
     DisclosureClass,
     FeatureStore,
     WitnessCandidates,
+    counted_disclosures,
 )
 from gate.data.bundle import Bundle
-from gate.features.matching import CodedDisclosures, coded_disclosures
-from gate.features.ngram import NgramDisclosures, ngram_disclosures
+from gate.features.matching import coded_disclosures
+from gate.features.ngram import ngram_disclosures
 from gate.features.tokenize import split_corpus, tokenize
 from gate.plugins import DISCLOSURE_CLASSES
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures
-
-
-def _counted(
-    feature_class: str,
-    found: NgramDisclosures | CodedDisclosures,
-    feature_text: Callable[[int], str],
-    *,
-    feature_ids: np.ndarray | None = None,
-    feature_kind: Callable[[int], str] | None = None,
-) -> ClassDisclosures:
-    """A counted class (ngram, pii): witness candidates scored by disclosures per record."""
-    return ClassDisclosures(
-        feature_class=feature_class,
-        rare_features=found.rare_features,
-        disclosed_features=found.disclosed_features,
-        record_counts=found.record_counts,
-        user_counts=found.user_counts,
-        candidates=WitnessCandidates(
-            source_rows=found.witness_record,
-            synthetic_rows=found.witness_synthetic,
-            scores=found.record_counts[found.witness_record].astype(np.float64),
-            feature_text=feature_text,
-            feature_ids=feature_ids,
-            feature_kind=feature_kind,
-        ),
-    )
 
 
 @DISCLOSURE_CLASSES.register("ngram")
@@ -73,7 +46,7 @@ class NgramClass(DisclosureClass[NgramFeatures]):
             max_users=config.max_users,
             progress=store.progress,
         )
-        return _counted(
+        return counted_disclosures(
             "ngram",
             found,
             lambda i: " ".join(
@@ -119,7 +92,7 @@ class PiiClass(DisclosureClass[PiiFeatures]):
         surface: dict[str, str] = {}
         for value, raw in zip(source.values, source.raw, strict=True):
             surface.setdefault(value, raw)
-        return _counted(
+        return counted_disclosures(
             "pii",
             found,
             lambda i: surface[values[int(found.witness_code[i])]],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -60,6 +60,51 @@ class SemanticIndex:
     release: np.ndarray
     nearest_similarity: np.ndarray  # (n_source, k), descending
     nearest_release: np.ndarray  # (n_source, k)
+
+
+class CountedFeatures(Protocol):
+    """What a counting kernel returns (``gate.features.ngram.ngram_disclosures``,
+    ``gate.features.matching.coded_disclosures``)."""
+
+    @property
+    def rare_features(self) -> int: ...
+    @property
+    def disclosed_features(self) -> int: ...
+    @property
+    def record_counts(self) -> np.ndarray: ...
+    @property
+    def user_counts(self) -> np.ndarray: ...
+    @property
+    def witness_record(self) -> np.ndarray: ...
+    @property
+    def witness_synthetic(self) -> np.ndarray: ...
+
+
+def counted_disclosures(
+    feature_class: str,
+    found: CountedFeatures,
+    feature_text: Callable[[int], str],
+    *,
+    feature_ids: np.ndarray | None = None,
+    feature_kind: Callable[[int], str] | None = None,
+) -> ClassDisclosures:
+    """A class whose features are counted (ngram, pii, a plug-in's codes): witness
+    candidates scored by the disclosed features of their record."""
+    return ClassDisclosures(
+        feature_class=feature_class,
+        rare_features=found.rare_features,
+        disclosed_features=found.disclosed_features,
+        record_counts=found.record_counts,
+        user_counts=found.user_counts,
+        candidates=WitnessCandidates(
+            source_rows=found.witness_record,
+            synthetic_rows=found.witness_synthetic,
+            scores=found.record_counts[found.witness_record].astype(np.float64),
+            feature_text=feature_text,
+            feature_ids=feature_ids,
+            feature_kind=feature_kind,
+        ),
+    )
 
 
 class DisclosureClass(ABC, Generic[ClassConfigT]):

@@ -23,6 +23,7 @@ from gate.plugins import AUDITS, MEMBERSHIP_SCORERS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import (
     EmbeddingScorer,
+    FeatureClassConfig,
     MembershipAudit,
     NgramFeatures,
     NgramScorer,
@@ -137,28 +138,34 @@ class MembershipScorer(ABC, Generic[ScorerConfigT]):
         return {}
 
 
+class DisclosureCountScorer(MembershipScorer[ScorerConfigT]):
+    """A user's score: the distinct rare features of a disclosure class, in its records,
+    found in the release. The config's ``features`` names the class and its settings
+    (``default_features`` when it is null)."""
+
+    default_features: ClassVar[type[FeatureClassConfig]]
+
+    def user_scores(self, bundle: Bundle, config: ScorerConfigT, store: FeatureStore) -> np.ndarray:
+        features = getattr(config, "features", None) or self.default_features.model_validate({})
+        return store.disclosures(features).user_counts.astype(np.float64)
+
+
 @MEMBERSHIP_SCORERS.register("ngram")
-class NgramUserScorer(MembershipScorer[NgramScorer]):
+class NgramUserScorer(DisclosureCountScorer[NgramScorer]):
     """A user's score: the distinct rare n-grams of its records found in the release."""
 
     name = "ngram"
     config_model = NgramScorer
-
-    def user_scores(self, bundle: Bundle, config: NgramScorer, store: FeatureStore) -> np.ndarray:
-        features = config.features or NgramFeatures()
-        return store.disclosures(features).user_counts.astype(np.float64)
+    default_features = NgramFeatures
 
 
 @MEMBERSHIP_SCORERS.register("pii")
-class PiiUserScorer(MembershipScorer[PiiScorer]):
+class PiiUserScorer(DisclosureCountScorer[PiiScorer]):
     """A user's score: the distinct rare PII strings of its records found in the release."""
 
     name = "pii"
     config_model = PiiScorer
-
-    def user_scores(self, bundle: Bundle, config: PiiScorer, store: FeatureStore) -> np.ndarray:
-        features = config.features or PiiFeatures()
-        return store.disclosures(features).user_counts.astype(np.float64)
+    default_features = PiiFeatures
 
 
 def user_maximum(values: np.ndarray, users: np.ndarray, n_users: int | None = None) -> np.ndarray:

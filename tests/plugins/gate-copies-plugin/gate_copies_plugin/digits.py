@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 from pydantic import Field
 
@@ -14,9 +13,9 @@ from gate.audits.feature_store import (
     ClassDisclosures,
     DisclosureClass,
     FeatureStore,
-    WitnessCandidates,
+    counted_disclosures,
 )
-from gate.audits.membership import MembershipScorer
+from gate.audits.membership import DisclosureCountScorer
 from gate.data.bundle import Bundle
 from gate.features.matching import coded_disclosures
 from gate.policy.models import FeatureClassConfig, ScorerConfig
@@ -53,18 +52,8 @@ class DigitsClass(DisclosureClass[DigitsFeatures]):
             users=bundle.user_codes,
             max_users=config.max_users,
         )
-        return ClassDisclosures(
-            feature_class="digits",
-            rare_features=found.rare_features,
-            disclosed_features=found.disclosed_features,
-            record_counts=found.record_counts,
-            user_counts=found.user_counts,
-            candidates=WitnessCandidates(
-                source_rows=found.witness_record,
-                synthetic_rows=found.witness_synthetic,
-                scores=found.record_counts[found.witness_record].astype(np.float64),
-                feature_text=lambda i: str(values[int(found.witness_code[i])]),
-            ),
+        return counted_disclosures(
+            "digits", found, lambda i: str(values[int(found.witness_code[i])])
         )
 
 
@@ -73,11 +62,9 @@ class DigitsScorerConfig(ScorerConfig):
     features: DigitsFeatures = Field(default_factory=DigitsFeatures)
 
 
-class DigitsScorer(MembershipScorer[DigitsScorerConfig]):
+class DigitsScorer(DisclosureCountScorer[DigitsScorerConfig]):
+    """A user's score: its rare digit runs found in the release."""
+
     name = "digits"
     config_model = DigitsScorerConfig
-
-    def user_scores(
-        self, bundle: Bundle, config: DigitsScorerConfig, store: FeatureStore
-    ) -> np.ndarray:
-        return store.disclosures(config.features).user_counts.astype(np.float64)
+    default_features = DigitsFeatures
