@@ -212,6 +212,7 @@ def test_artifact_logging_failure_is_an_error_without_a_pass_tag(
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     parent = next(r for r in runs if "gate.audit" not in r.data.tags)
     assert parent.info.status == "FAILED" and "gate.passed" not in parent.data.tags
+    assert parent.data.tags["gate.status"] == "error"
 
 
 @pytest.mark.parametrize("side", ["train", "holdout"])

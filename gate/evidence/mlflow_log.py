@@ -12,7 +12,7 @@ import math
 import os
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +71,22 @@ def gate_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterato
         logger = logging.getLogger(noisy)
         logger.setLevel(max(logging.WARNING, logger.level))
     with _tracking_uri_set(uri), _open_run(result, uri=uri, experiment=experiment) as run:
-        yield run
+        try:
+            yield run
+        except BaseException:
+            _tag_as_error(run.info.run_id)
+            raise
+
+
+def _tag_as_error(run_id: str) -> None:
+    """Best effort on a run whose logging already failed: say so in its status tag. If the
+    store cannot take even this, the original failure (re-raised by the caller) is what
+    counts, and MLflow ends the run FAILED or KILLED."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    with suppress(MlflowException, OSError):
+        mlflow.MlflowClient().set_tag(run_id, "gate.status", "error")
 
 
 @contextmanager
