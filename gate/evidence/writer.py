@@ -105,31 +105,38 @@ def prepare_out_dir(out_dir: Path) -> None:
     """Check ``out_dir`` before any audit runs, and remove the evidence of an earlier run,
     so that an interrupted run leaves no verdict rather than a stale one.
 
+    The earlier report is renamed away in one step (then deleted), so no interruption can
+    leave part of it, say an old ``junit.xml`` PASS without its ``report.json``.
+
     Raises:
-        InputError: ``out_dir`` is a file, or a non-empty directory that holds anything
-            other than a previous gate report (``--out /`` is refused).
+        InputError: ``out_dir`` is a file, the working directory, or a non-empty directory
+            that holds anything other than a previous gate report (``--out /`` is refused).
     """
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir}: exists and is not a directory")
-    if out_dir.is_dir():
-        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EVIDENCE_FILES)
-        if foreign:
-            raise InputError(
-                f"--out {out_dir}: the directory holds files that are not a gate report "
-                f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
-                "empty or new directory"
-            )
-        (out_dir / REPORT_NAME).unlink(missing_ok=True)  # the verdict goes first
-        for name in EVIDENCE_FILES:
-            path = out_dir / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.parent.glob(f".{out_dir.name}.*.tmp"):  # left by a killed run
         if stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EVIDENCE_FILES)
+    if foreign:
+        raise InputError(
+            f"--out {out_dir}: the directory holds files that are not a gate report "
+            f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
+            "empty or new directory"
+        )
+    if out_dir.resolve() == Path.cwd().resolve():
+        raise InputError(
+            f"--out {out_dir}: is the working directory; give a directory of its own "
+            "(the default is gate-report/)"
+        )
+    trash = Path(
+        tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", suffix=".tmp", dir=out_dir.parent)
+    )
+    os.replace(out_dir, trash / "report")
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _write_files(
