@@ -18,7 +18,7 @@ from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle
-from gate.errors import BundleError, missing_dependency_message
+from gate.errors import BundleError, InputError, missing_dependency_message
 from gate.policy.checks import CheckResult, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
 from gate.policy.models import MembershipPolicy, Policy
@@ -188,6 +188,19 @@ def run_gate(
     )
 
 
+def _data_docs_dir(data_docs: str | Path | None, out: Path) -> Path | None:
+    """The Data Docs directory, which must not be inside the report directory (that is
+    replaced as a whole at the end of the run)."""
+    if data_docs is None:
+        return None
+    if not str(data_docs).strip():
+        raise InputError("--data-docs is empty; give a directory")
+    docs = Path(data_docs).resolve()
+    if docs == out or out in docs.parents:
+        raise InputError(f"--data-docs {data_docs}: is inside --out {out}; give another directory")
+    return docs
+
+
 @dataclass(frozen=True)
 class CheckOutcome:
     result: GateResult
@@ -219,39 +232,39 @@ def check_release(
 
     Raises:
         InputError: the policy, the bundle or ``out_dir`` is bad (exit 2); nothing is
-            written.
+            written, and an earlier report in ``out_dir`` is gone (it was removed first).
         EvidenceWriteError: the evidence could not be written (exit 3).
     """
-    from gate.evidence.writer import MlflowSettings, prepare_out_dir, write_evidence
+    from gate.evidence.writer import (
+        MlflowSettings,
+        out_dir_lock,
+        prepare_out_dir,
+        write_evidence,
+    )
 
-    loaded = load_policy(policy)
-    out = Path(out_dir)
     progress = progress or NullProgress()
-    with progress.step("loading the release bundle"):
-        bundle = load_bundle(
-            synthetic=synthetic,
-            membership=loaded.policy.membership,
-            text=loaded.policy.text,
-            train=train,
-            holdout=holdout,
-            source=source,
-            manifest=manifest,
+    with out_dir_lock(Path(out_dir)) as out:
+        docs = _data_docs_dir(data_docs, out)
+        prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
+        loaded = load_policy(policy)
+        with progress.step("loading the release bundle"):
+            bundle = load_bundle(
+                synthetic=synthetic,
+                membership=loaded.policy.membership,
+                text=loaded.policy.text,
+                train=train,
+                holdout=holdout,
+                source=source,
+                manifest=manifest,
+            )
+        result = run_gate(loaded, bundle, seed=seed, progress=progress, data_docs_dir=docs)
+        settings = MlflowSettings(
+            enabled=mlflow and loaded.policy.evidence.mlflow.enabled,
+            tracking_uri=tracking_uri,
+            timeout=mlflow_timeout,
         )
-    prepare_out_dir(out)  # before the audits: refuse a bad --out, drop a stale verdict
-    result = run_gate(
-        loaded,
-        bundle,
-        seed=seed,
-        progress=progress,
-        data_docs_dir=None if data_docs is None else Path(data_docs),
-    )
-    settings = MlflowSettings(
-        enabled=mlflow and loaded.policy.evidence.mlflow.enabled,
-        tracking_uri=tracking_uri,
-        timeout=mlflow_timeout,
-    )
-    with progress.step("writing evidence"):
-        evidence = write_evidence(result, out, mlflow=settings)
+        with progress.step("writing evidence"):
+            evidence = write_evidence(result, out, mlflow=settings)
     return CheckOutcome(
         result=evidence.result,
         report_path=evidence.files["report"],

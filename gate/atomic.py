@@ -17,7 +17,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     tmp = Path(tmp_name)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~current_umask())
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -27,7 +27,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     return target
 
 
-def _umask() -> int:
+def current_umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current

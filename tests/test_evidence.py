@@ -225,7 +225,7 @@ def test_a_failed_evidence_write_leaves_no_stale_verdict(
     ):
         check(bundle, "leaky", out, mlflow=False)
     assert not (out / "report.json").exists() and not (out / "summary.md").exists()
-    assert not list(tmp_path.glob(".out.*")), "a staging directory was left behind"
+    assert not list(tmp_path.glob(".out.*.tmp")), "a staging directory was left behind"
 
 
 def test_unreachable_tracking_server_is_an_error(

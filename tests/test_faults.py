@@ -117,7 +117,10 @@ def test_a_failed_run_leaves_no_earlier_pass(bundle_files: dict[str, Path], tmp_
     assert read_report(out)["passed"] is True
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"text": 3}])
     assert main([*check_args({**bundle_files, "synthetic": bad}, out), "--no-mlflow"]) == 2
-    assert read_report(out)["passed"] is True  # bad input writes nothing and deletes nothing
+    assert no_verdict(out)  # bad input writes nothing, and the earlier PASS is gone
+    assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 0
+    missing = {**bundle_files, "policy": tmp_path / "no-such-policy.yaml"}
+    assert main([*check_args(missing, out), "--no-mlflow"]) == 2 and no_verdict(out)
     assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
     assert read_report(out)["passed"] is False
 
@@ -172,14 +175,14 @@ def test_an_interrupted_mlflow_run_is_not_finished_and_leaves_no_verdict(
     is not FINISHED and carries no verdict tag."""
     import mlflow
 
-    real = mlflow.log_artifact
+    real = mlflow.MlflowClient.log_artifact
 
-    def killed_at_the_report(path, *args, **kwargs):
+    def killed_at_the_report(self, run_id, path, *args, **kwargs):
         if Path(path).name == "report.json":
             raise KeyboardInterrupt
-        return real(path, *args, **kwargs)
+        return real(self, run_id, path, *args, **kwargs)
 
-    monkeypatch.setattr(mlflow, "log_artifact", killed_at_the_report)
+    monkeypatch.setattr(mlflow.MlflowClient, "log_artifact", killed_at_the_report)
     out = tmp_path / "out"
     store = f"sqlite:///{tmp_path / 'm.db'}"
     assert main([*check_args(bundle_files, out), "--tracking-uri", store]) == 3
@@ -187,8 +190,9 @@ def test_an_interrupted_mlflow_run_is_not_finished_and_leaves_no_verdict(
     client = mlflow.MlflowClient(tracking_uri=store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     parent = [r for r in runs if "gate.audit" not in r.data.tags]
-    assert len(parent) == 1 and parent[0].info.status in ("KILLED", "FAILED")
+    assert len(parent) == 1 and parent[0].info.status == "KILLED"
     assert "gate.passed" not in parent[0].data.tags
+    assert parent[0].data.tags["gate.status"] == "error"
 
 
 def test_artifact_logging_failure_is_an_error_without_a_pass_tag(
@@ -199,7 +203,7 @@ def test_artifact_logging_failure_is_an_error_without_a_pass_tag(
     def broken(*args, **kwargs):
         raise OSError("artifact store unavailable")
 
-    monkeypatch.setattr(mlflow, "log_artifact", broken)
+    monkeypatch.setattr(mlflow.MlflowClient, "log_artifact", broken)
     out = tmp_path / "out"
     store = f"sqlite:///{tmp_path / 'm.db'}"
     files = clean_release(bundle_files, tmp_path)

@@ -8,6 +8,8 @@ records have ``text``, optional ``record_id`` and ``source_id``. Every problem i
 
 from __future__ import annotations
 
+import functools
+import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -225,16 +227,45 @@ def _fingerprint(table: RawTable, users: int | None, records: int) -> Fingerprin
     )
 
 
-INVISIBLE = r"[\u00ad\u200b-\u200d\u2060\ufeff]"
+# Invisible beyond Unicode's format characters (category Cf): variation selectors, the
+# combining grapheme joiner, Hangul and Khmer fillers that render as nothing.
+_ALSO_INVISIBLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)
+
+
+@functools.cache
+def invisible_pattern() -> str:
+    """A regex character class of every invisible code point: all of category Cf (zero-width
+    spaces and joiners, bidirectional marks, soft hyphen, tag characters, ...) and
+    ``_ALSO_INVISIBLE``."""
+    planes = (range(0x20000), range(0xE0000, 0xE1000))  # where Unicode puts every Cf
+    points = [c for plane in planes for c in plane if unicodedata.category(chr(c)) == "Cf"]
+    points += [c for lo, hi in _ALSO_INVISIBLE for c in range(lo, hi + 1)]
+    ranges: list[list[int]] = []
+    for c in sorted(set(points)):
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges) + "]"
 
 
 def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
-    """``texts`` in the policy's Unicode normal form, without invisible characters,
-    case-folded if asked (vectorised pandas string kernels)."""
+    """``texts`` without invisible characters, then in the policy's Unicode normal form,
+    then case-folded if asked (vectorised pandas string kernels). Invisible characters go
+    first: one between a letter and its combining accent would otherwise keep the two
+    from composing."""
+    if policy.strip_invisible:
+        texts = texts.str.replace(invisible_pattern(), "", regex=True)
     if policy.normalization != "none":
         texts = texts.str.normalize(policy.normalization)
-    if policy.strip_invisible:
-        texts = texts.str.replace(INVISIBLE, "", regex=True)
     if policy.casefold:
         texts = texts.str.casefold()
     return texts

@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
+import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,104 +66,124 @@ def _finite(metrics: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
 
 
-@contextmanager
-def gate_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterator[Any]:
-    """Open the gate's MLflow run (yields the run); the caller logs artifacts into it."""
-    for noisy in ("mlflow", "alembic"):  # table-creation chatter on stderr
-        logger = logging.getLogger(noisy)
-        logger.setLevel(max(logging.WARNING, logger.level))
-    with _tracking_uri_set(uri), _open_run(result, uri=uri, experiment=experiment) as run:
-        try:
-            yield run
-        except BaseException:
-            _tag_as_error(run.info.run_id)
-            raise
+class RunCancelled(Exception):
+    """The gate stopped waiting for this MLflow run (deadline, error, signal)."""
 
 
-def _tag_as_error(run_id: str) -> None:
-    """Best effort on a run whose logging already failed: say so in its status tag. If the
-    store cannot take even this, the original failure (re-raised by the caller) is what
-    counts, and MLflow ends the run FAILED or KILLED."""
-    import mlflow
-    from mlflow.exceptions import MlflowException
+class GateRunLog:
+    """One gate evaluation as an MLflow run with a nested run per audit, through an
+    explicit client (the process-wide tracking URI is never touched).
 
-    with suppress(MlflowException, OSError):
-        mlflow.MlflowClient().set_tag(run_id, "gate.status", "error")
+    Two steps, each of which the caller bounds in time: :meth:`open` creates the runs and
+    logs params, metrics, tags and dataset fingerprints, and returns the run id (which
+    ``report.json`` records); :meth:`finish` logs the evidence files and only then the
+    verdict tags, unless ``cancelled`` was set meanwhile. :meth:`abandon` ends a run the
+    gate gave up on, tagged ``gate.status=error``.
+    """
 
+    def __init__(self, uri: str) -> None:
+        import mlflow  # noqa: F401  (an ImportError here names the missing extra)
 
-@contextmanager
-def _tracking_uri_set(uri: str) -> Iterator[None]:
-    """Point MLflow at ``uri`` for this run only. ``mlflow.set_tracking_uri`` also sets
-    ``MLFLOW_TRACKING_URI`` for the whole process, which would send the next gate run of
-    the same process (a notebook, a test) to this store; restore both afterwards."""
-    import mlflow
-    from mlflow.tracking._tracking_service import utils as tracking_utils
+        for noisy in ("mlflow", "alembic"):  # table-creation chatter on stderr
+            logger = logging.getLogger(noisy)
+            logger.setLevel(max(logging.WARNING, logger.level))
+        self.uri = uri
+        self.client: Any = None
+        self.run_id: str | None = None
 
-    previous_global = getattr(tracking_utils, "_tracking_uri", None)
-    previous_env = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
-    try:
-        yield
-    finally:
-        mlflow.set_tracking_uri(previous_global)  # type: ignore[arg-type]  # None unsets
-        if previous_env is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = previous_env
+    def open(self, result: GateResult, *, experiment: str | None) -> str:
+        import mlflow
 
-
-@contextmanager
-def _open_run(result: GateResult, *, uri: str, experiment: str | None) -> Iterator[Any]:
-    import mlflow
-
-    name = experiment or f"gate/{result.policy.name}"
-    with _store_lock(uri):
-        experiment_id = _experiment_id(mlflow.MlflowClient(tracking_uri=uri), name, uri)
-    with mlflow.start_run(
-        experiment_id=experiment_id, run_name=f"gate-{result.policy.name}"
-    ) as run:
-        mlflow.log_params(run_params(result))
-        metrics: dict[str, float] = {}
-        for audit, outcome in result.audits.items():
-            if outcome.result is not None:
-                metrics.update({f"{audit}.{k}": v for k, v in outcome.result.metric_values.items()})
-        mlflow.log_metrics(_finite(metrics))
+        name = experiment or f"gate/{result.policy.name}"
+        with _store_lock(self.uri):  # creating the client creates (migrates) the store
+            self.client = mlflow.MlflowClient(tracking_uri=self.uri)
+            experiment_id = _experiment_id(self.client, name, self.uri)
         tags = {
             "gate.status": "logging",
             "gate.membership.how": result.bundle.membership.how,
             "gate.redacted": str(result.policy.evidence.redact_witnesses).lower(),
         }
-        for name, fp in result.bundle.fingerprints.items():
-            tags[f"gate.input.{name}.sha256"] = fp.sha256
-            tags[f"gate.input.{name}.records"] = str(fp.records)
-        mlflow.set_tags(tags)
-        _log_inputs(result)
+        for input_name, fp in result.bundle.fingerprints.items():
+            tags[f"gate.input.{input_name}.sha256"] = fp.sha256
+            tags[f"gate.input.{input_name}.records"] = str(fp.records)
+        run = self.client.create_run(
+            experiment_id, run_name=f"gate-{result.policy.name}", tags=tags
+        )
+        self.run_id = run_id = run.info.run_id
+        metrics: dict[str, float] = {}
         for audit, outcome in result.audits.items():
-            with mlflow.start_run(run_name=audit, nested=True, experiment_id=experiment_id):
-                mlflow.set_tags({"gate.audit": audit, "gate.status": outcome.status})
-                if outcome.error:
-                    mlflow.set_tag("gate.error", outcome.error[:5000])
-                if outcome.result is not None:
-                    mlflow.log_metrics(_finite(outcome.result.metric_values))
-                    mlflow.log_dict(
-                        {m.name: m.spec.as_dict() for m in outcome.result.metrics},
-                        "metric_specs.json",
-                    )
-                mlflow.log_params(
-                    {
-                        f"check.{i}": f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
-                        for i, c in enumerate(outcome.checks)
-                    }
+            if outcome.result is not None:
+                metrics.update({f"{audit}.{k}": v for k, v in outcome.result.metric_values.items()})
+        self._log(run_id, metrics, run_params(result))
+        self.client.log_inputs(run_id, datasets=_dataset_inputs(result))
+        for audit, outcome in result.audits.items():
+            child = self.client.create_run(
+                experiment_id,
+                run_name=audit,
+                tags={
+                    "mlflow.parentRunId": run_id,
+                    "gate.audit": audit,
+                    "gate.status": outcome.status,
+                    **({"gate.error": outcome.error[:5000]} if outcome.error else {}),
+                },
+            ).info.run_id
+            checks = {
+                f"check.{i}": f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
+                for i, c in enumerate(outcome.checks)
+            }
+            values = {} if outcome.result is None else outcome.result.metric_values
+            self._log(child, values, checks)
+            if outcome.result is not None:
+                self.client.log_dict(
+                    child,
+                    {m.name: m.spec.as_dict() for m in outcome.result.metrics},
+                    "metric_specs.json",
                 )
-        yield run
+            self.client.set_terminated(child)
+        return run_id
 
+    def _log(self, run_id: str, metrics: dict[str, float], params: dict[str, str]) -> None:
+        from mlflow.entities import Metric, Param
 
-def set_verdict_tags(result: GateResult) -> None:
-    """The verdict tags, set last (after every artifact), so that a run whose logging
-    failed never shows a verdict it did not record."""
-    import mlflow
+        now = int(time.time() * 1000)
+        finite = [Metric(k, v, now, 0) for k, v in _finite(metrics).items()]
+        pairs = [Param(k, v) for k, v in params.items()]
+        for i in range(0, max(len(finite), len(pairs)), 100):  # MLflow's batch limits
+            self.client.log_batch(run_id, metrics=finite[i : i + 100], params=pairs[i : i + 100])
 
-    mlflow.set_tags({"gate.passed": str(result.passed).lower(), "gate.status": result.status})
+    def finish(
+        self,
+        result: GateResult,
+        files: dict[str, Path],
+        plots: list[Path],
+        cancelled: threading.Event,
+    ) -> None:
+        """Every evidence file (report.json last), then the verdict tags, then FINISHED."""
+        run_id = self._require_run()
+        uploads: list[tuple[Path, str | None]] = [
+            (p, None) for key, p in files.items() if key != "report"
+        ]
+        uploads += [(p, "plots") for p in plots] + [(files["report"], None)]
+        for path, folder in uploads:
+            if cancelled.is_set():
+                raise RunCancelled("the gate stopped waiting for MLflow")
+            self.client.log_artifact(run_id, str(path), artifact_path=folder)
+        if cancelled.is_set():
+            raise RunCancelled("the gate stopped waiting for MLflow")
+        self.client.set_tag(run_id, "gate.passed", str(result.passed).lower())
+        self.client.set_tag(run_id, "gate.status", result.status)
+        self.client.set_terminated(run_id, "FINISHED")
+
+    def abandon(self, status: str) -> None:
+        """End a run the gate gave up on (``FAILED`` or ``KILLED``), tagged as an error."""
+        run_id = self._require_run()
+        self.client.set_tag(run_id, "gate.status", "error")
+        self.client.set_terminated(run_id, status)
+
+    def _require_run(self) -> str:
+        if self.run_id is None:
+            raise RunCancelled("the MLflow run was never created")
+        return self.run_id
 
 
 def _experiment_id(client: Any, name: str, uri: str) -> str:
@@ -209,15 +231,17 @@ def _store_lock(uri: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _log_inputs(result: GateResult) -> None:
+def _dataset_inputs(result: GateResult) -> list[Any]:
     """Dataset inputs by fingerprint only (a name, a digest and the source path), or with
     their content when the policy allows it (``evidence.mlflow.log_dataset_content``,
     which requires redaction off)."""
-    import mlflow
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.data.pandas_dataset import from_pandas
+    from mlflow.entities import DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
+    inputs = []
     for name, fp in result.bundle.fingerprints.items():
         with warnings.catch_warnings():  # "can be interpreted in multiple ways": both local
             warnings.simplefilter("ignore", UserWarning)
@@ -233,7 +257,13 @@ def _log_inputs(result: GateResult) -> None:
             )
         else:
             dataset = from_pandas(frame, source=source, name=label)
-        mlflow.log_input(dataset, context=name)
+        inputs.append(
+            DatasetInput(
+                dataset=dataset._to_mlflow_entity(),
+                tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=name)],
+            )
+        )
+    return inputs
 
 
 def _content(result: GateResult, name: str) -> Any:

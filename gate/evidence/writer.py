@@ -5,18 +5,21 @@ A failure to record evidence turns the verdict into an error (never a pass)."""
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gate.atomic import atomic_write_text
+from gate.atomic import atomic_write_text, current_umask
 from gate.errors import GateError, InputError
 from gate.evidence.html import html_report
 from gate.evidence.junit import junit_xml
@@ -101,41 +104,84 @@ class EvidenceWriteError(GateError):
     """The evidence could not be written (a full disk, a read-only directory); exit 3."""
 
 
-def prepare_out_dir(out_dir: Path) -> None:
-    """Check ``out_dir`` before any audit runs, and remove the evidence of an earlier run,
-    so that an interrupted run leaves no verdict rather than a stale one.
+@contextmanager
+def out_dir_lock(out_dir: Path) -> Iterator[Path]:
+    """Hold ``out_dir`` for one gate run (yields the checked, symlink-resolved path): a
+    second run on the same ``--out`` is refused instead of mixing its files or deleting
+    this run's staging directory.
+
+    Raises:
+        InputError: another gate run holds the directory, or ``out_dir`` is unusable
+            (see :func:`check_out_dir`).
+    """
+    import fcntl
+
+    out = check_out_dir(out_dir)
+    with open(out.parent / f".{out.name}.lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(
+                f"--out {out_dir}: another gate run is writing there; wait for it or choose "
+                "another directory"
+            ) from None
+        try:
+            yield out
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def check_out_dir(out_dir: Path) -> Path:
+    """``out_dir`` resolved (a symlink to a directory becomes its target), or InputError
+    when the evidence could not be written there: a file, a dangling link, the working
+    directory, a mount point (the final rename cannot replace it), a parent that cannot
+    be written, or a directory holding anything but an earlier gate report."""
+    if not str(out_dir).strip():
+        raise InputError("--out is empty; give a directory (the default is gate-report/)")
+    if out_dir.is_symlink() and not out_dir.exists():
+        raise InputError(f"--out {out_dir}: is a link to nothing")
+    out = out_dir.resolve()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out_dir}: exists and is not a directory")
+    if out == Path.cwd().resolve() or out.parent == out:
+        raise InputError(
+            f"--out {out_dir}: is the working directory or the root; give a directory of its "
+            "own (the default is gate-report/)"
+        )
+    if out.is_dir() and os.path.ismount(out):
+        raise InputError(f"--out {out_dir}: is a mount point; give a directory inside it")
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out_dir}: cannot write in {parent}")
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in EVIDENCE_FILES)
+        if foreign:
+            raise InputError(
+                f"--out {out_dir}: the directory holds files that are not a gate report "
+                f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
+                "empty or new directory"
+            )
+    return out
+
+
+def prepare_out_dir(out: Path) -> None:
+    """Remove the evidence of an earlier run (and what a killed run left beside it) before
+    anything else, so that an interrupted or failed run leaves no verdict rather than a
+    stale one. Call it under :func:`out_dir_lock` with the path that yielded.
 
     The earlier report is renamed away in one step (then deleted), so no interruption can
     leave part of it, say an old ``junit.xml`` PASS without its ``report.json``.
-
-    Raises:
-        InputError: ``out_dir`` is a file, the working directory, or a non-empty directory
-            that holds anything other than a previous gate report (``--out /`` is refused).
     """
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"--out {out_dir}: exists and is not a directory")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.parent.glob(f".{out_dir.name}.*.tmp"):  # left by a killed run
-        if stale.is_dir():
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
+        if stale.is_dir():  # a staging directory of a killed run (the lock says none is live)
             shutil.rmtree(stale, ignore_errors=True)
-    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+    if not out.is_dir():
         return
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EVIDENCE_FILES)
-    if foreign:
-        raise InputError(
-            f"--out {out_dir}: the directory holds files that are not a gate report "
-            f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
-            "empty or new directory"
-        )
-    if out_dir.resolve() == Path.cwd().resolve():
-        raise InputError(
-            f"--out {out_dir}: is the working directory; give a directory of its own "
-            "(the default is gate-report/)"
-        )
-    trash = Path(
-        tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", suffix=".tmp", dir=out_dir.parent)
-    )
-    os.replace(out_dir, trash / "report")
+    trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", suffix=".tmp", dir=out.parent))
+    os.replace(out, trash / "report")
     shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -190,29 +236,69 @@ def _plots(result: GateResult, directory: Path) -> tuple[GateResult, list[Path]]
 
 
 def _log_to_mlflow(
-    result: GateResult, staging: Path, plots: list[Path], uri: str
-) -> tuple[str, dict[str, Path]]:
-    """One MLflow run holding every file; the verdict tags are set last."""
-    import mlflow as mlflow_module
+    result: GateResult, staging: Path, plots: list[Path], *, uri: str, timeout: float
+) -> tuple[GateResult, str | None, dict[str, Path]]:
+    """One MLflow run holding every file, its verdict tags set last; the whole logging
+    bounded by ``timeout`` seconds. Returns the result (an error if logging failed), the
+    run id and the files written into ``staging``.
 
-    from gate.evidence.mlflow_log import gate_run, set_verdict_tags
+    A run the gate stops waiting for is cancelled (it never gets verdict tags) and ended
+    FAILED, or KILLED on a signal, best effort.
+    """
+    from gate.evidence.mlflow_log import GateRunLog
 
-    with gate_run(result, uri=uri, experiment=result.policy.evidence.mlflow.experiment) as run:
-        run_id = run.info.run_id
+    deadline = time.monotonic() + timeout
+    cancelled = threading.Event()
+    log: GateRunLog | None = None
+    try:
+        log = GateRunLog(uri)
+        opened = log
+        run_id = _with_deadline(
+            deadline,
+            cancelled,
+            lambda: opened.open(result, experiment=result.policy.evidence.mlflow.experiment),
+        )
         files = _write_files(result, staging, plots, run_id=run_id, uri=uri)
-        for key, path in files.items():
-            if key != "report":
-                mlflow_module.log_artifact(str(path))
-        for plot in plots:
-            mlflow_module.log_artifact(str(plot), artifact_path="plots")
-        mlflow_module.log_artifact(str(files["report"]))
-        set_verdict_tags(result)
-    return run_id, files
+        _with_deadline(deadline, cancelled, lambda: opened.finish(result, files, plots, cancelled))
+        return result, run_id, files
+    except Exception as exc:
+        cancelled.set()
+        _abandon(log, "FAILED")
+        hint = (
+            " (install gate[evidence], or pass --no-mlflow)" if isinstance(exc, ImportError) else ""
+        )
+        failed = replace(
+            result,
+            status="error",
+            evidence_error=f"MLflow logging to {uri} failed{hint}: {type(exc).__name__}: {exc}",
+        )
+        created = None if log is None else log.run_id
+        return failed, created, _write_files(failed, staging, plots, run_id=created, uri=uri)
+    except BaseException:
+        cancelled.set()
+        _abandon(log, "KILLED")
+        raise
 
 
-def _with_deadline(seconds: float, work: Callable[[], T]) -> T:
-    """``work()`` in a daemon thread; raise TimeoutError if it takes longer than
-    ``seconds`` (an unreachable tracking server must not hold the gate for minutes)."""
+ABANDON_SECONDS = 5.0
+
+
+def _abandon(log: Any, status: str) -> None:
+    """End a run the gate gave up on, if the store answers within a few seconds. The
+    failure that made the gate give up is already the verdict (an error); a store that
+    cannot take this either leaves its run unfinished, which is never read as a pass."""
+    if log is None or log.run_id is None:
+        return
+    with suppress(Exception):
+        _with_deadline(
+            time.monotonic() + ABANDON_SECONDS, threading.Event(), lambda: log.abandon(status)
+        )
+
+
+def _with_deadline(deadline: float, cancelled: threading.Event, work: Callable[[], T]) -> T:
+    """``work()`` in a daemon thread; TimeoutError (and ``cancelled`` set) if it is not
+    done by ``deadline`` (``time.monotonic()``): an unreachable tracking server must not
+    hold the gate for minutes."""
     outcome: dict[str, Any] = {}
 
     def target() -> None:
@@ -223,9 +309,10 @@ def _with_deadline(seconds: float, work: Callable[[], T]) -> T:
 
     thread = threading.Thread(target=target, name="gate-mlflow", daemon=True)
     thread.start()
-    thread.join(seconds)
+    thread.join(max(0.0, deadline - time.monotonic()))
     if thread.is_alive():
-        raise TimeoutError(f"no answer within {seconds:g} s")
+        cancelled.set()
+        raise TimeoutError("the tracking store did not answer within the MLflow deadline")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
@@ -244,35 +331,20 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
     """
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; a report is not
     try:
         result, plots = _plots(result, staging / "plots")
         run_id: str | None = None
         uri: str | None = None
-        files: dict[str, Path] | None = None
         if mlflow.enabled:
             from gate.evidence.mlflow_log import tracking_uri
 
             uri = tracking_uri(mlflow.tracking_uri, result.policy.evidence.mlflow.tracking_uri)
-            logged = result
-            try:
-                run_id, files = _with_deadline(
-                    mlflow.timeout, lambda: _log_to_mlflow(logged, staging, plots, uri)
-                )
-            except Exception as exc:
-                hint = (
-                    " (install gate[evidence], or pass --no-mlflow)"
-                    if isinstance(exc, ImportError)
-                    else ""
-                )
-                result = replace(
-                    result,
-                    status="error",
-                    evidence_error=f"MLflow logging to {uri} failed{hint}: "
-                    f"{type(exc).__name__}: {exc}",
-                )
-                run_id, files = None, None
-        if files is None:
-            files = _write_files(result, staging, plots, run_id=run_id, uri=uri)
+            result, run_id, files = _log_to_mlflow(
+                result, staging, plots, uri=uri, timeout=mlflow.timeout
+            )
+        else:
+            files = _write_files(result, staging, plots, run_id=None, uri=None)
         _swap_into_place(staging, out_dir)
     except OSError as exc:
         where = exc.filename or out_dir
