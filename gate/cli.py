@@ -119,11 +119,20 @@ def _check(args: argparse.Namespace) -> int:
         mlflow_timeout=args.mlflow_timeout,
         data_docs=args.data_docs,
     )
+    code = outcome.result.exit_code  # the verdict, whatever happens to stdout
     console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
-    print_summary(outcome.result, console, report_path=str(outcome.report_path))
-    if outcome.mlflow_run_id:
-        console.print(f"mlflow run: {outcome.mlflow_run_id}")
-    return outcome.result.exit_code
+    try:
+        print_summary(outcome.result, console, report_path=str(outcome.report_path))
+        if outcome.mlflow_run_id:
+            console.print(f"mlflow run: {outcome.mlflow_run_id}")
+    except (BrokenPipeError, SystemExit):  # rich turns a closed stdout into SystemExit(1)
+        _discard_stdout()
+    return code
+
+
+def _discard_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _split(args: argparse.Namespace) -> int:
@@ -202,8 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT
     except BrokenPipeError:
         # the reader of stdout went away (`gate policy schema | head`): nothing to report
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _discard_stdout()
         return 0
     except (GateError, OSError, Terminated) as exc:
         print(f"gate: error: {exc}", file=sys.stderr)

@@ -644,3 +644,225 @@ def test_a_check_in_a_thread_is_not_required() -> None:
     thread.start()
     thread.join(60)
     assert not errors, errors
+
+
+# ---------------------------------------------------------------- found by the second review
+
+
+@pytest.mark.parametrize(
+    "hide",
+    [
+        lambda t: t.replace("x", "x\u2063"),  # invisible separator (Cf)
+        lambda t: t.replace("x", "x\u200e"),  # left-to-right mark
+        lambda t: t.replace("x", "x\U000e0020"),  # tag space
+        lambda t: t.replace("x", "x\ufe0f"),  # variation selector
+        lambda t: t.replace("x", "x\u3164"),  # Hangul filler
+        lambda t: unicodedata.normalize("NFD", t).replace("\u0301", "\u200b\u0301"),
+    ],
+    ids=["U+2063", "U+200E", "U+E0020", "U+FE0F", "U+3164", "ZWSP-before-accent"],
+)
+def test_every_invisible_character_is_stripped(tmp_path: Path, hide) -> None:
+    train = write_jsonl(
+        tmp_path / "t.jsonl", [{"user_id": f"t{i}", "text": accented(i)} for i in range(20)]
+    )
+    holdout = write_jsonl(
+        tmp_path / "h.jsonl", [{"user_id": f"h{i}", "text": accented(100 + i)} for i in range(20)]
+    )
+    release = write_jsonl(tmp_path / "s.jsonl", [{"text": hide(accented(i))} for i in range(20)])
+    files = {"train": train, "holdout": holdout, "synthetic": release}
+    files["policy"] = write_policy(tmp_path / "p.yaml")
+    assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == 1
+
+
+def test_a_side_of_invisible_characters_only_is_bad_input(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blank = write_jsonl(
+        tmp_path / "inv.jsonl",
+        [{"user_id": f"b{i}", "text": "\u2063\u3164 \u200b"} for i in range(20)],
+    )
+    assert (
+        main([*check_args({**bundle_files, "train": blank}, tmp_path / "out"), "--no-mlflow"]) == 2
+    )
+    assert "all 20 train records are empty or white space" in capsys.readouterr().err
+
+
+def test_odd_policy_files_and_text_encodings_are_bad_input(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    assert main(["policy", "validate", str(fifo)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    surrogate = tmp_path / "s.jsonl"
+    surrogate.write_text('{"text": "a\\ud800b"}\n')
+    assert (
+        main([*check_args({**bundle_files, "synthetic": surrogate}, tmp_path / "o"), "--no-mlflow"])
+        == 2
+    )
+    assert "line 1: field 'text' holds an unpaired surrogate" in capsys.readouterr().err
+    latin1 = tmp_path / "l.jsonl"
+    latin1.write_bytes(f'{{"text": "{SECRET} M\xfcller"}}\n'.encode("latin-1"))
+    assert (
+        main([*check_args({**bundle_files, "synthetic": latin1}, tmp_path / "o"), "--no-mlflow"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "(0xfc)" in err and "ller" not in err and SECRET not in err
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + bundle_files["synthetic"].read_bytes())
+    assert (
+        main([*check_args({**bundle_files, "synthetic": bom}, tmp_path / "o"), "--no-mlflow"]) == 1
+    )
+
+
+def test_out_and_data_docs_paths_are_checked_before_the_run(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "reports"
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    target.mkdir()
+    assert main([*check_args(bundle_files, link), "--no-mlflow"]) == 1
+    assert read_report(target)["status"] == "fail" and link.is_symlink()
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    out = tmp_path / "out"
+    cases = {
+        "a link to nothing": [*check_args(bundle_files, dangling)],
+        "inside --out": [*check_args(bundle_files, out), "--data-docs", str(out / "docs")],
+        "empty": [*check_args(bundle_files, Path(""))],
+    }
+    for what, args in cases.items():
+        assert main([*args, "--no-mlflow"]) == 2, what
+        assert capsys.readouterr().err.count("\n") == 1, what
+
+
+def test_one_out_directory_serves_one_run_at_a_time(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import fcntl
+
+    out = tmp_path / "out"
+    with open(tmp_path / ".out.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # as a running gate would hold it
+        assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 2
+    assert "another gate run is writing there" in capsys.readouterr().err
+    assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
+
+
+def test_a_timed_out_mlflow_run_never_gets_a_verdict(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """The store stays locked past the deadline; the gate gives up (exit 3). When the
+    store frees up, the abandoned logging thread may still create its run, but that run
+    never carries a verdict."""
+    import fcntl
+
+    import mlflow
+
+    db = tmp_path / "m.db"
+    store = f"sqlite:///{db}"
+    handle = open(tmp_path / "m.db.lock", "a")  # noqa: SIM115 (released below)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+        files = clean_release(bundle_files, tmp_path)
+        code = main(
+            [*check_args(files, tmp_path / "out"), "--tracking-uri", store, "--mlflow-timeout", "2"]
+        )
+        assert code == 3 and read_report(tmp_path / "out")["status"] == "error"
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+    time.sleep(5)  # let an abandoned thread of this process finish what it started
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert all("gate.passed" not in r.data.tags for r in runs)
+    assert read_report(tmp_path / "out")["status"] == "error"
+
+
+def test_a_closed_stdout_keeps_the_verdicts_exit_code(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    args = " ".join(check_args(clean_release(bundle_files, tmp_path), tmp_path / "out"))
+    run = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"{sys.executable} -m gate {args} --no-mlflow | true; echo ${{PIPESTATUS[0]}}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert run.stdout.strip() == "0" and "Traceback" not in run.stderr
+
+
+def test_split_refuses_to_overwrite_its_source_and_check_uses_its_user_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [{"author": f"a{i % 10}", "text": unique_text(i)} for i in range(60)]
+    source = write_jsonl(tmp_path / "train.jsonl", rows)
+    assert (
+        main(
+            ["split", "--source", str(source), "--p", "0.5", "--seed", "1", "--out", str(tmp_path)]
+        )
+        == 2
+    )
+    assert "would overwrite the source" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "split",
+                "--source",
+                str(source),
+                "--p",
+                "0.5",
+                "--seed",
+                "1",
+                "--by",
+                "author",
+                "--out",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 0
+    )
+    release = write_jsonl(tmp_path / "r.jsonl", [{"text": "nothing copied here at all"}])
+    policy = write_policy(tmp_path / "p.yaml", MINIMAL_POLICY)
+    code = main(
+        [
+            "check",
+            "--quiet",
+            "--no-mlflow",
+            "--policy",
+            str(policy),
+            "--manifest",
+            str(tmp_path / "s" / "split-manifest.json"),
+            "--synthetic",
+            str(release),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert code == 0
+    inputs = read_report(tmp_path / "o")["inputs"]
+    assert inputs["train"]["users"] + inputs["holdout"]["users"] == 10  # authors, not records
+
+
+@pytest.mark.parametrize(
+    "thresholds",
+    [
+        "{max_auc: 1.0}",
+        "{max_auc: 0.6, tpr_at_fpr: {fpr: 0.1, max_tpr: 1}}",
+        "{max_rip_eta: 0.5}",
+        "{max_epsilon: true}",
+    ],
+)
+def test_thresholds_that_can_never_fail_are_refused(tmp_path: Path, thresholds: str) -> None:
+    policy = write_policy(
+        tmp_path / "p.yaml",
+        f"version: 1\nname: t\naudits:\n  membership:\n    thresholds: {thresholds}\n",
+    )
+    assert main(["policy", "validate", str(policy)]) == 2

@@ -176,7 +176,9 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
     Selection is vectorised; only the kept witnesses are built (and their text read)."""
     c = found.candidates
     holdout = ~bundle.is_train[c.source_rows]
-    order = np.lexsort((-c.scores, holdout))
+    # ties broken by record id, so that witnesses do not depend on the order of the rows
+    id_rank = bundle.record_id_rank[c.source_rows]
+    order = np.lexsort((id_rank, -c.scores, holdout))
     records = np.ones(order.size, dtype=np.int64)
     if c.feature_ids is not None and order.size:
         # one witness per feature (its strongest candidate), with its records counted

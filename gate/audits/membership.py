@@ -424,7 +424,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "auc_p_value_method": roc.p_value_method,
                 "seconds": round(time.perf_counter() - started, 3),
             }
-            auc = f"AUC {roc.auc:.3f} (one-sided Mann-Whitney p = {roc.p_value:.3g}). "
+            auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
             statements[name] = (
                 f"{auc}With probability >= {1 - context.alpha:g} over the random assignment "
                 f"of users, the release is not (epsilon, {config.delta:g})-DP for any "

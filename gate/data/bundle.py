@@ -114,6 +114,11 @@ class Bundle:
         return self.source["user_id"].factorize(sort=True)[0].astype(np.int64)
 
     @cached_property
+    def record_id_rank(self) -> np.ndarray:
+        """Rank of each source record's id (for tie-breaks that ignore row order)."""
+        return self.source["record_id"].rank(method="first").to_numpy(np.int64)
+
+    @cached_property
     def user_is_train(self) -> np.ndarray:
         """Train flag of each user code: users are the unit of membership."""
         codes = self.user_codes
@@ -179,12 +184,14 @@ def _reject_duplicates(ids: pd.Series, lines: pd.Series, paths: pd.Series, what:
         raise BundleError(f"duplicate {what} {value!r} at {', '.join(where[:3])}")
 
 
-def _source_frame(table: RawTable, split: pd.Series | str, id_prefix: str) -> pd.DataFrame:
+def _source_frame(
+    table: RawTable, split: pd.Series | str, id_prefix: str, user_column: str = "user_id"
+) -> pd.DataFrame:
     frame = table.frame
     text = _require_text(table)
     default_ids = id_prefix + frame["__line__"].astype(str)
     record_id = _id_column(table, "record_id", default_ids)
-    user_id = _id_column(table, "user_id", record_id)
+    user_id = _id_column(table, user_column, record_id)
     extras = [c for c in frame.columns if c not in (*SOURCE_COLUMNS, "__line__")]
     out = pd.DataFrame(
         {
@@ -290,6 +297,7 @@ def load_bundle(
         BundleError: the bundle is incomplete, unreadable or inconsistent.
     """
     split_manifest: SplitManifest | None = None
+    user_column = "user_id"  # the column that defines users; a manifest names its own
     if manifest is not None:
         if source is not None:
             raise BundleError("give either --source or --manifest, not both")
@@ -297,6 +305,7 @@ def load_bundle(
         base = Path(manifest).parent
         train = train if train is not None else base / split_manifest.train.path
         holdout = holdout if holdout is not None else base / split_manifest.holdout.path
+        user_column = split_manifest.by
 
     fingerprints: dict[str, Fingerprint] = {}
     tables: dict[str, RawTable] = {}
@@ -335,8 +344,8 @@ def load_bundle(
             _verify_manifest(split_manifest, tables, Path(manifest), membership.p)  # type: ignore[arg-type]
         frame = pd.concat(
             [
-                _source_frame(tables["train"], "train", id_prefix="train:"),
-                _source_frame(tables["holdout"], "holdout", id_prefix="holdout:"),
+                _source_frame(tables["train"], "train", "train:", user_column),
+                _source_frame(tables["holdout"], "holdout", "holdout:", user_column),
             ],
             ignore_index=True,
         )

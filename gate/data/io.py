@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,14 +49,30 @@ def table_format(path: str | Path) -> str:
 
 
 def _decode(path: Path, raw: bytes) -> str:
+    """UTF-8 (a leading byte-order mark is dropped). The error names the offset and the
+    offending bytes in hex, never the text around them."""
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise BundleError(
             f"{path}: line {line}: bytes that are not UTF-8 at offset {exc.start} "
-            f"({raw[exc.start : exc.start + 4]!r}); re-encode the file as UTF-8"
+            f"(0x{raw[exc.start : exc.end].hex()}); re-encode the file as UTF-8"
         ) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _reject_surrogates(path: Path, number: int, row: dict) -> None:
+    """JSON can escape a lone UTF-16 surrogate (``"\\ud800"``), which is no Unicode text:
+    refuse it here, naming the line and field, not deep inside a feature class."""
+    for key, value in row.items():
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise BundleError(
+                f"{path}: line {number}: field {key!r} holds an unpaired surrogate escape "
+                "(\\ud800-\\udfff), which is not Unicode text"
+            )
 
 
 def _read_jsonl(path: Path, text: str) -> pd.DataFrame:
@@ -78,6 +95,8 @@ def _read_jsonl(path: Path, text: str) -> pd.DataFrame:
                 f"{path}: line {number}: each line must be a JSON object; "
                 f"found {type(row).__name__}"
             )
+        if "\\u" in line:  # only an escape can produce a lone surrogate
+            _reject_surrogates(path, number, row)
         row["__line__"] = number
         rows.append(row)
     return pd.DataFrame.from_records(rows)

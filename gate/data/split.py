@@ -94,8 +94,13 @@ def split_source(
 
     flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     suffix = Path(source).suffix
+    outputs = [out / f"{name}{suffix}" for name in ("train", "holdout")] + [out / MANIFEST_NAME]
+    if any(path.resolve() == Path(source).resolve() for path in outputs):
+        raise BundleError(
+            f"--out {out_dir}: would overwrite the source {source}; choose another directory"
+        )
+    out.mkdir(parents=True, exist_ok=True)
     body = frame.drop(columns=["split"], errors="ignore")
     entries = {}
     for name, mask in (("train", flags), ("holdout", ~flags)):

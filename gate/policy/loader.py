@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,8 @@ from pydantic import ValidationError
 from gate.errors import PolicyError
 from gate.policy.extended import policy_model
 from gate.policy.models import Policy
+
+MAX_POLICY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,11 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     """Read, parse and validate a policy file."""
     p = Path(path)
     try:
+        mode = p.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
+            raise PolicyError(f"{p}: not a regular file; expected a policy YAML file")
+        if p.stat().st_size > MAX_POLICY_BYTES:
+            raise PolicyError(f"{p}: larger than {MAX_POLICY_BYTES:,} bytes; not a policy")
         raw = p.read_bytes()
     except FileNotFoundError:
         raise PolicyError(f"{p}: policy file not found") from None

@@ -24,6 +24,19 @@ class StrictModel(BaseModel):
     )
 
 
+class ThresholdModel(StrictModel):
+    """Base of a ``thresholds`` block: numbers only (YAML's ``true`` is not 1)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if isinstance(value, bool):
+                    raise ValueError(f"{key} must be a number; found {str(value).lower()}")
+        return data
+
+
 class AuditConfig(StrictModel):
     """Base of every audit's configuration (built-in or plug-in): an on/off switch, and
     (declared by each subclass, last) a ``thresholds`` model whose optional fields
@@ -217,7 +230,7 @@ FeatureClass = Annotated[
 # ---------------------------------------------------------------------------- audits
 
 
-class DisclosureThresholds(StrictModel):
+class DisclosureThresholds(ThresholdModel):
     max_epsilon: float | None = Field(
         None,
         ge=0,
@@ -251,13 +264,17 @@ class DisclosureAudit(AuditConfig):
         return features
 
 
-class TprAtFpr(StrictModel):
+class TprAtFpr(ThresholdModel):
     fpr: float = Field(gt=0, lt=1, description="False-positive rate at which TPR is read.")
-    max_tpr: float = Field(ge=0, le=1, description="Largest tolerated TPR at that FPR.")
+    max_tpr: float = Field(
+        ge=0, lt=1, description="Largest tolerated TPR at that FPR (below 1: 1 never fails)."
+    )
 
 
-class MembershipThresholds(StrictModel):
-    max_auc: float | None = Field(None, ge=0, le=1, description="Largest tolerated ROC AUC.")
+class MembershipThresholds(ThresholdModel):
+    max_auc: float | None = Field(
+        None, ge=0, lt=1, description="Largest tolerated ROC AUC (below 1: 1 never fails)."
+    )
     tpr_at_fpr: TprAtFpr | None = None
     max_epsilon: float | None = Field(
         None,
@@ -268,8 +285,8 @@ class MembershipThresholds(StrictModel):
     max_rip_eta: float | None = Field(
         None,
         ge=0,
-        le=0.5,
-        description="Largest tolerated lower confidence bound on RIP eta (Provable "
+        lt=0.5,
+        description="Largest tolerated lower confidence bound on RIP eta, below 1/2 (Provable "
         "Re-Identification Privacy, Thm 4).",
     )
 
@@ -363,13 +380,16 @@ class MembershipAudit(AuditConfig):
         return scorers
 
 
-class ProfileThresholds(StrictModel):
+class ProfileThresholds(ThresholdModel):
     target_epsilon: float = Field(1.0, ge=0, description="epsilon at which delta is read.")
     max_delta: float | None = Field(
-        None, ge=0, le=1, description="Largest tolerated minimal delta at target_epsilon (Thm 5)."
+        None,
+        ge=0,
+        lt=1,
+        description="Largest tolerated minimal delta at target_epsilon (Thm 5), below 1.",
     )
     max_delta_floor: float | None = Field(
-        None, ge=0, le=1, description="Largest tolerated delta floor delta(inf)."
+        None, ge=0, lt=1, description="Largest tolerated delta floor delta(inf), below 1."
     )
 
 
@@ -394,7 +414,7 @@ class ProfileAudit(AuditConfig):
         return sizes
 
 
-class DistinguishabilityThresholds(StrictModel):
+class DistinguishabilityThresholds(ThresholdModel):
     max_epsilon: float | None = Field(
         None, ge=0, description="Largest tolerated empirical epsilon (Li et al., 2026, TeDA, §3)."
     )
