@@ -6,7 +6,10 @@ from __future__ import annotations
 import logging
 import warnings
 
-NOISY_LOGGERS = ("mlflow", "alembic", "great_expectations", "py4j", "pyspark", "presidio-analyzer")
+NOISY_LOGGERS = ("mlflow", "alembic", "py4j", "pyspark", "presidio-analyzer")
+# Great Expectations logs its own failures with a traceback; the gate reports every one of
+# them in the verdict (an error), so its log adds nothing but noise.
+SILENT_LOGGERS = ("great_expectations",)
 
 
 def quiet_libraries(*, verbose: bool) -> None:
@@ -17,3 +20,5 @@ def quiet_libraries(*, verbose: bool) -> None:
     for name in NOISY_LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(max(logging.WARNING, logger.level))
+    for name in SILENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
