@@ -14,6 +14,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from gate._version import __version__
 from gate.errors import GateError, InputError
@@ -120,9 +121,11 @@ def _check(args: argparse.Namespace) -> int:
         data_docs=args.data_docs,
     )
     code = outcome.result.exit_code  # the verdict, whatever happens to stdout
+    report = outcome.report_path
+    shown = report.relative_to(Path.cwd()) if report.is_relative_to(Path.cwd()) else report
     console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
     try:
-        print_summary(outcome.result, console, report_path=str(outcome.report_path))
+        print_summary(outcome.result, console, report_path=str(shown))
         if outcome.mlflow_run_id:
             console.print(f"mlflow run: {outcome.mlflow_run_id}")
     except (BrokenPipeError, SystemExit):  # rich turns a closed stdout into SystemExit(1)
