@@ -96,6 +96,15 @@ def leaky(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+def test_the_schema_shows_installed_plugins(plugin_path: Path, tmp_path: Path) -> None:
+    with_plugin = json.loads(gate(plugin_path, "policy", "schema", cwd=tmp_path).stdout)
+    audits = with_plugin["$defs"]["Audits"]["properties"]
+    assert "copies" in audits and "CopiesConfig" in with_plugin["$defs"]
+    assert "DigitsFeatures" in with_plugin["$defs"] and "DigitsScorerConfig" in with_plugin["$defs"]
+    plain = json.loads(gate(Path("/nonexistent"), "policy", "schema", cwd=tmp_path).stdout)
+    assert "copies" not in plain["$defs"]["Audits"]["properties"]
+
+
 def test_plugin_is_listed(plugin_path: Path, tmp_path: Path) -> None:
     listed = gate(plugin_path, "audits", cwd=tmp_path)
     assert listed.returncode == 0 and "copies" in listed.stdout.split()

@@ -163,10 +163,7 @@ def test_threshold_ranges() -> None:
     message = error_of(
         HEAD + "audits:\n  membership:\n    thresholds: {max_auc: 1.2, max_rip_eta: 0.6}\n"
     )
-    assert (
-        "audits.membership.thresholds.max_auc: Input should be less than 1; found 1.2"
-        in message
-    )
+    assert "audits.membership.thresholds.max_auc: Input should be less than 1; found 1.2" in message
     assert (
         "audits.membership.thresholds.max_rip_eta: Input should be less than 0.5; found 0.6"
         in message

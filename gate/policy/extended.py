@@ -126,6 +126,27 @@ def policy_model(data: Mapping[str, Any]) -> type[Policy]:
     )
 
 
+def installed_policy_model() -> type[Policy]:
+    """``Policy`` extended by every installed plug-in (for ``gate policy schema``).
+
+    Raises:
+        PluginUnavailableError: an installed plug-in cannot be loaded or is unusable.
+    """
+    audits = sorted(set(AUDITS.names()) - set(Audits.model_fields))
+    classes = sorted(set(DISCLOSURE_CLASSES.names()) - _BUILTIN_CLASS_NAMES)
+    scorers = sorted(set(MEMBERSHIP_SCORERS.names()) - _BUILTIN_SCORER_NAMES)
+    if not (audits or classes or scorers):
+        return Policy
+    return _extended(
+        tuple((n, _config_model(AUDITS, n, AuditConfig, "")) for n in audits),
+        tuple(
+            _config_model(DISCLOSURE_CLASSES, n, FeatureClassConfig, "feature_class")
+            for n in classes
+        ),
+        tuple(_config_model(MEMBERSHIP_SCORERS, n, ScorerConfig, "scorer") for n in scorers),
+    )
+
+
 def _tagged_union(models: tuple[Any, ...], discriminator: str) -> Any:
     """``Annotated[M1 | M2 | ..., Field(discriminator=...)]`` built at run time."""
     return Annotated[functools.reduce(operator.or_, models), Field(discriminator=discriminator)]

@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from gate.errors import PolicyError
-from gate.policy.extended import policy_model
+from gate.policy.extended import installed_policy_model, policy_model
 from gate.policy.models import Policy
 
 MAX_POLICY_BYTES = 1 << 20
@@ -223,7 +223,8 @@ def effective_policy_yaml(policy: Policy) -> str:
 
 
 def policy_json_schema() -> dict[str, Any]:
-    schema = Policy.model_json_schema(by_alias=True)
+    """The JSON Schema of a policy, with every installed plug-in's configuration."""
+    schema = installed_policy_model().model_json_schema(by_alias=True)
     schema["$id"] = "https://gate.invalid/schemas/policy-v1.json"
     schema["title"] = "gate policy (version 1)"
     return schema
