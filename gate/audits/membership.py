@@ -73,9 +73,9 @@ BASE_METRICS = (
     ),
     MetricSpec(
         "auc_p_value",
-        "one-sided Mann-Whitney p-value of AUC = 1/2",
+        "one-sided p-value of AUC = 1/2 under random membership",
         "lower",
-        "scipy.stats.mannwhitneyu",
+        "gate.stats.roc.auc_p_value: exact hypergeometric, permutation, or Mann-Whitney U",
         kind="p_value",
     ),
     MetricSpec(
