@@ -364,6 +364,25 @@ def test_a_fifo_is_refused_without_hanging(bundle_files: dict[str, Path], tmp_pa
     assert run.returncode == 2 and "pipe.jsonl: not a regular file" in run.stderr
 
 
+def check_manifest(policy: Path, split_dir: Path, release: Path, out: Path) -> int:
+    manifest = split_dir / "split-manifest.json"
+    return main(
+        [
+            "check",
+            "--quiet",
+            "--no-mlflow",
+            "--policy",
+            str(policy),
+            "--manifest",
+            str(manifest),
+            "--synthetic",
+            str(release),
+            "--out",
+            str(out),
+        ]
+    )
+
+
 def test_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None:
     """U+2028 is valid inside a JSON string; `gate split` writes it raw and `gate check`
     reads it back (JSON Lines splits on \\n only)."""
@@ -390,22 +409,7 @@ def test_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None:
     assert "\u2028" in (tmp_path / "s" / "train.jsonl").read_text(encoding="utf-8")
     release = write_jsonl(tmp_path / "r.jsonl", [{"text": "nothing copied here at all"}])
     policy = write_policy(tmp_path / "p.yaml")
-    code = main(
-        [
-            "check",
-            "--quiet",
-            "--no-mlflow",
-            "--policy",
-            str(policy),
-            "--manifest",
-            str(tmp_path / "s" / "split-manifest.json"),
-            "--synthetic",
-            str(release),
-            "--out",
-            str(tmp_path / "o"),
-        ]
-    )
-    assert code == 0
+    assert check_manifest(policy, tmp_path / "s", release, tmp_path / "o") == 0
 
 
 def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
@@ -831,22 +835,7 @@ def test_split_refuses_to_overwrite_its_source_and_check_uses_its_user_column(
     )
     release = write_jsonl(tmp_path / "r.jsonl", [{"text": "nothing copied here at all"}])
     policy = write_policy(tmp_path / "p.yaml", MINIMAL_POLICY)
-    code = main(
-        [
-            "check",
-            "--quiet",
-            "--no-mlflow",
-            "--policy",
-            str(policy),
-            "--manifest",
-            str(tmp_path / "s" / "split-manifest.json"),
-            "--synthetic",
-            str(release),
-            "--out",
-            str(tmp_path / "o"),
-        ]
-    )
-    assert code == 0
+    assert check_manifest(policy, tmp_path / "s", release, tmp_path / "o") == 0
     inputs = read_report(tmp_path / "o")["inputs"]
     assert inputs["train"]["users"] + inputs["holdout"]["users"] == 10  # authors, not records
 

@@ -113,17 +113,7 @@ def policy_model(data: Mapping[str, Any]) -> type[Policy]:
         PluginUnavailableError: a named plug-in cannot be loaded or its configuration
             model is unusable.
     """
-    audits, classes, scorers = _plugin_names(data)
-    if not (audits or classes or scorers):
-        return Policy
-    return _extended(
-        tuple((n, _config_model(AUDITS, n, AuditConfig, "")) for n in audits),
-        tuple(
-            _config_model(DISCLOSURE_CLASSES, n, FeatureClassConfig, "feature_class")
-            for n in classes
-        ),
-        tuple(_config_model(MEMBERSHIP_SCORERS, n, ScorerConfig, "scorer") for n in scorers),
-    )
+    return _with_plugins(*_plugin_names(data))
 
 
 def installed_policy_model() -> type[Policy]:
@@ -132,9 +122,15 @@ def installed_policy_model() -> type[Policy]:
     Raises:
         PluginUnavailableError: an installed plug-in cannot be loaded or is unusable.
     """
-    audits = sorted(set(AUDITS.names()) - set(Audits.model_fields))
-    classes = sorted(set(DISCLOSURE_CLASSES.names()) - _BUILTIN_CLASS_NAMES)
-    scorers = sorted(set(MEMBERSHIP_SCORERS.names()) - _BUILTIN_SCORER_NAMES)
+    return _with_plugins(
+        sorted(set(AUDITS.names()) - set(Audits.model_fields)),
+        sorted(set(DISCLOSURE_CLASSES.names()) - _BUILTIN_CLASS_NAMES),
+        sorted(set(MEMBERSHIP_SCORERS.names()) - _BUILTIN_SCORER_NAMES),
+    )
+
+
+def _with_plugins(audits: list[str], classes: list[str], scorers: list[str]) -> type[Policy]:
+    """``Policy`` extended by the named plug-ins' checked configuration models."""
     if not (audits or classes or scorers):
         return Policy
     return _extended(
