@@ -110,6 +110,7 @@ def test_user_is_the_unit_of_the_test(tmp_path) -> None:
     d = result.audits["disclosure"].result.metric_values
     # 12 tokens: n = 3..5 gives 10 + 9 + 8 = 27 rare n-grams, all disclosed, one user
     assert d["ngram.train_disclosures"] == 27 and d["ngram.users_with_disclosures"] == 1
+    assert d["ngram.train_disclosures_expected"] == 13.5  # p (T + H) = 0.5 * 27
 
 
 @pytest.mark.parametrize("scorer", ["pii", "embedding"])

@@ -364,6 +364,25 @@ def test_a_fifo_is_refused_without_hanging(bundle_files: dict[str, Path], tmp_pa
     assert run.returncode == 2 and "pipe.jsonl: not a regular file" in run.stderr
 
 
+def split(source: str | Path, out: str | Path, *, seed: int, by: str = "user_id") -> int:
+    """``gate split`` with p = 1/2."""
+    return main(
+        [
+            "split",
+            "--source",
+            str(source),
+            "--p",
+            "0.5",
+            "--seed",
+            str(seed),
+            "--by",
+            by,
+            "--out",
+            str(out),
+        ]
+    )
+
+
 def check_manifest(policy: Path, split_dir: Path, release: Path, out: Path) -> int:
     manifest = split_dir / "split-manifest.json"
     return main(
@@ -390,22 +409,7 @@ def test_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None:
         {"user_id": f"u{i}", "text": f"line one\u2028line two {unique_text(i)}"} for i in range(40)
     ]
     source = write_jsonl(tmp_path / "all.jsonl", rows)
-    assert (
-        main(
-            [
-                "split",
-                "--source",
-                str(source),
-                "--p",
-                "0.5",
-                "--seed",
-                "3",
-                "--out",
-                str(tmp_path / "s"),
-            ]
-        )
-        == 0
-    )
+    assert split(source, tmp_path / "s", seed=3) == 0
     assert "\u2028" in (tmp_path / "s" / "train.jsonl").read_text(encoding="utf-8")
     release = write_jsonl(tmp_path / "r.jsonl", [{"text": "nothing copied here at all"}])
     policy = write_policy(tmp_path / "p.yaml")
@@ -808,31 +812,9 @@ def test_split_refuses_to_overwrite_its_source_and_check_uses_its_user_column(
 ) -> None:
     rows = [{"author": f"a{i % 10}", "text": unique_text(i)} for i in range(60)]
     source = write_jsonl(tmp_path / "train.jsonl", rows)
-    assert (
-        main(
-            ["split", "--source", str(source), "--p", "0.5", "--seed", "1", "--out", str(tmp_path)]
-        )
-        == 2
-    )
+    assert split(source, tmp_path, seed=1) == 2
     assert "would overwrite the source" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "split",
-                "--source",
-                str(source),
-                "--p",
-                "0.5",
-                "--seed",
-                "1",
-                "--by",
-                "author",
-                "--out",
-                str(tmp_path / "s"),
-            ]
-        )
-        == 0
-    )
+    assert split(source, tmp_path / "s", seed=1, by="author") == 0
     release = write_jsonl(tmp_path / "r.jsonl", [{"text": "nothing copied here at all"}])
     policy = write_policy(tmp_path / "p.yaml", MINIMAL_POLICY)
     assert check_manifest(policy, tmp_path / "s", release, tmp_path / "o") == 0

@@ -527,5 +527,7 @@ class Policy(StrictModel):
         audits = self.audits.model_copy(
             update={"membership": membership.model_copy(update={"scorers": filled})}
         )
+        # pydantic models are frozen and a top-level after-validator must return self, so
+        # the filled-in audits are set in place (validation is not finished: no reader yet)
         object.__setattr__(self, "audits", audits)
         return self
