@@ -20,7 +20,7 @@ import pytest
 
 from gate.registry import PluginUnavailableError, Registry
 
-from .conftest import REPO, unique_text, write_jsonl, write_policy
+from .conftest import REPO, check_args, unique_text, write_jsonl, write_policy
 
 PLUGIN = REPO / "tests" / "plugins" / "gate-copies-plugin"
 GATE = [sys.executable, "-m", "gate"]
@@ -118,24 +118,7 @@ def test_gating_with_a_plugin_reaches_every_kind_of_evidence(
 
     out = tmp_path / "out"
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run = gate(
-        plugin_path,
-        "check",
-        "--quiet",
-        "--policy",
-        str(leaky["policy"]),
-        "--train",
-        str(leaky["train"]),
-        "--holdout",
-        str(leaky["holdout"]),
-        "--synthetic",
-        str(leaky["synthetic"]),
-        "--out",
-        str(out),
-        "--tracking-uri",
-        store,
-        cwd=tmp_path,
-    )
+    run = gate(plugin_path, *check_args(leaky, out, "--tracking-uri", store), cwd=tmp_path)
     assert run.returncode == 1, run.stderr
     report = json.loads((out / "report.json").read_text())
     copies = report["audits"]["copies"]
