@@ -156,3 +156,15 @@ def isotropic_noise(
     u /= np.linalg.norm(u)
     r = rng.laplace(0.0, (ALG1_CONSTANT / eta) ** 2 * sigma)
     return r * u
+
+
+def replica_coordinate_sigma(replicas: np.ndarray, *, floor: float = 1e-12) -> np.ndarray:
+    """Corollary 8's per-coordinate ``σ_i`` from B models on random halves:
+    ``σ_i² = Σ_b (θ_i^(b) − θ̄_i)² / (B − 1)``, raised to at least ``floor`` (a coordinate
+    that never varies, e.g. an unused embedding row, still needs a positive σ_i)."""
+    theta = np.asarray(replicas, dtype=np.float64)
+    if theta.ndim != 2 or theta.shape[0] < 2:
+        raise ValueError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
+    check_nonnegative("floor", floor)
+    sigma = theta.std(axis=0, ddof=1)
+    return np.maximum(sigma, floor)
