@@ -4,7 +4,8 @@
 - ``DISCLOSURE_CLASSES`` (``gate.disclosure_classes``): subclasses of
   ``gate.audits.feature_store.DisclosureClass``;
 - ``MEMBERSHIP_SCORERS`` (``gate.membership_scorers``): subclasses of
-  ``gate.audits.membership.MembershipScorer``.
+  ``gate.audits.membership.MembershipScorer``;
+- ``GENERATORS`` (``gate.generators``): subclasses of ``gate.generators.base.Generator``.
 
 Each plug-in carries its typed configuration model (``config_model``), which the policy
 loader uses to validate the policy's block for it. Built-ins are imported lazily.
@@ -43,4 +44,10 @@ MEMBERSHIP_SCORERS: Registry[Any] = Registry(
         "pii": "gate.audits.membership",
         "embedding": "gate.audits.membership",
     },
+)
+
+GENERATORS: Registry[Any] = Registry(
+    "generator",
+    group="gate.generators",
+    builtins={"reference": "gate.generators.reference"},
 )

@@ -6,10 +6,20 @@ from __future__ import annotations
 import logging
 import warnings
 
-NOISY_LOGGERS = ("mlflow", "alembic", "py4j", "pyspark", "presidio-analyzer")
+NOISY_LOGGERS = (
+    "mlflow",
+    "alembic",
+    "py4j",
+    "pyspark",
+    "transformers",
+    "opacus",
+)
 # Great Expectations logs its own failures with a traceback; the gate reports every one of
 # them in the verdict (an error), so its log adds nothing but noise.
 SILENT_LOGGERS = ("great_expectations",)
+# Presidio warns once per record about every spaCy entity label it does not map (CARDINAL,
+# MONEY, ...): on generated text that is thousands of lines of nothing a user can act on.
+ERROR_ONLY_LOGGERS = ("presidio-analyzer",)
 
 
 def quiet_libraries(*, verbose: bool) -> None:
@@ -20,5 +30,8 @@ def quiet_libraries(*, verbose: bool) -> None:
     for name in NOISY_LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(max(logging.WARNING, logger.level))
+    for name in ERROR_ONLY_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logging.ERROR, logger.level))
     for name in SILENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)

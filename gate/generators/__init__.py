@@ -1,0 +1,43 @@
+"""Generators the remediation loop trains and samples: the plug-in interface
+(:mod:`gate.generators.base`), the reference generator (:mod:`gate.generators.reference`)
+and :func:`resolve_generator`, which finds one by registry name or ``module:Class``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gate.errors import InputError
+from gate.generators.base import Generator
+from gate.plugins import GENERATORS
+
+__all__ = ["Generator", "resolve_generator"]
+
+
+def resolve_generator(spec: str, *, where: str = "remediation.generator") -> type[Generator[Any]]:
+    """The generator class named by ``spec``: a registered name (built-in ``reference`` or
+    an entry point in ``gate.generators``) or an import path ``module:Class``.
+
+    Raises:
+        InputError: no such generator, or the path is not a Generator subclass (exit 2).
+        PluginUnavailableError: a known generator whose package fails to import (exit 3).
+    """
+    if ":" not in spec:
+        if spec not in GENERATORS.names():
+            raise InputError(
+                f"{where}: unknown generator {spec!r} (available: "
+                f"{', '.join(GENERATORS.names())}; or give an import path module:Class)"
+            )
+        found: Any = GENERATORS.get(spec)
+    else:
+        module_name, _, attribute = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise InputError(f"{where}: cannot import module {module_name!r}: {exc}") from exc
+        found = getattr(module, attribute, None)
+        if found is None:
+            raise InputError(f"{where}: module {module_name!r} has no attribute {attribute!r}")
+    if not (isinstance(found, type) and issubclass(found, Generator)):
+        raise InputError(f"{where}: {spec!r} is not a subclass of gate.generators.base.Generator")
+    return found

@@ -1,0 +1,110 @@
+"""The reference generator (a real transformers Llama over bytes, real Opacus DP-SGD) on
+tiny data, and the generator registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("opacus")
+
+from gate.errors import InputError
+from gate.generators import resolve_generator
+from gate.generators.base import DpSgdSpec, GeneratorError
+from gate.generators.reference import (
+    BOS,
+    EOS,
+    SEP,
+    ReferenceConfig,
+    ReferenceGenerator,
+    decode_record,
+    encode_user,
+)
+
+TINY = ReferenceConfig(layers=1, hidden=32, heads=2, max_length=48, batch_size=4)
+USERS = [[f"note {i}: all is well", f"second line {i}"] for i in range(12)]
+
+
+def test_user_encoding_is_bytes_with_separators() -> None:
+    ids = encode_user(["hé", "x"], max_length=100)
+    assert ids == [BOS, 104, 0xC3, 0xA9, SEP, 120, EOS]
+    assert encode_user(["abcdef"], max_length=4) == [BOS, 97, 98, 99]
+    assert decode_record([104, 0xC3, 0xA9, SEP, 120]) == "hé"
+    assert decode_record([0xC3, 104]) == "h"  # a broken UTF-8 sequence is dropped
+
+
+def test_config_rejects_heads_that_do_not_divide_hidden() -> None:
+    with pytest.raises(ValueError, match="must divide hidden"):
+        ReferenceConfig(hidden=100, heads=3)
+
+
+def test_fit_sample_save_load(tmp_path: Path) -> None:
+    generator = ReferenceGenerator(TINY, seed=1)
+    report = generator.fit(USERS, epochs=2)
+    assert report.examples == 12 and report.steps == 6 and report.privacy is None
+    assert all(np.isfinite(report.losses))
+    texts = generator.sample(5)
+    assert len(texts) == 5 and all(t for t in texts)
+    assert generator.sample(5) == texts  # seeded
+    assert generator.perplexity(["note 3: all is well"]) > 1.0
+    generator.save(tmp_path)
+    loaded = ReferenceGenerator.load(tmp_path)
+    np.testing.assert_array_equal(loaded.parameter_vector(), generator.parameter_vector())
+    assert loaded.sample(5) == texts
+
+
+def test_parameter_vector_round_trip() -> None:
+    generator = ReferenceGenerator(TINY, seed=2)
+    generator.fit(USERS[:4], epochs=1)
+    theta = generator.parameter_vector()
+    generator.set_parameter_vector(theta + 1.0)
+    np.testing.assert_allclose(generator.parameter_vector(), theta + 1.0, atol=1e-6)
+    with pytest.raises(ValueError, match="shape"):
+        generator.set_parameter_vector(theta[:-1])
+
+
+def test_same_seed_same_model() -> None:
+    a = ReferenceGenerator(TINY, seed=5)
+    b = ReferenceGenerator(TINY, seed=5)
+    a.fit(USERS, epochs=1)
+    b.fit(USERS, epochs=1)
+    np.testing.assert_array_equal(a.parameter_vector(), b.parameter_vector())
+
+
+def test_dp_fit_spends_at_most_the_target() -> None:
+    generator = ReferenceGenerator(TINY, seed=3)
+    spec = DpSgdSpec(epsilon=4.0, delta=1 / 12, max_grad_norm=1.0, accountant="prv")
+    report = generator.fit(USERS, epochs=2, privacy=spec)
+    spent = report.privacy
+    assert spent is not None and spent.unit == "user"
+    assert 0 < spent.epsilon <= 4.0 * 1.01
+    assert spent.noise_multiplier > 0 and spent.sample_rate == pytest.approx(4 / 12)
+    # Opacus's accountant, re-run on what was done, reports the same epsilon
+    from opacus.accountants import PRVAccountant
+
+    accountant = PRVAccountant()
+    accountant.history = [(spent.noise_multiplier, spent.sample_rate, spent.steps)]
+    assert accountant.get_epsilon(delta=spent.delta) == pytest.approx(spent.epsilon, rel=1e-6)
+    assert all(t for t in generator.sample(3))
+
+
+def test_diverging_training_is_an_error() -> None:
+    generator = ReferenceGenerator(TINY.model_copy(update={"learning_rate": 1e30}), seed=4)
+    with pytest.raises(GeneratorError, match="diverged"):
+        generator.fit(USERS, epochs=3)
+
+
+def test_unfitted_generator_cannot_sample() -> None:
+    with pytest.raises(GeneratorError, match="not been fitted"):
+        ReferenceGenerator(TINY, seed=0).sample(1)
+
+
+def test_resolve_generator_by_name_and_path() -> None:
+    assert resolve_generator("reference") is ReferenceGenerator
+    parrot = resolve_generator("tests.fake_generators:ParrotGenerator")
+    assert parrot.name == "parrot" and parrot.supports_parameter_noise()
+    with pytest.raises(InputError, match="unknown generator"):
+        resolve_generator("gpt-17")
