@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
-from gate.data.bundle import Bundle, load_bundle
+from gate.data.bundle import Bundle, load_bundle, load_source
 from gate.errors import BundleError, InputError, missing_dependency_message
 from gate.policy.checks import CheckResult, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
@@ -26,7 +27,17 @@ from gate.progress import NullProgress, Progress
 from gate.results import AuditOutcome, AuditResult, GateResult, Status, SuiteValidation
 from gate.suites.gx_suite import validate_checks
 
-__all__ = ["CheckOutcome", "GateResult", "check_release", "run_gate", "split_warnings"]
+if TYPE_CHECKING:
+    from gate.remediation.report import RemediationResult
+
+__all__ = [
+    "CheckOutcome",
+    "GateResult",
+    "check_release",
+    "remediate_release",
+    "run_gate",
+    "split_warnings",
+]
 
 
 def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
@@ -271,3 +282,121 @@ def check_release(
         files=evidence.files,
         mlflow_run_id=evidence.mlflow_run_id,
     )
+
+
+def remediate_release(
+    *,
+    policy: str | Path,
+    manifest: str | Path,
+    out_dir: str | Path = "gate-remediation",
+    generator: str | None = None,
+    method: str | None = None,
+    seed: int | None = None,
+    progress: Progress | None = None,
+    mlflow: bool = True,
+    tracking_uri: str | None = None,
+    mlflow_timeout: float = 30.0,
+) -> RemediationResult:
+    """The remediation loop (what ``gate remediate`` runs): round 0 trains the generator as
+    given on the train users of ``manifest``, samples a release as large as train (or
+    ``remediation.sample_size``) and gates it with the full :func:`run_gate` path and
+    evidence; each later round retrains with DP-SGD (or adds RIP noise) at the next target
+    of the policy's schedule, until a release passes or the schedule is exhausted.
+
+    Returns:
+        The result: ``pass`` (a round passed; its release and, if private, generator are
+        kept in ``out_dir``), ``fail`` (every round failed) or ``error``.
+
+    Raises:
+        InputError: bad policy, manifest, generator or settings (exit 2); nothing trained.
+        EvidenceWriteError: the evidence could not be written (exit 3).
+    """
+    from gate.evidence.writer import MlflowSettings, out_dir_lock, prepare_out_dir, write_evidence
+    from gate.remediation.loop import RemediationRun, RoundGate, RoundTracker
+    from gate.remediation.report import (
+        RemediationResult,
+        overall_status,
+        write_remediation_report,
+    )
+    from gate.remediation.schedule import plan_rounds
+    from gate.remediation.setup import remediation_setup
+
+    progress = progress or NullProgress()
+    loaded = load_policy(policy)
+    root_seed = loaded.policy.seed if seed is None else seed
+    if root_seed < 0:
+        raise InputError(f"--seed must be >= 0; found {root_seed}")
+    setup = remediation_setup(loaded, generator=generator, method=method)
+    with out_dir_lock(Path(out_dir)) as out:
+        prepare_out_dir(out)
+        out.mkdir(parents=True)
+        with progress.step("loading the train and holdout records"):
+            records = load_source(
+                membership=loaded.policy.membership, text=loaded.policy.text, manifest=manifest
+            )
+        settings = MlflowSettings(
+            enabled=mlflow and loaded.policy.evidence.mlflow.enabled,
+            tracking_uri=tracking_uri,
+            timeout=mlflow_timeout,
+        )
+
+        def evaluate(release: Path, report_dir: Path, parent: str | None) -> RoundGate:
+            bundle = load_bundle(
+                synthetic=release,
+                membership=loaded.policy.membership,
+                text=loaded.policy.text,
+                manifest=manifest,
+            )
+            result = run_gate(loaded, bundle, seed=root_seed, progress=progress)
+            with progress.step("writing the round's gate evidence"):
+                evidence = write_evidence(
+                    result, report_dir, mlflow=replace(settings, parent_run_id=parent)
+                )
+            errors = [o.error for o in evidence.result.audits.values() if o.error]
+            return RoundGate(
+                status=evidence.result.status,
+                metrics={
+                    name: dict(o.result.metric_values)
+                    for name, o in evidence.result.audits.items()
+                    if o.result is not None
+                },
+                report_path=report_dir,
+                mlflow_run_id=evidence.mlflow_run_id,
+                error="; ".join(e for e in [*errors, evidence.result.evidence_error] if e) or None,
+            )
+
+        plans = plan_rounds(setup.remediation, method=setup.method)
+        tracking = setup.start_tracking(settings, loaded, root_seed) if settings.enabled else None
+        run = RemediationRun(
+            plans=plans,
+            remediation=setup.remediation,
+            generator_cls=setup.generator_cls,
+            generator_config=setup.generator_config,
+            users=setup.train_users(records.frame),
+            holdout_texts=setup.holdout_texts(records.frame),
+            train_records=int((records.frame["split"] == "train").sum()),
+            out=out,
+            evaluate=evaluate,
+            seed=root_seed,
+            progress=progress,
+            tracker=RoundTracker() if tracking is None else tracking.tracker,
+        )
+        try:
+            rounds = run.run()
+        except BaseException:
+            if tracking is not None:
+                tracking.abandon()
+            raise
+        result = RemediationResult(
+            status=overall_status(rounds, len(plans)),
+            rounds=tuple(rounds),
+            policy={"name": loaded.policy.name, "path": str(loaded.path), "sha256": loaded.sha256},
+            settings=setup.settings_dict(),
+            seed=root_seed,
+            mlflow_run_id=None if tracking is None else tracking.run_id,
+        )
+        files = write_remediation_report(result, out)
+        if tracking is not None:
+            result = tracking.finish(result, files)
+            files = write_remediation_report(result, out)
+    return replace(result, files=files)

@@ -76,6 +76,32 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds MLflow logging may take before the run is an error (30)",
     )
 
+    remediate = sub.add_parser(
+        "remediate",
+        help="retrain the generator privately (DP-SGD or RIP noise) until a release passes",
+    )
+    remediate.add_argument("--policy", required=True, help="policy YAML file")
+    remediate.add_argument(
+        "--manifest", required=True, help="split-manifest.json of the private records"
+    )
+    remediate.add_argument(
+        "--generator", help="generator: a registered name or module:Class (policy's by default)"
+    )
+    remediate.add_argument(
+        "--method", choices=["dpsgd", "rip"], help="remediation method (policy's by default)"
+    )
+    remediate.add_argument("--out", default="gate-remediation", help="output directory")
+    remediate.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
+    remediate.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
+    remediate.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    remediate.add_argument("--tracking-uri", help="MLflow tracking URI")
+    remediate.add_argument(
+        "--mlflow-timeout",
+        type=_seconds,
+        default=30.0,
+        help="seconds each gate run's MLflow logging may take (30)",
+    )
+
     split = sub.add_parser("split", help="reproducible Bernoulli(p) train/holdout split by user")
     split.add_argument("--source", required=True, help="source records (jsonl/csv/parquet)")
     split.add_argument("--p", type=float, default=0.5, help="train probability (0.5)")
@@ -133,6 +159,55 @@ def _check(args: argparse.Namespace) -> int:
     return code
 
 
+def _remediate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gate.api import remediate_release
+    from gate.progress import NullProgress, RichProgress
+    from gate.remediation.report import table_rows
+    from gate.results import EXIT_CODES
+
+    progress = RichProgress() if not args.quiet and sys.stderr.isatty() else NullProgress()
+    result = remediate_release(
+        policy=args.policy,
+        manifest=args.manifest,
+        out_dir=args.out,
+        generator=args.generator,
+        method=args.method,
+        seed=args.seed,
+        progress=progress,
+        mlflow=not args.no_mlflow,
+        tracking_uri=args.tracking_uri,
+        mlflow_timeout=args.mlflow_timeout,
+    )
+    code = EXIT_CODES[result.status]
+    console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
+    try:
+        table = Table(title="Remediation rounds")
+        rows = table_rows(result.rounds)
+        for column in rows[0] if rows else ():
+            table.add_column(column, justify="left" if column in ("method", "verdict") else "right")
+        for row in rows:
+            table.add_row(*row.values())
+        console.print(table)
+        passing = result.passing_round
+        if passing is not None:
+            console.print(f"release: {args.out}/{passing.release['path']}")
+            if passing.generator_dir:
+                console.print(f"generator: {args.out}/{passing.generator_dir}")
+        error = result.error or next((r.error for r in result.rounds if r.error), None)
+        if error:
+            console.print(f"error: {error}")
+        console.print(f"verdict: {result.status.upper()} (exit {code})")
+        console.print(f"report: {result.files['report']}")
+        if result.mlflow_run_id:
+            console.print(f"mlflow run: {result.mlflow_run_id}")
+    except (BrokenPipeError, SystemExit):
+        _discard_stdout()
+    return code
+
+
 def _discard_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
@@ -175,18 +250,25 @@ def _policy(args: argparse.Namespace) -> int:
 
 
 def _audits(args: argparse.Namespace) -> int:
-    from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
+    from gate.plugins import AUDITS, DISCLOSURE_CLASSES, GENERATORS, MEMBERSHIP_SCORERS
 
     for title, registry in (
         ("audits", AUDITS),
         ("disclosure classes", DISCLOSURE_CLASSES),
         ("membership scorers", MEMBERSHIP_SCORERS),
+        ("generators", GENERATORS),
     ):
         print(f"{title}: {' '.join(registry.names())}")
     return 0
 
 
-COMMANDS = {"check": _check, "split": _split, "policy": _policy, "audits": _audits}
+COMMANDS = {
+    "check": _check,
+    "remediate": _remediate,
+    "split": _split,
+    "policy": _policy,
+    "audits": _audits,
+}
 
 
 class Terminated(BaseException):

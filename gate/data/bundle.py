@@ -278,23 +278,30 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     return texts
 
 
-def load_bundle(
+@dataclass(frozen=True)
+class SourceRecords:
+    """Validated train and holdout records (``frame``: columns record_id, user_id, text,
+    split, __line__, __file__) and the tables and manifest they came from."""
+
+    frame: pd.DataFrame
+    tables: dict[str, RawTable]
+    manifest: SplitManifest | None
+    manifest_path: str | None
+
+
+def load_source(
     *,
-    synthetic: str | Path,
     membership: MembershipPolicy,
     text: TextPolicy | None = None,
     train: str | Path | None = None,
     holdout: str | Path | None = None,
     source: str | Path | None = None,
     manifest: str | Path | None = None,
-) -> Bundle:
-    """Load and validate a release bundle.
-
-    Source records come from ``train`` and ``holdout`` files, from one ``source`` file with
-    a ``split`` column, or from the files a ``gate split`` manifest names.
+) -> SourceRecords:
+    """Load and validate the source records (train and holdout) of a bundle.
 
     Raises:
-        BundleError: the bundle is incomplete, unreadable or inconsistent.
+        BundleError: the files are missing, unreadable or inconsistent.
     """
     split_manifest: SplitManifest | None = None
     user_column = "user_id"  # the column that defines users; a manifest names its own
@@ -307,7 +314,6 @@ def load_bundle(
         holdout = holdout if holdout is not None else base / split_manifest.holdout.path
         user_column = split_manifest.by
 
-    fingerprints: dict[str, Fingerprint] = {}
     tables: dict[str, RawTable] = {}
     if source is not None:
         if train is not None or holdout is not None:
@@ -349,15 +355,49 @@ def load_bundle(
             ],
             ignore_index=True,
         )
-    tables["synthetic"] = read_table(synthetic)
-    synthetic_frame = _synthetic_frame(tables["synthetic"])
-    text_policy = text or TextPolicy()
-    frame["text"] = normalize_text(frame["text"], text_policy)
-    synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text_policy)
-
+    frame["text"] = normalize_text(frame["text"], text or TextPolicy())
     _reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
     _reject_shared_users(frame)
     _reject_blank_sides(frame)
+    return SourceRecords(
+        frame=frame,
+        tables=tables,
+        manifest=split_manifest,
+        manifest_path=None if manifest is None else str(manifest),
+    )
+
+
+def load_bundle(
+    *,
+    synthetic: str | Path,
+    membership: MembershipPolicy,
+    text: TextPolicy | None = None,
+    train: str | Path | None = None,
+    holdout: str | Path | None = None,
+    source: str | Path | None = None,
+    manifest: str | Path | None = None,
+) -> Bundle:
+    """Load and validate a release bundle.
+
+    Source records come from ``train`` and ``holdout`` files, from one ``source`` file with
+    a ``split`` column, or from the files a ``gate split`` manifest names.
+
+    Raises:
+        BundleError: the bundle is incomplete, unreadable or inconsistent.
+    """
+    loaded = load_source(
+        membership=membership,
+        text=text,
+        train=train,
+        holdout=holdout,
+        source=source,
+        manifest=manifest,
+    )
+    frame, tables, split_manifest = loaded.frame, dict(loaded.tables), loaded.manifest
+    fingerprints: dict[str, Fingerprint] = {}
+    tables["synthetic"] = read_table(synthetic)
+    synthetic_frame = _synthetic_frame(tables["synthetic"])
+    synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text or TextPolicy())
     _reject_copied_files(tables)
     if "source_id" in synthetic_frame.columns:
         _check_source_ids(synthetic_frame, frame, tables["synthetic"])

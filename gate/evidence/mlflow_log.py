@@ -34,6 +34,11 @@ def tracking_uri(cli_uri: str | None, policy_uri: str | None) -> str:
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+def experiment_name(experiment: str | None, policy_name: str) -> str:
+    """The policy's experiment, or ``gate/<policy name>``."""
+    return experiment or f"gate/{policy_name}"
+
+
 def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -91,10 +96,12 @@ class GateRunLog:
         self.client: Any = None
         self.run_id: str | None = None
 
-    def open(self, result: GateResult, *, experiment: str | None) -> str:
+    def open(
+        self, result: GateResult, *, experiment: str | None, parent_run_id: str | None = None
+    ) -> str:
         import mlflow
 
-        name = experiment or f"gate/{result.policy.name}"
+        name = experiment_name(experiment, result.policy.name)
         with _store_lock(self.uri):  # creating the client creates (migrates) the store
             self.client = mlflow.MlflowClient(tracking_uri=self.uri)
             experiment_id = _experiment_id(self.client, name, self.uri)
@@ -103,6 +110,8 @@ class GateRunLog:
             "gate.membership.how": result.bundle.membership.how,
             "gate.redacted": str(result.policy.evidence.redact_witnesses).lower(),
         }
+        if parent_run_id is not None:
+            tags["mlflow.parentRunId"] = parent_run_id
         for input_name, fp in result.bundle.fingerprints.items():
             tags[f"gate.input.{input_name}.sha256"] = fp.sha256
             tags[f"gate.input.{input_name}.records"] = str(fp.records)
@@ -273,3 +282,63 @@ def _content(result: GateResult, name: str) -> Any:
     if name in ("train", "holdout"):
         return bundle.source[bundle.source["split"] == name].drop(columns=["line"])
     return bundle.source.drop(columns=["line"])
+
+
+class NestedRunLog:
+    """Runs that hold other runs (a remediation, its rounds), through an explicit client
+    in the experiment the gate runs use. Every call raises on failure: the caller treats
+    a failure to log as an error (exit 3), never a pass."""
+
+    def __init__(self, uri: str, *, experiment: str) -> None:
+        import mlflow
+
+        for noisy in ("mlflow", "alembic"):
+            logger = logging.getLogger(noisy)
+            logger.setLevel(max(logging.WARNING, logger.level))
+        self.uri = uri
+        with _store_lock(uri):
+            self.client: Any = mlflow.MlflowClient(tracking_uri=uri)
+            self.experiment_id = _experiment_id(self.client, experiment, uri)
+
+    def start(
+        self,
+        name: str,
+        *,
+        parent_run_id: str | None = None,
+        params: dict[str, str] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> str:
+        all_tags = dict(tags or {})
+        if parent_run_id is not None:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run_id = str(
+            self.client.create_run(self.experiment_id, run_name=name, tags=all_tags).info.run_id
+        )
+        if params:
+            self.log(run_id, params=params)
+        return run_id
+
+    def log(
+        self,
+        run_id: str,
+        *,
+        metrics: dict[str, float] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> None:
+        from mlflow.entities import Metric, Param
+
+        now = int(time.time() * 1000)
+        finite = [Metric(k, v, now, 0) for k, v in _finite(metrics or {}).items()]
+        pairs = [Param(k, str(v)[:500]) for k, v in (params or {}).items()]
+        for i in range(0, max(len(finite), len(pairs)), 100):
+            self.client.log_batch(run_id, metrics=finite[i : i + 100], params=pairs[i : i + 100])
+
+    def artifacts(self, run_id: str, paths: list[Path], *, folder: str | None = None) -> None:
+        for path in paths:
+            self.client.log_artifact(run_id, str(path), artifact_path=folder)
+
+    def end(self, run_id: str, *, status: str, tags: dict[str, str]) -> None:
+        """Tags (the verdict) first, then the run's end state."""
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+        self.client.set_terminated(run_id, status)

@@ -38,6 +38,7 @@ class MlflowSettings:
     enabled: bool
     tracking_uri: str | None = None  # from the CLI; None = environment, policy, default
     timeout: float = 30.0  # seconds the whole MLflow logging may take
+    parent_run_id: str | None = None  # nest the gate's run under this run (a remediation round)
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,13 @@ def _plots(result: GateResult, directory: Path) -> tuple[GateResult, list[Path]]
 
 
 def _log_to_mlflow(
-    result: GateResult, staging: Path, plots: list[Path], *, uri: str, timeout: float
+    result: GateResult,
+    staging: Path,
+    plots: list[Path],
+    *,
+    uri: str,
+    timeout: float,
+    parent_run_id: str | None = None,
 ) -> tuple[GateResult, str | None, dict[str, Path]]:
     """One MLflow run holding every file, its verdict tags set last; the whole logging
     bounded by ``timeout`` seconds. Returns the result (an error if logging failed), the
@@ -256,7 +263,11 @@ def _log_to_mlflow(
         run_id = _with_deadline(
             deadline,
             cancelled,
-            lambda: opened.open(result, experiment=result.policy.evidence.mlflow.experiment),
+            lambda: opened.open(
+                result,
+                experiment=result.policy.evidence.mlflow.experiment,
+                parent_run_id=parent_run_id,
+            ),
         )
         files = _write_files(result, staging, plots, run_id=run_id, uri=uri)
         _with_deadline(deadline, cancelled, lambda: opened.finish(result, files, plots, cancelled))
@@ -341,7 +352,12 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
 
             uri = tracking_uri(mlflow.tracking_uri, result.policy.evidence.mlflow.tracking_uri)
             result, run_id, files = _log_to_mlflow(
-                result, staging, plots, uri=uri, timeout=mlflow.timeout
+                result,
+                staging,
+                plots,
+                uri=uri,
+                timeout=mlflow.timeout,
+                parent_run_id=mlflow.parent_run_id,
             )
         else:
             files = _write_files(result, staging, plots, run_id=None, uri=None)

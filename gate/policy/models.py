@@ -473,6 +473,86 @@ class EvidencePolicy(StrictModel):
     mlflow: MlflowPolicy = Field(default_factory=MlflowPolicy)
 
 
+# ---------------------------------------------------------------------------- remediation
+
+
+def _finite_positive(values: tuple[float, ...], what: str) -> tuple[float, ...]:
+    bad = [v for v in values if not v > 0]
+    if bad:
+        raise ValueError(f"every {what} must be > 0; found {bad}")
+    return values
+
+
+class DpSgdRemediation(StrictModel):
+    """DP-SGD rounds (Opacus): one fresh private training per target epsilon."""
+
+    epsilons: tuple[float, ...] = Field(
+        (8.0, 4.0, 2.0, 1.0),
+        min_length=1,
+        description="Target epsilon of each round, in the order tried (stop at the first PASS).",
+    )
+    delta: float | None = Field(
+        None, gt=0, lt=1, description="Target delta; null = 1/(number of train users)."
+    )
+    max_grad_norm: float = Field(1.0, gt=0, description="Per-user clipping norm C.")
+    accountant: Literal["prv", "rdp"] = Field(
+        "prv", description="Opacus accountant that solves the noise multiplier and reports epsilon."
+    )
+    epochs: int | None = Field(
+        None, ge=1, le=100_000, description="Epochs of a DP-SGD round; null = remediation.epochs."
+    )
+
+    @field_validator("epsilons")
+    @classmethod
+    def _positive(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        return _finite_positive(values, "epsilon")
+
+
+class RipRemediation(StrictModel):
+    """RIP noise rounds (*Provable Re-Identification Privacy*, Algorithm 1 and Corollary 8)."""
+
+    etas: tuple[float, ...] = Field(
+        (0.3, 0.1, 0.05), min_length=1, description="Target eta of each round, each in (0, 0.5)."
+    )
+    replicas: int = Field(
+        4, ge=2, le=64, description="B models trained on random halves of train (σ estimate)."
+    )
+    noise: Literal["isotropic", "per_coordinate"] = Field(
+        "isotropic",
+        description="isotropic (Algorithm 1, (7.5/η)² σ) or per_coordinate (Corollary 8).",
+    )
+
+    @field_validator("etas")
+    @classmethod
+    def _in_range(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        bad = [v for v in values if not 0 < v < 0.5]
+        if bad:
+            raise ValueError(f"every eta must be in (0, 0.5); found {bad}")
+        return values
+
+
+class Remediation(StrictModel):
+    """`gate remediate`: retrain the generator privately (or add RIP noise), regenerate,
+    gate again; round 0 is the generator as given (non-private)."""
+
+    method: Literal["dpsgd", "rip"] = Field("dpsgd", description="Remediation method.")
+    generator: str = Field(
+        "reference",
+        pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$",
+        description="A registered generator name, or an import path module:Class.",
+    )
+    generator_config: dict[str, typing.Any] = Field(
+        default_factory=dict,
+        description="The generator's settings (validated by its config model).",
+    )
+    epochs: int = Field(20, ge=1, le=100_000, description="Training epochs of every round.")
+    sample_size: int | None = Field(
+        None, ge=1, description="Records per release; null = as many as train has."
+    )
+    dpsgd: DpSgdRemediation = Field(default_factory=DpSgdRemediation)
+    rip: RipRemediation = Field(default_factory=RipRemediation)
+
+
 # ---------------------------------------------------------------------------- policy
 
 
@@ -486,6 +566,9 @@ class Policy(StrictModel):
     text: TextPolicy = Field(default_factory=TextPolicy)
     audits: Audits
     evidence: EvidencePolicy = Field(default_factory=EvidencePolicy)
+    remediation: Remediation | None = Field(
+        None, description="Settings of `gate remediate`; null = its defaults."
+    )
 
     @model_validator(mode="after")
     def _can_fail(self) -> Policy:

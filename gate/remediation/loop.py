@@ -1,0 +1,361 @@
+"""The remediation loop: for each planned round, train (round 0 as given, then DP-SGD or
+RIP noise), sample a release, measure its utility, gate it, and stop at the first PASS.
+
+Each round is written to ``<out>/round-<k>/``; ``round.json`` is written last, and a round
+interrupted (Ctrl-C, SIGTERM, an error) is removed whole. Releases and generators of
+rounds that fail are private data: they are deleted once gated (their fingerprints stay in
+the evidence). A passing release is kept; its generator is kept only if it was trained
+privately (a non-private checkpoint is as private as the train set).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gate.atomic import atomic_write_text
+from gate.data.io import sha256_file
+from gate.generators.base import DpSgdSpec, Generator, GeneratorConfig, GeneratorError
+from gate.policy.models import Remediation
+from gate.progress import Progress
+from gate.remediation.rip_noise import ReplicaSpread, add_rip_noise, replica_spread
+from gate.remediation.schedule import RoundPlan, default_delta
+from gate.remediation.utility import ReleaseUtility, UtilityMeter
+from gate.results import Status
+
+RELEASE_NAME = "release.jsonl"
+ROUND_FILE = "round.json"
+# the accountant's ε may exceed the target by the solver's tolerance, never more
+ACCOUNTANT_TOLERANCE = 1e-2
+
+
+@dataclass(frozen=True)
+class RoundGate:
+    """What gating one release gave: the verdict, every audit's metric values, where the
+    report is, and the gate's MLflow run."""
+
+    status: Status
+    metrics: Mapping[str, Mapping[str, float]]
+    report_path: Path
+    mlflow_run_id: str | None
+    error: str | None = None
+
+
+# (release file, report directory, parent MLflow run id or None) -> the gate's verdict
+EvaluateRelease = Callable[[Path, Path, str | None], RoundGate]
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round's evidence: what was trained and how privately, the release, its
+    utility and the gate's verdict."""
+
+    plan: RoundPlan
+    status: Status
+    seed: dict[str, Any]
+    fit: dict[str, Any]
+    privacy: dict[str, Any] | None
+    rip: dict[str, Any] | None
+    utility: ReleaseUtility
+    gate: dict[str, dict[str, float]]
+    release: dict[str, Any]
+    generator_dir: str | None
+    report: str
+    mlflow_run_id: str | None
+    gate_run_id: str | None
+    seconds: dict[str, float]
+    error: str | None = None
+
+    @property
+    def accountant_epsilon(self) -> float | None:
+        return None if self.privacy is None else float(self.privacy["epsilon"])
+
+    @property
+    def max_epsilon_lower(self) -> float | None:
+        values = self.gate.get("epsilon_lower", {})
+        return max(values.values()) if values else None
+
+    @property
+    def max_auc(self) -> float | None:
+        values = self.gate.get("auc", {})
+        return max(values.values()) if values else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.plan.index,
+            "method": self.plan.method,
+            "target": self.plan.target,
+            "label": self.plan.label,
+            "status": self.status,
+            "seed": self.seed,
+            "fit": self.fit,
+            "privacy": self.privacy,
+            "rip": self.rip,
+            "utility": self.utility.as_dict(),
+            "gate": self.gate,
+            "release": self.release,
+            "generator": self.generator_dir,
+            "report": self.report,
+            "mlflow_run_id": self.mlflow_run_id,
+            "gate_mlflow_run_id": self.gate_run_id,
+            "seconds": self.seconds,
+            "error": self.error,
+        }
+
+
+class RoundTracker:
+    """Where rounds are logged (MLflow, or nowhere): a run per round, nested under the
+    remediation's run, holding the gate's run."""
+
+    def start_round(self, plan: RoundPlan, params: dict[str, str]) -> str | None:
+        return None
+
+    def finish_round(self, run_id: str | None, record: RoundRecord) -> None:
+        return None
+
+
+def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """The per-round privacy figures: the gate's ε̂ (exact lower bound) and phantom rate per
+    disclosure class, and the AUC per membership scorer."""
+    out: dict[str, dict[str, float]] = {
+        "epsilon_lower": {},
+        "phantom_rate": {},
+        "p_value": {},
+        "auc": {},
+    }
+    for name, value in metrics.get("disclosure", {}).items():
+        if not np.isfinite(value):
+            continue
+        cls, _, metric = name.rpartition(".")
+        if metric == "epsilon_lower_exact":
+            out["epsilon_lower"][cls] = value
+        elif metric == "phantom_rate":
+            out["phantom_rate"][cls] = value
+        elif metric == "p_value_exact":
+            out["p_value"][cls] = value
+    for name, value in metrics.get("membership", {}).items():
+        if not np.isfinite(value):
+            continue
+        scorer, _, metric = name.rpartition(".")
+        if metric == "auc":
+            out["auc"][scorer] = value
+    return out
+
+
+def round_seed(seed: int, index: int) -> tuple[int, dict[str, Any]]:
+    """The generator seed of round ``index``: a child of the run's seed sequence."""
+    child = np.random.SeedSequence(seed, spawn_key=(index,))
+    return int(child.generate_state(1)[0]), {"entropy": seed, "spawn_key": [index]}
+
+
+@dataclass
+class RemediationRun:
+    """Everything a remediation run needs; :meth:`run` executes the rounds in order."""
+
+    plans: Sequence[RoundPlan]
+    remediation: Remediation
+    generator_cls: type[Generator[Any]]
+    generator_config: GeneratorConfig
+    users: Sequence[Sequence[str]]
+    holdout_texts: Sequence[str]
+    train_records: int
+    out: Path
+    evaluate: EvaluateRelease
+    seed: int
+    progress: Progress
+    tracker: RoundTracker = field(default_factory=RoundTracker)
+    utility: UtilityMeter | None = None
+    _spread: ReplicaSpread | None = None
+    _rip_base: Generator[Any] | None = None
+    _rip_theta: np.ndarray | None = None
+    _rip_fit: dict[str, Any] = field(default_factory=dict)
+
+    def run(self) -> list[RoundRecord]:
+        records: list[RoundRecord] = []
+        for plan in self.plans:
+            round_dir = self.out / f"round-{plan.index}"
+            try:
+                record = self._round(plan, round_dir)
+            except BaseException:
+                shutil.rmtree(round_dir, ignore_errors=True)
+                raise
+            records.append(record)
+            if record.status != "fail":
+                break  # a PASS ends the loop; so does an error (never a pass)
+        return records
+
+    def _train(
+        self, plan: RoundPlan, gen_seed: int
+    ) -> tuple[Generator[Any], dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+        r = self.remediation
+        if plan.method == "rip":
+            return self._rip_generator(plan, gen_seed)
+        generator = self.generator_cls(self.generator_config, seed=gen_seed)
+        privacy = None
+        epochs = r.epochs
+        if plan.method == "dpsgd":
+            assert plan.target is not None
+            epochs = r.dpsgd.epochs or r.epochs
+            privacy = DpSgdSpec(
+                epsilon=plan.target,
+                delta=default_delta(delta=r.dpsgd.delta, train_users=len(self.users)),
+                max_grad_norm=r.dpsgd.max_grad_norm,
+                accountant=r.dpsgd.accountant,
+            )
+        with self.progress.step(f"round {plan.index}: training ({plan.label})"):
+            report = generator.fit(
+                self.users, epochs=epochs, privacy=privacy, progress=self.progress
+            )
+        spent = None
+        if privacy is not None:
+            if report.privacy is None:
+                raise GeneratorError(
+                    f"generator {self.generator_cls.name!r} was asked for DP-SGD but reported "
+                    "no privacy spent; it cannot be used for the dpsgd method"
+                )
+            spent = report.privacy.as_dict()
+            if report.privacy.epsilon > privacy.epsilon * (1 + ACCOUNTANT_TOLERANCE):
+                raise GeneratorError(
+                    f"the accountant reports epsilon {report.privacy.epsilon:.4g} > target "
+                    f"{privacy.epsilon:g}"
+                )
+        return generator, report.as_dict(), spent, None
+
+    def _rip_generator(
+        self, plan: RoundPlan, gen_seed: int
+    ) -> tuple[Generator[Any], dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+        """RIP rounds share one training (the full model and the B half-models, seeded by
+        the run's seed); each round draws fresh noise for its η."""
+        assert plan.target is not None
+        if not self.generator_cls.supports_parameter_noise():
+            raise GeneratorError(
+                f"generator {self.generator_cls.name!r} does not expose its parameters; the "
+                "rip method needs parameter_vector and set_parameter_vector"
+            )
+        r = self.remediation
+        train_seed, _ = round_seed(self.seed, 10_000)
+        started = time.perf_counter()
+        if self._spread is None:
+            self._spread = replica_spread(
+                self.generator_cls,
+                self.generator_config,
+                self.users,
+                epochs=r.epochs,
+                replicas=r.rip.replicas,
+                seed=train_seed,
+                progress=self.progress,
+            )
+        if self._rip_base is None or self._rip_theta is None:
+            base = self.generator_cls(self.generator_config, seed=train_seed)
+            with self.progress.step(f"round {plan.index}: training the full model for RIP"):
+                fit = base.fit(self.users, epochs=r.epochs, progress=self.progress)
+            self._rip_base, self._rip_theta, self._rip_fit = (
+                base,
+                base.parameter_vector(),
+                fit.as_dict(),
+            )
+        generator = self._rip_base
+        generator.set_parameter_vector(self._rip_theta)  # undo the previous round's noise
+        noise = add_rip_noise(
+            generator,
+            self._spread,
+            eta=plan.target,
+            noise=r.rip.noise,
+            rng=np.random.default_rng(gen_seed),
+        )
+        rip = {
+            **noise.as_dict(),
+            "replicas": self._spread.replicas,
+            "half_size": self._spread.half_size,
+            "sigma": self._spread.sigma,
+            "training_seed": train_seed,
+            "seconds": time.perf_counter() - started,
+        }
+        return generator, self._rip_fit, None, rip
+
+    def _round(self, plan: RoundPlan, round_dir: Path) -> RoundRecord:
+        if round_dir.exists():
+            shutil.rmtree(round_dir)
+        round_dir.mkdir(parents=True)
+        gen_seed, seed_info = round_seed(self.seed, plan.index)
+        seed_info["generator_seed"] = gen_seed
+        params = {
+            "round": str(plan.index),
+            "method": plan.method,
+            "target": "" if plan.target is None else f"{plan.target:g}",
+            "generator": self.generator_cls.name,
+            "generator_seed": str(gen_seed),
+            **{f"generator.{k}": str(v) for k, v in self.generator_config.model_dump().items()},
+        }
+        run_id = self.tracker.start_round(plan, params)
+        seconds: dict[str, float] = {}
+        t0 = time.perf_counter()
+        generator, fit, privacy, rip = self._train(plan, gen_seed)
+        seconds["train"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        n = self.remediation.sample_size or self.train_records
+        texts = generator.sample(n, progress=self.progress)
+        release = round_dir / RELEASE_NAME
+        lines = (
+            json.dumps({"record_id": f"g{plan.index}-{i:06d}", "text": t}, ensure_ascii=False)
+            for i, t in enumerate(texts)
+        )
+        atomic_write_text(release, "\n".join(lines) + "\n")
+        seconds["sample"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        meter = self.utility or UtilityMeter(self.holdout_texts)
+        self.utility = meter
+        with self.progress.step(f"round {plan.index}: utility of the release"):
+            utility = meter.measure(texts, generator)
+        seconds["utility"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        gated = self.evaluate(release, round_dir / "report", run_id)
+        seconds["gate"] = time.perf_counter() - t0
+
+        release_info: dict[str, Any] = {
+            "records": len(texts),
+            "sha256": sha256_file(release),
+            "kept": gated.status == "pass",
+            "path": f"round-{plan.index}/{RELEASE_NAME}" if gated.status == "pass" else None,
+        }
+        generator_dir = None
+        if gated.status == "pass" and plan.method != "none":
+            target = round_dir / "generator"
+            target.mkdir()
+            generator.save(target)
+            generator_dir = f"round-{plan.index}/generator"
+        if gated.status != "pass":
+            release.unlink()  # a release that failed the gate carries what it leaked
+        record = RoundRecord(
+            plan=plan,
+            status=gated.status,
+            seed=seed_info,
+            fit=fit,
+            privacy=privacy,
+            rip=rip,
+            utility=utility,
+            gate=gate_summary(gated.metrics),
+            release=release_info,
+            generator_dir=generator_dir,
+            report=str(gated.report_path.relative_to(self.out)),
+            mlflow_run_id=run_id,
+            gate_run_id=gated.mlflow_run_id,
+            seconds=seconds,
+            error=gated.error,
+        )
+        self.tracker.finish_round(run_id, record)
+        atomic_write_text(
+            round_dir / ROUND_FILE,
+            json.dumps(record.as_dict(), indent=2, allow_nan=False, ensure_ascii=False) + "\n",
+        )
+        return record

@@ -1,0 +1,208 @@
+"""Evidence of a remediation run: ``remediation.json`` (every round), the privacy–utility
+plot per round and a self-contained ``remediation.html``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gate._version import __version__
+from gate.atomic import atomic_write, atomic_write_text
+from gate.remediation.loop import RoundRecord
+from gate.results import Status
+
+REPORT_NAME = "remediation.json"
+PLOT_NAME = "privacy-utility.png"
+HTML_NAME = "remediation.html"
+
+
+@dataclass(frozen=True)
+class RemediationResult:
+    """The outcome of ``gate remediate``: PASS at the first passing round, FAIL when the
+    schedule is exhausted, error if a round could not be completed."""
+
+    status: Status
+    rounds: tuple[RoundRecord, ...]
+    policy: dict[str, Any]
+    settings: dict[str, Any]
+    seed: int
+    mlflow_run_id: str | None = None
+    error: str | None = None
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def passing_round(self) -> RoundRecord | None:
+        return next((r for r in self.rounds if r.status == "pass"), None)
+
+
+def overall_status(rounds: Sequence[RoundRecord], planned: int) -> Status:
+    """pass if a round passed; error if a round errored or no round ran; else fail (only
+    when every planned round ran and failed)."""
+    if any(r.status == "pass" for r in rounds):
+        return "pass"
+    if not rounds or any(r.status == "error" for r in rounds) or len(rounds) < planned:
+        return "error"
+    return "fail"
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def table_rows(rounds: Sequence[RoundRecord]) -> list[dict[str, str]]:
+    """One row per round: round, method, target, accountant ε, ε̂, AUC, perplexity,
+    Fréchet distance, verdict."""
+    rows = []
+    for r in rounds:
+        rows.append(
+            {
+                "round": str(r.plan.index),
+                "method": r.plan.method,
+                "target": "—"
+                if r.plan.target is None
+                else (
+                    f"ε={r.plan.target:g}" if r.plan.method == "dpsgd" else f"η={r.plan.target:g}"
+                ),
+                "accountant ε": _fmt(r.accountant_epsilon),
+                "ε̂ (max)": _fmt(r.max_epsilon_lower),
+                "AUC (max)": _fmt(r.max_auc),
+                "perplexity": _fmt(r.utility.holdout_perplexity),
+                "Fréchet": _fmt(r.utility.frechet_embedding_distance),
+                "verdict": r.status.upper(),
+            }
+        )
+    return rows
+
+
+def remediation_dict(result: RemediationResult) -> dict[str, Any]:
+    passing = result.passing_round
+    return {
+        "schema_version": 1,
+        "kind": "gate-remediation",
+        "gate_version": __version__,
+        "status": result.status,
+        "passed": result.status == "pass",
+        "passing_round": None if passing is None else passing.plan.index,
+        "release": None if passing is None else passing.release["path"],
+        "generator": None if passing is None else passing.generator_dir,
+        "policy": result.policy,
+        "settings": result.settings,
+        "seed": result.seed,
+        "mlflow_run_id": result.mlflow_run_id,
+        "error": result.error
+        or next((f"round {r.plan.index}: {r.error}" for r in result.rounds if r.error), None),
+        "rounds": [r.as_dict() for r in result.rounds],
+    }
+
+
+def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
+    """Per round: privacy (accountant ε, the gate's ε̂ per class, AUC per scorer) and
+    utility (holdout perplexity, Fréchet embedding distance)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r.plan.index}\n{r.plan.label.replace(' (non-private)', '')}" for r in rounds]
+    x = list(range(len(rounds)))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax = axes[0]
+    classes = sorted({c for r in rounds for c in r.gate["epsilon_lower"]})
+    for c in classes:
+        ax.plot(x, [r.gate["epsilon_lower"].get(c) for r in rounds], marker="o", label=f"ε̂ {c}")
+    spent = [r.accountant_epsilon for r in rounds]
+    if any(v is not None for v in spent):
+        ax.plot(x, spent, marker="s", linestyle="--", color="black", label="accountant ε")
+    ax.set_title("privacy: ε (lower bound from the gate)")
+    ax.set_ylabel("ε")
+    ax = axes[1]
+    scorers = sorted({s for r in rounds for s in r.gate["auc"]})
+    for s in scorers:
+        ax.plot(x, [r.gate["auc"].get(s) for r in rounds], marker="o", label=f"AUC {s}")
+    ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_title("privacy: membership AUC")
+    ax = axes[2]
+    ax.plot(x, [r.utility.holdout_perplexity for r in rounds], marker="o", label="perplexity")
+    ax.set_ylabel("holdout perplexity")
+    ax.set_title("utility")
+    frechet = [r.utility.frechet_embedding_distance for r in rounds]
+    if any(v is not None for v in frechet):
+        twin = ax.twinx()
+        twin.plot(x, frechet, marker="^", color="tab:red", label="Fréchet (MiniLM)")
+        twin.set_ylabel("Fréchet embedding distance")
+        twin.legend(loc="upper right", fontsize=7)
+    for ax in axes:
+        ax.set_xticks(x, labels, fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", fontsize=7)
+    for i, r in enumerate(rounds):
+        axes[0].annotate(
+            r.status.upper(),
+            (i, 0),
+            textcoords="offset points",
+            xytext=(0, -28),
+            ha="center",
+            fontsize=7,
+            annotation_clip=False,
+        )
+    fig.tight_layout()
+
+    def save(tmp: Path) -> None:
+        fig.savefig(tmp, format="png", dpi=110)
+
+    try:
+        atomic_write(path, save)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def remediation_html(result: RemediationResult, plot: Path | None) -> str:
+    rows = table_rows(result.rounds)
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in (rows[0] if rows else {}))
+    body = ""
+    for row, r in zip(rows, result.rounds, strict=True):
+        cells = "".join(f"<td>{html.escape(v)}</td>" for v in row.values())
+        link = f'<td><a href="{html.escape(r.report)}/report.html">report</a></td>'
+        body += f'<tr class="{r.status}">{cells}{link}</tr>'
+    image = ""
+    if plot is not None and plot.exists():
+        data = base64.b64encode(plot.read_bytes()).decode("ascii")
+        image = f'<img alt="privacy and utility per round" src="data:image/png;base64,{data}">'
+    verdict = result.status.upper()
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>gate remediate: {verdict}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
+tr.pass td{{background:#e8f5e9}}tr.fail td{{background:#fdecea}}tr.error td{{background:#fff3cd}}
+img{{max-width:100%}}</style></head><body>
+<h1>gate remediate: {verdict}</h1>
+<p>policy {html.escape(str(result.policy.get("name")))}, method
+{html.escape(str(result.settings.get("method")))}, generator
+{html.escape(str(result.settings.get("generator")))}, seed {result.seed}.
+ε̂ is the gate's lower confidence bound (an audit proves leakage, never safety); accountant ε
+is what DP-SGD spent at the stated δ, per user.</p>
+<table><tr>{head}<th></th></tr>{body}</table>
+{image}
+</body></html>
+"""
+
+
+def write_remediation_report(result: RemediationResult, out: Path) -> dict[str, Path]:
+    """The plot, the HTML and ``remediation.json`` (last) into ``out``."""
+    files: dict[str, Path] = {}
+    plot = None
+    if result.rounds:
+        plot = privacy_utility_plot(result.rounds, out / PLOT_NAME)
+        files["plot"] = plot
+    files["html"] = atomic_write_text(out / HTML_NAME, remediation_html(result, plot))
+    files["report"] = atomic_write_text(
+        out / REPORT_NAME,
+        json.dumps(remediation_dict(result), indent=2, allow_nan=False, ensure_ascii=False) + "\n",
+    )
+    return files

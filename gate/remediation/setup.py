@@ -1,0 +1,154 @@
+"""Everything a remediation run is checked for before anything trains: the effective
+settings (policy ``remediation:`` block with the command line's overrides), the generator
+class and its validated configuration, and the MLflow parent run."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import pandas as pd
+from pydantic import ValidationError
+
+from gate.errors import InputError
+from gate.generators import resolve_generator
+from gate.generators.base import Generator, GeneratorConfig
+from gate.policy.loader import LoadedPolicy
+from gate.policy.models import Remediation
+from gate.remediation.loop import RoundTracker
+from gate.remediation.tracking import MlflowRoundTracker
+
+METHODS = ("dpsgd", "rip")
+
+
+@dataclass(frozen=True)
+class RemediationSetup:
+    remediation: Remediation
+    method: Literal["dpsgd", "rip"]
+    generator_cls: type[Generator[Any]]
+    generator_config: GeneratorConfig
+    policy_path: str
+
+    def train_users(self, frame: pd.DataFrame) -> list[list[str]]:
+        """The train records grouped by user (users in sorted order): one training
+        example per user."""
+        train = frame[frame["split"] == "train"]
+        grouped = train.groupby("user_id", sort=True)["text"].agg(list)
+        return [list(texts) for texts in grouped]
+
+    def holdout_texts(self, frame: pd.DataFrame) -> list[str]:
+        return frame.loc[frame["split"] == "holdout", "text"].tolist()
+
+    def settings_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "generator": self.remediation.generator,
+            "generator_config": self.generator_config.model_dump(mode="json"),
+            "remediation": self.remediation.model_dump(mode="json"),
+        }
+
+    def start_tracking(self, settings: Any, loaded: LoadedPolicy, seed: int) -> RemediationTracking:
+        from gate.evidence.mlflow_log import NestedRunLog, experiment_name, tracking_uri
+
+        uri = tracking_uri(settings.tracking_uri, loaded.policy.evidence.mlflow.tracking_uri)
+        experiment = experiment_name(loaded.policy.evidence.mlflow.experiment, loaded.policy.name)
+        log = NestedRunLog(uri, experiment=experiment)
+        run_id = log.start(
+            f"remediate-{loaded.policy.name}",
+            params={
+                "method": self.method,
+                "generator": self.remediation.generator,
+                "seed": str(seed),
+                "policy.sha256": loaded.sha256 or "",
+                "schedule": ",".join(
+                    f"{t:g}"
+                    for t in (
+                        self.remediation.dpsgd.epsilons
+                        if self.method == "dpsgd"
+                        else self.remediation.rip.etas
+                    )
+                ),
+            },
+            tags={"gate.kind": "remediation", "gate.status": "running"},
+        )
+        return RemediationTracking(log, run_id, MlflowRoundTracker(log, run_id))
+
+
+@dataclass
+class RemediationTracking:
+    log: Any
+    run_id: str
+    tracker: RoundTracker
+
+    def finish(self, result: Any, files: dict[str, Path]) -> Any:
+        """Log the remediation's files and verdict; a failure to log makes it an error."""
+        try:
+            self.log.artifacts(self.run_id, list(files.values()))
+            self.log.end(
+                self.run_id,
+                status="FINISHED",
+                tags={
+                    "gate.status": result.status,
+                    "gate.passed": str(result.status == "pass").lower(),
+                },
+            )
+            return result
+        except Exception as exc:
+            self.abandon()
+            return replace(
+                result,
+                status="error",
+                error=f"MLflow logging failed: {type(exc).__name__}: {exc}",
+            )
+
+    def abandon(self) -> None:
+        """End the parent run as KILLED, best effort: a run left unfinished is never
+        read as a pass either."""
+        with suppress(Exception):
+            self.log.end(self.run_id, status="KILLED", tags={"gate.status": "error"})
+
+
+def remediation_setup(
+    loaded: LoadedPolicy, *, generator: str | None, method: str | None
+) -> RemediationSetup:
+    """The effective settings, checked before anything trains.
+
+    Raises:
+        InputError: an unknown method or generator, or a generator configuration its
+            model rejects (the message names the YAML path).
+    """
+    where = f"{loaded.path}: remediation"
+    remediation = loaded.policy.remediation or Remediation()
+    if generator is not None:
+        try:
+            remediation = Remediation.model_validate(
+                {**remediation.model_dump(by_alias=True), "generator": generator}
+            )
+        except ValidationError as exc:
+            raise InputError(f"--generator {generator!r}: {exc.errors()[0]['msg']}") from None
+    chosen = method or remediation.method
+    if chosen not in METHODS:
+        raise InputError(f"--method must be one of {', '.join(METHODS)}; found {chosen!r}")
+    source = "--generator" if generator is not None else f"{where}.generator"
+    generator_cls = resolve_generator(remediation.generator, where=source)
+    try:
+        config = generator_cls.config_model.model_validate(remediation.generator_config)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        path = ".".join(str(x) for x in first["loc"])
+        at = f"{where}.generator_config" + (f".{path}" if path else "")
+        raise InputError(f"{at}: {first['msg']}") from None
+    if chosen == "rip" and not generator_cls.supports_parameter_noise():
+        raise InputError(
+            f"{source}: generator {remediation.generator!r} does not expose its parameters; "
+            "the rip method needs parameter_vector and set_parameter_vector (use dpsgd)"
+        )
+    return RemediationSetup(
+        remediation=remediation,
+        method=cast(Literal["dpsgd", "rip"], chosen),
+        generator_cls=generator_cls,
+        generator_config=config,
+        policy_path=str(loaded.path),
+    )

@@ -1,0 +1,347 @@
+"""The remediation loop with a test-double generator (fast): round logic, evidence kept and
+deleted, MLflow nesting, exit codes and every error path. The reference generator's real
+training is in test_generators.py and the slow end-to-end test below."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gate.cli import main
+from gate.data.split import split_source
+from gate.policy.models import Remediation
+from gate.remediation.schedule import default_delta, plan_rounds
+from tests.conftest import unique_text, write_jsonl, write_policy
+
+GATE_BLOCK = """\
+version: 1
+name: remediation-test
+audits:
+  disclosure:
+    features:
+      - class: ngram
+        n_min: 3
+        n_max: 4
+    thresholds:
+      max_epsilon: 0.5
+"""
+
+REMEDIATION = """\
+remediation:
+  generator: tests.fake_generators:ParrotGenerator
+  generator_config: {generator_config}
+  epochs: 1
+  dpsgd:
+    epsilons: [8, 4]
+  rip:
+    etas: [0.3, 0.1]
+    replicas: 3
+"""
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    rows = [
+        {"record_id": f"r{i}", "user_id": f"u{i:03d}", "text": unique_text(i)} for i in range(80)
+    ]
+    source = write_jsonl(tmp_path / "source.jsonl", rows)
+    return split_source(
+        source, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "split"
+    ).manifest_path
+
+
+def policy_file(tmp_path: Path, config: str = "{}", extra: str = "") -> Path:
+    text = GATE_BLOCK + REMEDIATION.format(generator_config=config) + textwrap.dedent(extra)
+    return write_policy(tmp_path / "policy.yaml", text)
+
+
+def remediate(policy: Path, manifest: Path, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "remediate",
+            "--quiet",
+            "--policy",
+            str(policy),
+            "--manifest",
+            str(manifest),
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+
+
+def read(out: Path) -> dict:
+    return json.loads((out / "remediation.json").read_text())
+
+
+def test_round_zero_fails_and_a_dp_round_passes(tmp_path: Path, corpus: Path) -> None:
+    out = tmp_path / "out"
+    assert remediate(policy_file(tmp_path), corpus, out) == 0
+    report = read(out)
+    assert [r["status"] for r in report["rounds"]] == ["fail", "pass"]
+    assert [r["method"] for r in report["rounds"]] == ["none", "dpsgd"]
+    zero, one = report["rounds"]
+    assert zero["gate"]["epsilon_lower"]["ngram"] > 0.5  # verbatim copies: proven leakage
+    assert one["privacy"]["epsilon"] <= 8 and one["privacy"]["unit"] == "user"
+    assert one["privacy"]["delta"] == pytest.approx(1 / zero["fit"]["examples"])
+    # a failed release is private data: gone, its fingerprint stays
+    assert not (out / "round-0" / "release.jsonl").exists()
+    assert zero["release"]["kept"] is False and len(zero["release"]["sha256"]) == 64
+    assert (out / "round-1" / "release.jsonl").exists() and report[
+        "release"
+    ] == "round-1/release.jsonl"
+    assert (out / "round-1" / "generator" / "parrot.txt").read_text() == "private"
+    assert (out / "round-0" / "report" / "report.json").exists()
+    assert json.loads((out / "round-1" / "round.json").read_text())["status"] == "pass"
+    assert (out / "privacy-utility.png").stat().st_size > 1000
+    assert "PASS" in (out / "remediation.html").read_text()
+    assert zero["seed"]["spawn_key"] == [0] and one["seed"]["spawn_key"] == [1]
+
+
+def test_mlflow_nests_rounds_and_their_gate_runs(tmp_path: Path, corpus: Path) -> None:
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "out"
+    assert remediate(policy_file(tmp_path), corpus, out, "--tracking-uri", uri) == 0
+    report = read(out)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    parent = client.get_run(report["mlflow_run_id"])
+    assert parent.data.tags["gate.status"] == "pass" and parent.info.status == "FINISHED"
+    experiment = parent.info.experiment_id
+    rounds = client.search_runs(
+        [experiment], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert sorted(r.data.tags["gate.round"] for r in rounds) == ["0", "1"]
+    for r in report["rounds"]:
+        gate_run = client.get_run(r["gate_mlflow_run_id"])
+        assert gate_run.data.tags["mlflow.parentRunId"] == r["mlflow_run_id"]
+        assert gate_run.data.tags["gate.status"] == r["status"]
+    dp_round = client.get_run(report["rounds"][1]["mlflow_run_id"])
+    assert dp_round.data.metrics["dpsgd.epsilon"] == 8
+    assert "gate.ngram.epsilon_lower" in dp_round.data.metrics
+
+
+def test_schedule_exhausted_is_a_fail(tmp_path: Path, corpus: Path) -> None:
+    out = tmp_path / "out"
+    policy = policy_file(tmp_path, config="{private_copies: 1.0}")
+    assert remediate(policy, corpus, out, "--no-mlflow") == 1
+    report = read(out)
+    assert [r["status"] for r in report["rounds"]] == ["fail", "fail", "fail"]
+    assert report["release"] is None and report["generator"] is None
+    assert not list(out.glob("round-*/release.jsonl"))
+    assert not list(out.glob("round-*/generator"))
+
+
+def test_rip_rounds_perturb_the_parameters(tmp_path: Path, corpus: Path) -> None:
+    out = tmp_path / "out"
+    assert remediate(policy_file(tmp_path), corpus, out, "--no-mlflow", "--method", "rip") == 0
+    report = read(out)
+    rip = report["rounds"][1]["rip"]
+    assert rip["eta"] == 0.3 and rip["noise"] == "isotropic" and rip["replicas"] == 3
+    assert rip["laplace_scale"] == pytest.approx((7.5 / 0.3) ** 2 * rip["sigma"])
+    assert report["rounds"][1]["privacy"] is None
+
+
+def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Path) -> None:
+    policy = write_policy(
+        tmp_path / "policy.yaml",
+        GATE_BLOCK.replace("max_epsilon: 0.5", "max_epsilon: 50")
+        + REMEDIATION.format(generator_config="{}"),
+    )
+    out = tmp_path / "out"
+    assert remediate(policy, corpus, out, "--no-mlflow") == 0
+    report = read(out)
+    assert [r["status"] for r in report["rounds"]] == ["pass"]
+    assert report["generator"] is None and not (out / "round-0" / "generator").exists()
+
+
+@pytest.mark.parametrize("failure", ["diverge", "empty"])
+def test_training_or_sampling_failure_is_an_error(
+    tmp_path: Path, corpus: Path, failure: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    policy = policy_file(tmp_path, config=f"{{fail_with: {failure}}}")
+    assert remediate(policy, corpus, out, "--no-mlflow") == 3
+    assert ("diverged" if failure == "diverge" else "empty records") in capsys.readouterr().err
+    assert not (out / "round-0").exists()  # no half-written round
+    assert not (out / "remediation.json").exists()  # and no verdict
+
+
+def test_interrupt_leaves_no_half_written_round(tmp_path: Path, corpus: Path) -> None:
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "out"
+    policy = policy_file(tmp_path, config="{fail_with: interrupt}")
+    assert remediate(policy, corpus, out, "--tracking-uri", uri) == 3
+    assert not (out / "round-0").exists() and not (out / "remediation.json").exists()
+    runs = mlflow.MlflowClient(tracking_uri=uri).search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(tracking_uri=uri).search_experiments()],
+        filter_string="tags.`gate.kind` = 'remediation'",
+    )
+    assert [r.info.status for r in runs] == ["KILLED"]
+
+
+@pytest.mark.parametrize(
+    ("config", "extra", "args", "message"),
+    [
+        ("{}", "", ["--generator", "nosuch"], "unknown generator 'nosuch'"),
+        ("{}", "", ["--generator", "json:loads"], "is not a subclass"),
+        ("{}", "", ["--generator", "no_such_module:X"], "cannot import module"),
+        ("{bogus: 1}", "", [], "remediation.generator_config.bogus"),
+        ("{private_copies: 2}", "", [], "remediation.generator_config.private_copies"),
+    ],
+)
+def test_bad_generator_settings_exit_2(
+    tmp_path: Path,
+    corpus: Path,
+    capsys: pytest.CaptureFixture[str],
+    config: str,
+    extra: str,
+    args: list[str],
+    message: str,
+) -> None:
+    out = tmp_path / "out"
+    assert remediate(policy_file(tmp_path, config, extra), corpus, out, "--no-mlflow", *args) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # nothing trained, nothing written
+
+
+@pytest.mark.parametrize(
+    ("setting", "bad", "message"),
+    [
+        ("epsilons: [8, 4]", "epsilons: []", "remediation.dpsgd.epsilons"),
+        ("epsilons: [8, 4]", "epsilons: [8, 0]", "remediation.dpsgd.epsilons"),
+        ("etas: [0.3, 0.1]", "etas: []", "remediation.rip.etas"),
+        ("etas: [0.3, 0.1]", "etas: [0.3, 0.5]", "remediation.rip.etas"),
+        ("epochs: 1", "epochs: 0", "remediation.epochs"),
+        ("replicas: 3", "replicas: 1", "remediation.rip.replicas"),
+        ("epochs: 1", "epochs: 1\n  schedule: [8]", "remediation"),
+    ],
+)
+def test_bad_schedules_exit_2(
+    tmp_path: Path,
+    corpus: Path,
+    capsys: pytest.CaptureFixture[str],
+    setting: str,
+    bad: str,
+    message: str,
+) -> None:
+    text = GATE_BLOCK + REMEDIATION.format(generator_config="{}").replace(setting, bad)
+    policy = write_policy(tmp_path / "policy.yaml", text)
+    assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("delta", ["0", "1", "1.5", "-0.1", "true"])
+def test_impossible_delta_exits_2(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str], delta: str
+) -> None:
+    text = GATE_BLOCK + REMEDIATION.format(generator_config="{}").replace(
+        "epsilons: [8, 4]", f"epsilons: [8, 4]\n    delta: {delta}"
+    )
+    policy = write_policy(tmp_path / "policy.yaml", text)
+    assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
+    assert "remediation.dpsgd.delta" in capsys.readouterr().err
+
+
+def test_plan_rounds_in_policy_order() -> None:
+    remediation = Remediation.model_validate(
+        {"dpsgd": {"epsilons": [8, 2, 4]}, "rip": {"etas": [0.2]}}
+    )
+    plans = plan_rounds(remediation, method="dpsgd")
+    assert [(p.index, p.method, p.target) for p in plans] == [
+        (0, "none", None),
+        (1, "dpsgd", 8.0),
+        (2, "dpsgd", 2.0),
+        (3, "dpsgd", 4.0),
+    ]
+    assert plans[1].label == "dpsgd ε=8"
+    rip = plan_rounds(remediation, method="rip")
+    assert [(p.method, p.target) for p in rip] == [("none", None), ("rip", 0.2)]
+
+
+def test_default_delta_is_one_over_users() -> None:
+    assert default_delta(delta=None, train_users=250) == pytest.approx(0.004)
+    assert default_delta(delta=1e-5, train_users=250) == 1e-5
+    with pytest.raises(ValueError, match="train_users"):
+        default_delta(delta=None, train_users=0)
+
+
+# ---------------------------------------------------------------- slow: the real generator
+
+MEMORISE = """\
+remediation:
+  generator: reference
+  generator_config: {layers: 2, hidden: 128, heads: 4, max_length: 80, batch_size: 4, learning_rate: 0.003}
+  epochs: 150
+  dpsgd:
+    epsilons: [4]
+    epochs: 10
+"""
+
+WORDS = [
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "paper",
+    "green",
+    "silver",
+    "window",
+    "garden",
+    "honey",
+    "lemon",
+    "tiger",
+    "ocean",
+    "pencil",
+    "rocket",
+    "violet",
+    "winter",
+    "yellow",
+    "candle",
+    "forest",
+]
+
+
+def memorable_corpus(tmp_path: Path, users: int = 60) -> Path:
+    rng = np.random.default_rng(9)
+    rows = [
+        {
+            "record_id": f"r{i}",
+            "user_id": f"u{i:03d}",
+            "text": "code " + " ".join(rng.choice(WORDS, size=9)) + " end",
+        }
+        for i in range(users)
+    ]
+    source = write_jsonl(tmp_path / "source.jsonl", rows)
+    return split_source(
+        source, p=0.5, seed=4, by="user_id", out_dir=tmp_path / "split"
+    ).manifest_path
+
+
+@pytest.mark.slow
+def test_reference_generator_memorises_then_dp_sgd_passes(tmp_path: Path) -> None:
+    """Round 0 (a small LM trained to memorise a few users) fails with a positive ε̂; a
+    DP-SGD round at ε = 4 releases only phantoms (zero learning not rejected) and passes,
+    having spent no more than the target."""
+    manifest = memorable_corpus(tmp_path)
+    policy = write_policy(
+        tmp_path / "policy.yaml",
+        GATE_BLOCK.replace("n_min: 3", "n_min: 6").replace("n_max: 4", "n_max: 8") + MEMORISE,
+    )
+    out = tmp_path / "out"
+    assert remediate(policy, manifest, out, "--no-mlflow") == 0
+    zero, dp = read(out)["rounds"]
+    assert zero["status"] == "fail" and zero["gate"]["epsilon_lower"]["ngram"] > 0.5
+    assert dp["status"] == "pass"
+    assert dp["gate"]["p_value"]["ngram"] > 0.05  # zero learning is not rejected
+    assert dp["privacy"]["epsilon"] <= 4.0 and dp["privacy"]["accountant"] == "prv"
+    assert dp["release"]["records"] == zero["release"]["records"] > 0
