@@ -6,6 +6,7 @@ The CLI and notebooks both call :func:`run_gate` (already loaded inputs) or
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -315,11 +316,17 @@ def remediate_release(
     from gate.remediation.loop import RemediationRun, RoundGate, RoundTracker
     from gate.remediation.report import (
         RemediationResult,
+        is_remediation_output,
         overall_status,
         write_remediation_report,
     )
     from gate.remediation.schedule import plan_rounds
-    from gate.remediation.setup import remediation_setup
+    from gate.remediation.setup import (
+        remediation_setup,
+        utility_embedding,
+        with_embedding_cache,
+    )
+    from gate.remediation.utility import UtilityMeter
 
     progress = progress or NullProgress()
     loaded = load_policy(policy)
@@ -327,13 +334,18 @@ def remediate_release(
     if root_seed < 0:
         raise InputError(f"--seed must be >= 0; found {root_seed}")
     setup = remediation_setup(loaded, generator=generator, method=method)
-    with out_dir_lock(Path(out_dir)) as out:
+    with progress.step("loading the train and holdout records"):
+        records = load_source(
+            membership=loaded.policy.membership, text=loaded.policy.text, manifest=manifest
+        )
+    users = setup.train_users(records.frame)
+    with (
+        tempfile.TemporaryDirectory(prefix="gate-embeddings-") as embedding_cache,
+        out_dir_lock(Path(out_dir), is_own=is_remediation_output) as out,
+    ):
+        run_policy = with_embedding_cache(loaded, Path(embedding_cache))
         prepare_out_dir(out)
         out.mkdir(parents=True)
-        with progress.step("loading the train and holdout records"):
-            records = load_source(
-                membership=loaded.policy.membership, text=loaded.policy.text, manifest=manifest
-            )
         settings = MlflowSettings(
             enabled=mlflow and loaded.policy.evidence.mlflow.enabled,
             tracking_uri=tracking_uri,
@@ -347,7 +359,7 @@ def remediate_release(
                 text=loaded.policy.text,
                 manifest=manifest,
             )
-            result = run_gate(loaded, bundle, seed=root_seed, progress=progress)
+            result = run_gate(run_policy, bundle, seed=root_seed, progress=progress)
             with progress.step("writing the round's gate evidence"):
                 evidence = write_evidence(
                     result, report_dir, mlflow=replace(settings, parent_run_id=parent)
@@ -365,6 +377,9 @@ def remediate_release(
                 error="; ".join(e for e in [*errors, evidence.result.evidence_error] if e) or None,
             )
 
+        holdout_texts = setup.holdout_texts(records.frame)
+        model, cache = utility_embedding(run_policy.policy)
+        meter = UtilityMeter(holdout_texts, embedding_model=model, cache_dir=cache)
         plans = plan_rounds(setup.remediation, method=setup.method)
         tracking = setup.start_tracking(settings, loaded, root_seed) if settings.enabled else None
         run = RemediationRun(
@@ -372,14 +387,15 @@ def remediate_release(
             remediation=setup.remediation,
             generator_cls=setup.generator_cls,
             generator_config=setup.generator_config,
-            users=setup.train_users(records.frame),
-            holdout_texts=setup.holdout_texts(records.frame),
+            users=users,
+            holdout_texts=holdout_texts,
             train_records=int((records.frame["split"] == "train").sum()),
             out=out,
             evaluate=evaluate,
             seed=root_seed,
             progress=progress,
             tracker=RoundTracker() if tracking is None else tracking.tracker,
+            utility=meter,
         )
         try:
             rounds = run.run()

@@ -3,6 +3,8 @@ tiny data, and the generator registry."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -74,8 +76,9 @@ def test_same_seed_same_model() -> None:
     np.testing.assert_array_equal(a.parameter_vector(), b.parameter_vector())
 
 
-def test_dp_fit_spends_at_most_the_target() -> None:
-    generator = ReferenceGenerator(TINY, seed=3)
+@pytest.mark.parametrize("mode", ["hooks", "functorch"])
+def test_dp_fit_spends_at_most_the_target(mode: str) -> None:
+    generator = ReferenceGenerator(TINY.model_copy(update={"grad_sample_mode": mode}), seed=3)
     spec = DpSgdSpec(epsilon=4.0, delta=1 / 12, max_grad_norm=1.0, accountant="prv")
     report = generator.fit(USERS, epochs=2, privacy=spec)
     spent = report.privacy
@@ -108,3 +111,15 @@ def test_resolve_generator_by_name_and_path() -> None:
     assert parrot.name == "parrot" and parrot.supports_parameter_noise()
     with pytest.raises(InputError, match="unknown generator"):
         resolve_generator("gpt-17")
+
+
+def test_importing_opacus_leaves_the_root_logger_alone() -> None:
+    """Opacus calls logging.basicConfig at import; through the generator it must not, or
+    other libraries' INFO records reach the user's terminal."""
+    code = (
+        "import logging; from gate.generators.reference import privacy_engine_class; "
+        "privacy_engine_class(); import opacus.utils.module_utils; "
+        "print(len(logging.getLogger().handlers))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "0"

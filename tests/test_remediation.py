@@ -5,7 +5,9 @@ training is in test_generators.py and the slow end-to-end test below."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +105,69 @@ def test_round_zero_fails_and_a_dp_round_passes(tmp_path: Path, corpus: Path) ->
     assert zero["seed"]["spawn_key"] == [0] and one["seed"]["spawn_key"] == [1]
 
 
+def test_out_of_an_earlier_run_is_replaced_and_a_foreign_directory_refused(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    policy = policy_file(tmp_path, config="{private_copies: 1.0}")
+    assert remediate(policy, corpus, out, "--no-mlflow") == 1
+    (out / "round-9").mkdir()  # a round of an earlier, longer schedule
+    assert remediate(policy_file(tmp_path), corpus, out, "--no-mlflow") == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "privacy-utility.png",
+        "remediation.html",
+        "remediation.json",
+        "round-0",
+        "round-1",
+    ]
+    (out / "notes.txt").write_text("mine")
+    assert remediate(policy, corpus, out, "--no-mlflow") == 2
+    assert "not this command's output (notes.txt)" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine" and (out / "remediation.json").exists()
+
+
+def test_rounds_share_one_embedding_cache_deleted_at_the_end(tmp_path: Path, corpus: Path) -> None:
+    from gate.policy.loader import load_policy
+    from gate.remediation.setup import utility_embedding, with_embedding_cache
+
+    semantic = GATE_BLOCK.replace(
+        "        n_max: 4\n", "        n_max: 4\n      - class: semantic\n"
+    ).replace(
+        "  disclosure:",
+        "  membership:\n    scorers: [embedding]\n    thresholds:\n      max_auc: 0.99\n  disclosure:",
+    )
+    policy = write_policy(
+        tmp_path / "policy.yaml", semantic + REMEDIATION.format(generator_config="{}")
+    )
+    loaded = with_embedding_cache(load_policy(policy), tmp_path / "cache")
+    features = loaded.policy.audits.disclosure.features
+    scorer = loaded.policy.audits.membership.scorers[0]
+    assert features[1].cache_dir == scorer.features.cache_dir == str(tmp_path / "cache")
+    assert features[0].feature_class == "ngram"
+    assert utility_embedding(loaded.policy) == (None, str(tmp_path / "cache"))
+    own = write_policy(
+        tmp_path / "own.yaml",
+        semantic.replace("class: semantic", "{class: semantic, cache_dir: mine}")
+        + REMEDIATION.format(generator_config="{}"),
+    )
+    assert (
+        with_embedding_cache(load_policy(own), tmp_path / "x")
+        .policy.audits.disclosure.features[1]
+        .cache_dir
+        == "mine"
+    )
+
+    out = tmp_path / "out"
+    assert remediate(policy, corpus, out, "--no-mlflow") == 0
+    used = {
+        json.loads((out / f"round-{k}" / "report" / "report.json").read_text())["policy"][
+            "effective"
+        ]["audits"]["disclosure"]["features"][1]["cache_dir"]
+        for k in (0, 1)
+    }
+    assert len(used) == 1 and not Path(used.pop()).exists()
+
+
 def test_mlflow_nests_rounds_and_their_gate_runs(tmp_path: Path, corpus: Path) -> None:
     import mlflow
 
@@ -146,6 +211,9 @@ def test_rip_rounds_perturb_the_parameters(tmp_path: Path, corpus: Path) -> None
     assert rip["eta"] == 0.3 and rip["noise"] == "isotropic" and rip["replicas"] == 3
     assert rip["laplace_scale"] == pytest.approx((7.5 / 0.3) ** 2 * rip["sigma"])
     assert report["rounds"][1]["privacy"] is None
+    # the noise perturbs round 0's model; the half-models share its initialisation seed
+    assert rip["training_seed"] == report["rounds"][0]["seed"]["generator_seed"]
+    assert report["rounds"][1]["fit"] == report["rounds"][0]["fit"]
 
 
 def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Path) -> None:
@@ -186,6 +254,11 @@ def test_interrupt_leaves_no_half_written_round(tmp_path: Path, corpus: Path) ->
         filter_string="tags.`gate.kind` = 'remediation'",
     )
     assert [r.info.status for r in runs] == ["KILLED"]
+    rounds = mlflow.MlflowClient(tracking_uri=uri).search_runs(
+        [runs[0].info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{runs[0].info.run_id}'",
+    )
+    assert [r.info.status for r in rounds] == ["KILLED"]
 
 
 @pytest.mark.parametrize(
@@ -273,6 +346,38 @@ def test_default_delta_is_one_over_users() -> None:
     assert default_delta(delta=1e-5, train_users=250) == 1e-5
     with pytest.raises(ValueError, match="train_users"):
         default_delta(delta=None, train_users=0)
+
+
+@pytest.mark.parametrize(
+    ("method", "remediation", "message"),
+    [
+        ("dpsgd", {}, "remediation.dpsgd.delta: null means 1/(train users)"),
+        ("rip", {"dpsgd": {"delta": 0.01}}, "random halves of the train users"),
+    ],
+)
+def test_a_single_train_user_is_bad_input(
+    tmp_path: Path, method: str, remediation: dict, message: str
+) -> None:
+    import pandas as pd
+
+    from gate.errors import InputError
+    from gate.policy.loader import load_policy
+    from gate.remediation.setup import remediation_setup
+
+    loaded = load_policy(policy_file(tmp_path))
+    setup = remediation_setup(loaded, generator=None, method=method)
+    setup = replace(setup, remediation=Remediation.model_validate(remediation))
+    frame = pd.DataFrame(
+        {
+            "user_id": ["a", "a", "b"],
+            "text": ["x", "y", "z"],
+            "split": ["train", "train", "holdout"],
+        }
+    )
+    with pytest.raises(InputError, match=re.escape(message)):
+        setup.train_users(frame)
+    frame.loc[2, "split"] = "train"
+    assert setup.train_users(frame) == [["x", "y"], ["z"]]
 
 
 # ---------------------------------------------------------------- slow: the real generator

@@ -101,12 +101,19 @@ EVIDENCE_FILES = (
 )
 
 
+def is_gate_report_file(name: str) -> bool:
+    """Whether ``name`` is one of the files of a ``gate check`` report directory."""
+    return name in EVIDENCE_FILES
+
+
 class EvidenceWriteError(GateError):
     """The evidence could not be written (a full disk, a read-only directory); exit 3."""
 
 
 @contextmanager
-def out_dir_lock(out_dir: Path) -> Iterator[Path]:
+def out_dir_lock(
+    out_dir: Path, *, is_own: Callable[[str], bool] = is_gate_report_file
+) -> Iterator[Path]:
     """Hold ``out_dir`` for one gate run (yields the checked, symlink-resolved path): a
     second run on the same ``--out`` is refused instead of mixing its files or deleting
     this run's staging directory.
@@ -117,7 +124,7 @@ def out_dir_lock(out_dir: Path) -> Iterator[Path]:
     """
     import fcntl
 
-    out = check_out_dir(out_dir)
+    out = check_out_dir(out_dir, is_own=is_own)
     with open(out.parent / f".{out.name}.lock", "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -132,11 +139,12 @@ def out_dir_lock(out_dir: Path) -> Iterator[Path]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def check_out_dir(out_dir: Path) -> Path:
+def check_out_dir(out_dir: Path, *, is_own: Callable[[str], bool] = is_gate_report_file) -> Path:
     """``out_dir`` resolved (a symlink to a directory becomes its target), or InputError
     when the evidence could not be written there: a file, a dangling link, the working
     directory, a mount point (the final rename cannot replace it), a parent that cannot
-    be written, or a directory holding anything but an earlier gate report."""
+    be written, or a directory holding anything but an earlier output of the same command
+    (a file name ``is_own`` does not accept)."""
     if not str(out_dir).strip():
         raise InputError("--out is empty; give a directory (the default is gate-report/)")
     if out_dir.is_symlink() and not out_dir.exists():
@@ -157,10 +165,11 @@ def check_out_dir(out_dir: Path) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"--out {out_dir}: cannot write in {parent}")
     if out.is_dir():
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in EVIDENCE_FILES)
+        foreign = sorted(p.name for p in out.iterdir() if not is_own(p.name))
         if foreign:
             raise InputError(
-                f"--out {out_dir}: the directory holds files that are not a gate report "
+                f"--out {out_dir}: the directory holds files that are not this command's "
+                "output "
                 f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
                 "empty or new directory"
             )

@@ -15,6 +15,7 @@ of a user are not trained on).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -62,8 +63,8 @@ class ReferenceConfig(GeneratorConfig):
         None, gt=0, le=1, description="Learning rate under DP-SGD; null = learning_rate."
     )
     temperature: float = Field(1.0, gt=0, le=10, description="Sampling temperature.")
-    grad_sample_mode: Literal["hooks", "functorch", "ghost"] = Field(
-        "hooks", description="Opacus per-sample gradient mode."
+    grad_sample_mode: Literal["hooks", "functorch"] = Field(
+        "hooks", description="Opacus per-sample gradient mode (module hooks or functorch vmap)."
     )
 
     def model_post_init(self, context: Any) -> None:
@@ -104,6 +105,19 @@ def _torch() -> Any:
     import torch
 
     return torch
+
+
+def privacy_engine_class() -> Any:
+    """Opacus's ``PrivacyEngine``, imported without the root logging handler that Opacus
+    installs at import (``logging.basicConfig`` in ``opacus/utils/module_utils.py``): that
+    handler would print every library's INFO records into the user's terminal."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    from opacus import PrivacyEngine
+
+    for handler in [h for h in root.handlers if h not in before]:
+        root.removeHandler(handler)
+    return PrivacyEngine
 
 
 def _device() -> torch.device:
@@ -205,9 +219,7 @@ class ReferenceGenerator(Generator[ReferenceConfig]):
         engine = None
         trained = model
         if privacy is not None:
-            from opacus import PrivacyEngine
-
-            engine = PrivacyEngine(accountant=privacy.accountant)
+            engine = privacy_engine_class()(accountant=privacy.accountant)
             noise_gen = torch.Generator(device=device).manual_seed(self.seed + 2)
             trained, optimizer, loader = engine.make_private_with_epsilon(
                 module=model,

@@ -545,7 +545,13 @@ class Remediation(StrictModel):
         default_factory=dict,
         description="The generator's settings (validated by its config model).",
     )
-    epochs: int = Field(20, ge=1, le=100_000, description="Training epochs of every round.")
+    epochs: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        description="Epochs of a non-private training (round 0, the RIP models); DP-SGD "
+        "rounds use dpsgd.epochs when set.",
+    )
     sample_size: int | None = Field(
         None, ge=1, description="Records per release; null = as many as train has."
     )

@@ -120,6 +120,10 @@ class RoundTracker:
     def finish_round(self, run_id: str | None, record: RoundRecord) -> None:
         return None
 
+    def abandon_round(self, run_id: str | None) -> None:
+        """End a round that raised (an error or an interruption), best effort."""
+        return None
+
 
 def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """The per-round privacy figures: the gate's ε̂ (exact lower bound) and phantom rate per
@@ -176,6 +180,7 @@ class RemediationRun:
     _rip_base: Generator[Any] | None = None
     _rip_theta: np.ndarray | None = None
     _rip_fit: dict[str, Any] = field(default_factory=dict)
+    _rip_seed: int | None = None
 
     def run(self) -> list[RoundRecord]:
         records: list[RoundRecord] = []
@@ -231,16 +236,19 @@ class RemediationRun:
     def _rip_generator(
         self, plan: RoundPlan, gen_seed: int
     ) -> tuple[Generator[Any], dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
-        """RIP rounds share one training (the full model and the B half-models, seeded by
-        the run's seed); each round draws fresh noise for its η."""
+        """RIP rounds perturb round 0's model (the generator as given); the B half-models
+        that measure σ are trained once per run, from the same initialisation seed, so
+        that σ measures the data's influence, not the initialisation's. Each round draws
+        fresh noise for its η."""
         assert plan.target is not None
         if not self.generator_cls.supports_parameter_noise():
             raise GeneratorError(
                 f"generator {self.generator_cls.name!r} does not expose its parameters; the "
                 "rip method needs parameter_vector and set_parameter_vector"
             )
+        if self._rip_base is None or self._rip_theta is None or self._rip_seed is None:
+            raise GeneratorError("a RIP round needs round 0's model; round 0 did not run")
         r = self.remediation
-        train_seed, _ = round_seed(self.seed, 10_000)
         started = time.perf_counter()
         if self._spread is None:
             self._spread = replica_spread(
@@ -249,17 +257,8 @@ class RemediationRun:
                 self.users,
                 epochs=r.epochs,
                 replicas=r.rip.replicas,
-                seed=train_seed,
+                seed=self._rip_seed,
                 progress=self.progress,
-            )
-        if self._rip_base is None or self._rip_theta is None:
-            base = self.generator_cls(self.generator_config, seed=train_seed)
-            with self.progress.step(f"round {plan.index}: training the full model for RIP"):
-                fit = base.fit(self.users, epochs=r.epochs, progress=self.progress)
-            self._rip_base, self._rip_theta, self._rip_fit = (
-                base,
-                base.parameter_vector(),
-                fit.as_dict(),
             )
         generator = self._rip_base
         generator.set_parameter_vector(self._rip_theta)  # undo the previous round's noise
@@ -275,7 +274,7 @@ class RemediationRun:
             "replicas": self._spread.replicas,
             "half_size": self._spread.half_size,
             "sigma": self._spread.sigma,
-            "training_seed": train_seed,
+            "training_seed": self._rip_seed,
             "seconds": time.perf_counter() - started,
         }
         return generator, self._rip_fit, None, rip
@@ -295,10 +294,23 @@ class RemediationRun:
             **{f"generator.{k}": str(v) for k, v in self.generator_config.model_dump().items()},
         }
         run_id = self.tracker.start_round(plan, params)
+        try:
+            return self._tracked_round(plan, round_dir, run_id, seed_info)
+        except BaseException:
+            self.tracker.abandon_round(run_id)
+            raise
+
+    def _tracked_round(
+        self, plan: RoundPlan, round_dir: Path, run_id: str | None, seed_info: dict[str, Any]
+    ) -> RoundRecord:
+        gen_seed = int(seed_info["generator_seed"])
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
         generator, fit, privacy, rip = self._train(plan, gen_seed)
         seconds["train"] = time.perf_counter() - t0
+        if plan.method == "none" and any(p.method == "rip" for p in self.plans):
+            self._rip_base, self._rip_theta = generator, generator.parameter_vector()
+            self._rip_fit, self._rip_seed = fit, gen_seed
 
         t0 = time.perf_counter()
         n = self.remediation.sample_size or self.train_records

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,12 @@ from gate.results import Status
 REPORT_NAME = "remediation.json"
 PLOT_NAME = "privacy-utility.png"
 HTML_NAME = "remediation.html"
+ROUND_DIR = re.compile(r"round-\d+")
+
+
+def is_remediation_output(name: str) -> bool:
+    """Whether ``name`` is a file or directory ``gate remediate`` writes in ``--out``."""
+    return name in (REPORT_NAME, PLOT_NAME, HTML_NAME) or ROUND_DIR.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -108,9 +115,12 @@ def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r.plan.index}\n{r.plan.label.replace(' (non-private)', '')}" for r in rounds]
+    labels = [
+        f"{r.plan.index}: {r.plan.label.replace(' (non-private)', '')}\n{r.status.upper()}"
+        for r in rounds
+    ]
     x = list(range(len(rounds)))
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
     ax = axes[0]
     classes = sorted({c for r in rounds for c in r.gate["epsilon_lower"]})
     for c in classes:
@@ -118,7 +128,7 @@ def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
     spent = [r.accountant_epsilon for r in rounds]
     if any(v is not None for v in spent):
         ax.plot(x, spent, marker="s", linestyle="--", color="black", label="accountant ε")
-    ax.set_title("privacy: ε (lower bound from the gate)")
+    ax.set_title("privacy: ε̂ (gate) and ε (accountant)")
     ax.set_ylabel("ε")
     ax = axes[1]
     scorers = sorted({s for r in rounds for s in r.gate["auc"]})
@@ -127,29 +137,16 @@ def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
     ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
     ax.set_title("privacy: membership AUC")
     ax = axes[2]
-    ax.plot(x, [r.utility.holdout_perplexity for r in rounds], marker="o", label="perplexity")
-    ax.set_ylabel("holdout perplexity")
-    ax.set_title("utility")
-    frechet = [r.utility.frechet_embedding_distance for r in rounds]
-    if any(v is not None for v in frechet):
-        twin = ax.twinx()
-        twin.plot(x, frechet, marker="^", color="tab:red", label="Fréchet (MiniLM)")
-        twin.set_ylabel("Fréchet embedding distance")
-        twin.legend(loc="upper right", fontsize=7)
+    ax.plot(x, [r.utility.holdout_perplexity for r in rounds], marker="o", color="tab:blue")
+    ax.set_title("utility: holdout perplexity (lower is better)")
+    ax = axes[3]
+    ax.plot(x, [r.utility.frechet_embedding_distance for r in rounds], marker="^", color="tab:red")
+    ax.set_title("utility: Fréchet distance to holdout (MiniLM; lower is better)")
     for ax in axes:
         ax.set_xticks(x, labels, fontsize=7)
+        ax.title.set_fontsize(9)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="upper left", fontsize=7)
-    for i, r in enumerate(rounds):
-        axes[0].annotate(
-            r.status.upper(),
-            (i, 0),
-            textcoords="offset points",
-            xytext=(0, -28),
-            ha="center",
-            fontsize=7,
-            annotation_clip=False,
-        )
+            ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
 
     def save(tmp: Path) -> None:

@@ -16,7 +16,7 @@ from gate.errors import InputError
 from gate.generators import resolve_generator
 from gate.generators.base import Generator, GeneratorConfig
 from gate.policy.loader import LoadedPolicy
-from gate.policy.models import Remediation
+from gate.policy.models import Policy, Remediation, SemanticFeatures
 from gate.remediation.loop import RoundTracker
 from gate.remediation.tracking import MlflowRoundTracker
 
@@ -33,10 +33,28 @@ class RemediationSetup:
 
     def train_users(self, frame: pd.DataFrame) -> list[list[str]]:
         """The train records grouped by user (users in sorted order): one training
-        example per user."""
+        example per user.
+
+        Raises:
+            InputError: fewer than 2 train users, when the method needs them (RIP trains
+                on halves; DP-SGD's default δ = 1/users must be below 1).
+        """
         train = frame[frame["split"] == "train"]
         grouped = train.groupby("user_id", sort=True)["text"].agg(list)
-        return [list(texts) for texts in grouped]
+        users = [list(texts) for texts in grouped]
+        if len(users) < 2:
+            if self.method == "rip":
+                raise InputError(
+                    f"the rip method trains on random halves of the train users; found "
+                    f"{len(users)} train user(s)"
+                )
+            if self.remediation.dpsgd.delta is None:
+                raise InputError(
+                    f"{self.policy_path}: remediation.dpsgd.delta: null means 1/(train "
+                    f"users), which must be below 1; found {len(users)} train user(s): set "
+                    "a delta in (0, 1)"
+                )
+        return users
 
     def holdout_texts(self, frame: pd.DataFrame) -> list[str]:
         return frame.loc[frame["split"] == "holdout", "text"].tolist()
@@ -152,3 +170,33 @@ def remediation_setup(
         generator_config=config,
         policy_path=str(loaded.path),
     )
+
+
+def with_embedding_cache(loaded: LoadedPolicy, cache_dir: Path) -> LoadedPolicy:
+    """The policy with every ``semantic`` feature class that has no cache of its own
+    caching its embeddings in ``cache_dir``: each round's gate embeds the same train and
+    holdout records again, and the utility meter the same release as the gate. The caller
+    owns ``cache_dir`` and deletes it (the vectors embed private records)."""
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            node = {k: fill(v) for k, v in node.items()}
+            if node.get("class") == "semantic" and node.get("cache_dir") is None:
+                node["cache_dir"] = str(cache_dir)
+            return node
+        if isinstance(node, list):
+            return [fill(v) for v in node]
+        return node
+
+    data = fill(loaded.policy.model_dump(mode="json", by_alias=True))
+    return replace(loaded, policy=type(loaded.policy).model_validate(data))
+
+
+def utility_embedding(policy: Policy) -> tuple[str | None, str | None]:
+    """The embedding model and cache of the policy's first ``semantic`` class (the utility
+    meter measures releases in the space the gate uses), or the bundled model, no cache."""
+    disclosure = policy.audits.disclosure
+    for feature in [] if disclosure is None else disclosure.features:
+        if isinstance(feature, SemanticFeatures):
+            return feature.model, feature.cache_dir
+    return None, None

@@ -4,6 +4,7 @@ privacy and utility metrics), and inside each round the gate's own run."""
 from __future__ import annotations
 
 import math
+from contextlib import suppress
 from typing import Any
 
 from gate.remediation.loop import RoundRecord, RoundTracker
@@ -60,3 +61,9 @@ class MlflowRoundTracker(RoundTracker):
                 "gate.passed": str(record.status == "pass").lower(),
             },
         )
+
+    def abandon_round(self, run_id: str | None) -> None:
+        if run_id is None:
+            return
+        with suppress(Exception):  # the round's own error is what the user must see
+            self.log.end(run_id, status="KILLED", tags={"gate.status": "error"})

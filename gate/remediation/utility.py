@@ -36,9 +36,16 @@ class ReleaseUtility:
 class UtilityMeter:
     """Measures releases against one holdout set (its embeddings are computed once)."""
 
-    def __init__(self, holdout_texts: Sequence[str], *, embedding_model: str | None = None) -> None:
+    def __init__(
+        self,
+        holdout_texts: Sequence[str],
+        *,
+        embedding_model: str | None = None,
+        cache_dir: str | None = None,
+    ) -> None:
         self.holdout_texts = list(holdout_texts)
         self.embedding_model = embedding_model
+        self.cache_dir = cache_dir
         self._holdout_embeddings: np.ndarray | None = None
         self._embedding_problem: str | None = None
 
@@ -48,7 +55,7 @@ class UtilityMeter:
         try:
             from gate.features.embeddings import encode
 
-            return encode(texts, model=self.embedding_model)
+            return encode(texts, model=self.embedding_model, cache_dir=self.cache_dir)
         except ImportError as exc:
             self._embedding_problem = missing_dependency_message(
                 exc, needed_by="the Fréchet embedding distance"
