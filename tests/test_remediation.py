@@ -17,20 +17,9 @@ from gate.cli import main
 from gate.data.split import split_source
 from gate.policy.models import Remediation
 from gate.remediation.schedule import default_delta, plan_rounds
-from tests.conftest import unique_text, write_jsonl, write_policy
+from tests.conftest import MINIMAL_POLICY, unique_text, write_jsonl, write_policy
 
-GATE_BLOCK = """\
-version: 1
-name: remediation-test
-audits:
-  disclosure:
-    features:
-      - class: ngram
-        n_min: 3
-        n_max: 4
-    thresholds:
-      max_epsilon: 0.5
-"""
+GATE_BLOCK = MINIMAL_POLICY.replace("name: test", "name: remediation-test")
 
 REMEDIATION = """\
 remediation:
