@@ -369,6 +369,21 @@ def test_a_single_train_user_is_bad_input(
     assert setup.train_users(frame) == [["x", "y"], ["z"]]
 
 
+def test_html_report_names_the_error() -> None:
+    from gate.remediation.report import RemediationResult, remediation_html
+
+    result = RemediationResult(
+        status="error",
+        rounds=(),
+        policy={"name": "p"},
+        settings={"method": "dpsgd", "generator": "reference"},
+        seed=0,
+        error="MLflow: <unreachable>",
+    )
+    page = remediation_html(result, None)
+    assert "gate remediate: ERROR" in page and "MLflow: &lt;unreachable&gt;" in page
+
+
 # ---------------------------------------------------------------- slow: the real generator
 
 MEMORISE = """\

@@ -172,6 +172,8 @@ def remediation_html(result: RemediationResult, plot: Path | None) -> str:
         data = base64.b64encode(plot.read_bytes()).decode("ascii")
         image = f'<img alt="privacy and utility per round" src="data:image/png;base64,{data}">'
     verdict = result.status.upper()
+    errors = [e for e in [result.error, *(r.error for r in result.rounds)] if e]
+    error = "".join(f"<p><b>error:</b> {html.escape(e)}</p>" for e in errors)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>gate remediate: {verdict}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
@@ -184,7 +186,7 @@ img{{max-width:100%}}</style></head><body>
 {html.escape(str(result.settings.get("generator")))}, seed {result.seed}.
 ε̂ is the gate's lower confidence bound (an audit proves leakage, never safety); accountant ε
 is what DP-SGD spent at the stated δ, per user.</p>
-<table><tr>{head}<th></th></tr>{body}</table>
+{error}<table><tr>{head}<th></th></tr>{body}</table>
 {image}
 </body></html>
 """
