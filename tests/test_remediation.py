@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -155,6 +156,26 @@ def test_rounds_share_one_embedding_cache_deleted_at_the_end(tmp_path: Path, cor
         for k in (0, 1)
     }
     assert len(used) == 1 and not Path(used.pop()).exists()
+
+
+def test_an_unreachable_tracking_server_fails_before_training(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    started = time.perf_counter()
+    code = remediate(
+        policy_file(tmp_path),
+        corpus,
+        out,
+        "--tracking-uri",
+        "http://127.0.0.1:9/",
+        "--mlflow-timeout",
+        "3",
+    )
+    assert code == 3 and time.perf_counter() - started < 60
+    err = capsys.readouterr().err
+    assert "MLflow logging to http://127.0.0.1:9/ failed before any training" in err
+    assert "--no-mlflow" in err and list(out.iterdir()) == []
 
 
 def test_mlflow_nests_rounds_and_their_gate_runs(tmp_path: Path, corpus: Path) -> None:

@@ -13,15 +13,18 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gate._version import __version__
+from gate.evidence.deadline import with_deadline
 
 if TYPE_CHECKING:
     from gate.results import GateResult
+
+T = TypeVar("T")
 
 
 def tracking_uri(cli_uri: str | None, policy_uri: str | None) -> str:
@@ -286,19 +289,28 @@ def _content(result: GateResult, name: str) -> Any:
 
 class NestedRunLog:
     """Runs that hold other runs (a remediation, its rounds), through an explicit client
-    in the experiment the gate runs use. Every call raises on failure: the caller treats
-    a failure to log as an error (exit 3), never a pass."""
+    in the experiment the gate runs use. Every call is bounded by ``timeout`` seconds and
+    raises on failure: the caller treats a failure to log as an error (exit 3), never a
+    pass."""
 
-    def __init__(self, uri: str, *, experiment: str) -> None:
+    def __init__(self, uri: str, *, experiment: str, timeout: float) -> None:
         import mlflow
 
         for noisy in ("mlflow", "alembic"):
             logger = logging.getLogger(noisy)
             logger.setLevel(max(logging.WARNING, logger.level))
         self.uri = uri
-        with _store_lock(uri):
-            self.client: Any = mlflow.MlflowClient(tracking_uri=uri)
-            self.experiment_id = _experiment_id(self.client, experiment, uri)
+        self.timeout = timeout
+
+        def connect() -> tuple[Any, str]:
+            with _store_lock(uri):
+                client = mlflow.MlflowClient(tracking_uri=uri)
+                return client, _experiment_id(client, experiment, uri)
+
+        self.client, self.experiment_id = self._bounded(connect)
+
+    def _bounded(self, work: Callable[[], T]) -> T:
+        return with_deadline(time.monotonic() + self.timeout, threading.Event(), work)
 
     def start(
         self,
@@ -311,9 +323,10 @@ class NestedRunLog:
         all_tags = dict(tags or {})
         if parent_run_id is not None:
             all_tags["mlflow.parentRunId"] = parent_run_id
-        run_id = str(
-            self.client.create_run(self.experiment_id, run_name=name, tags=all_tags).info.run_id
+        run = self._bounded(
+            lambda: self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         )
+        run_id = str(run.info.run_id)
         if params:
             self.log(run_id, params=params)
         return run_id
@@ -330,15 +343,28 @@ class NestedRunLog:
         now = int(time.time() * 1000)
         finite = [Metric(k, v, now, 0) for k, v in _finite(metrics or {}).items()]
         pairs = [Param(k, str(v)[:500]) for k, v in (params or {}).items()]
-        for i in range(0, max(len(finite), len(pairs)), 100):
-            self.client.log_batch(run_id, metrics=finite[i : i + 100], params=pairs[i : i + 100])
+
+        def batches() -> None:
+            for i in range(0, max(len(finite), len(pairs)), 100):
+                self.client.log_batch(
+                    run_id, metrics=finite[i : i + 100], params=pairs[i : i + 100]
+                )
+
+        self._bounded(batches)
 
     def artifacts(self, run_id: str, paths: list[Path], *, folder: str | None = None) -> None:
-        for path in paths:
-            self.client.log_artifact(run_id, str(path), artifact_path=folder)
+        def upload() -> None:
+            for path in paths:
+                self.client.log_artifact(run_id, str(path), artifact_path=folder)
+
+        self._bounded(upload)
 
     def end(self, run_id: str, *, status: str, tags: dict[str, str]) -> None:
         """Tags (the verdict) first, then the run's end state."""
-        for key, value in tags.items():
-            self.client.set_tag(run_id, key, value)
-        self.client.set_terminated(run_id, status)
+
+        def finish() -> None:
+            for key, value in tags.items():
+                self.client.set_tag(run_id, key, value)
+            self.client.set_terminated(run_id, status)
+
+        self._bounded(finish)

@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from gate.atomic import atomic_write_text, current_umask
 from gate.errors import GateError, InputError
+from gate.evidence.deadline import with_deadline
 from gate.evidence.html import html_report
 from gate.evidence.junit import junit_xml
 from gate.evidence.markdown import markdown_summary
@@ -28,9 +29,6 @@ from gate.evidence.report import REPORT_NAME, report_dict
 
 if TYPE_CHECKING:
     from gate.results import GateResult
-
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -269,7 +267,7 @@ def _log_to_mlflow(
     try:
         log = GateRunLog(uri)
         opened = log
-        run_id = _with_deadline(
+        run_id = with_deadline(
             deadline,
             cancelled,
             lambda: opened.open(
@@ -279,7 +277,7 @@ def _log_to_mlflow(
             ),
         )
         files = _write_files(result, staging, plots, run_id=run_id, uri=uri)
-        _with_deadline(deadline, cancelled, lambda: opened.finish(result, files, plots, cancelled))
+        with_deadline(deadline, cancelled, lambda: opened.finish(result, files, plots, cancelled))
         return result, run_id, files
     except Exception as exc:
         cancelled.set()
@@ -310,32 +308,9 @@ def _abandon(log: Any, status: str) -> None:
     if log is None or log.run_id is None:
         return
     with suppress(Exception):
-        _with_deadline(
+        with_deadline(
             time.monotonic() + ABANDON_SECONDS, threading.Event(), lambda: log.abandon(status)
         )
-
-
-def _with_deadline(deadline: float, cancelled: threading.Event, work: Callable[[], T]) -> T:
-    """``work()`` in a daemon thread; TimeoutError (and ``cancelled`` set) if it is not
-    done by ``deadline`` (``time.monotonic()``): an unreachable tracking server must not
-    hold the gate for minutes."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name="gate-mlflow", daemon=True)
-    thread.start()
-    thread.join(max(0.0, deadline - time.monotonic()))
-    if thread.is_alive():
-        cancelled.set()
-        raise TimeoutError("the tracking store did not answer within the MLflow deadline")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings) -> Evidence:

@@ -68,29 +68,38 @@ class RemediationSetup:
         }
 
     def start_tracking(self, settings: Any, loaded: LoadedPolicy, seed: int) -> RemediationTracking:
+        """The parent MLflow run of the remediation, before anything trains.
+
+        Raises:
+            EvidenceWriteError: the tracking store cannot be reached or written within
+                ``settings.timeout`` seconds (exit 3).
+        """
         from gate.evidence.mlflow_log import NestedRunLog, experiment_name, tracking_uri
+        from gate.evidence.writer import EvidenceWriteError
 
         uri = tracking_uri(settings.tracking_uri, loaded.policy.evidence.mlflow.tracking_uri)
         experiment = experiment_name(loaded.policy.evidence.mlflow.experiment, loaded.policy.name)
-        log = NestedRunLog(uri, experiment=experiment)
-        run_id = log.start(
-            f"remediate-{loaded.policy.name}",
-            params={
-                "method": self.method,
-                "generator": self.remediation.generator,
-                "seed": str(seed),
-                "policy.sha256": loaded.sha256 or "",
-                "schedule": ",".join(
-                    f"{t:g}"
-                    for t in (
-                        self.remediation.dpsgd.epsilons
-                        if self.method == "dpsgd"
-                        else self.remediation.rip.etas
-                    )
-                ),
-            },
-            tags={"gate.kind": "remediation", "gate.status": "running"},
+        schedule = (
+            self.remediation.dpsgd.epsilons if self.method == "dpsgd" else self.remediation.rip.etas
         )
+        try:
+            log = NestedRunLog(uri, experiment=experiment, timeout=settings.timeout)
+            run_id = log.start(
+                f"remediate-{loaded.policy.name}",
+                params={
+                    "method": self.method,
+                    "generator": self.remediation.generator,
+                    "seed": str(seed),
+                    "policy.sha256": loaded.sha256 or "",
+                    "schedule": ",".join(f"{t:g}" for t in schedule),
+                },
+                tags={"gate.kind": "remediation", "gate.status": "running"},
+            )
+        except Exception as exc:
+            raise EvidenceWriteError(
+                f"MLflow logging to {uri} failed before any training: {type(exc).__name__}: "
+                f"{exc} (check --tracking-uri, raise --mlflow-timeout, or pass --no-mlflow)"
+            ) from exc
         return RemediationTracking(log, run_id, MlflowRoundTracker(log, run_id))
 
 

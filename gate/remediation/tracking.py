@@ -7,6 +7,7 @@ import math
 from contextlib import suppress
 from typing import Any
 
+from gate.evidence.writer import EvidenceWriteError
 from gate.remediation.loop import RoundRecord, RoundTracker
 from gate.remediation.schedule import RoundPlan
 
@@ -32,6 +33,12 @@ def round_metrics(record: RoundRecord) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
 
 
+def _logging_failed(uri: str, index: int, exc: Exception) -> EvidenceWriteError:
+    return EvidenceWriteError(
+        f"MLflow logging of round {index} to {uri} failed: {type(exc).__name__}: {exc}"
+    )
+
+
 class MlflowRoundTracker(RoundTracker):
     """Rounds as runs nested under ``parent_run_id`` in ``log``'s experiment."""
 
@@ -40,27 +47,33 @@ class MlflowRoundTracker(RoundTracker):
         self.parent_run_id = parent_run_id
 
     def start_round(self, plan: RoundPlan, params: dict[str, str]) -> str | None:
-        return str(
-            self.log.start(
-                f"round-{plan.index} {plan.label}",
-                parent_run_id=self.parent_run_id,
-                params=params,
-                tags={"gate.round": str(plan.index), "gate.status": "running"},
+        try:
+            return str(
+                self.log.start(
+                    f"round-{plan.index} {plan.label}",
+                    parent_run_id=self.parent_run_id,
+                    params=params,
+                    tags={"gate.round": str(plan.index), "gate.status": "running"},
+                )
             )
-        )
+        except Exception as exc:
+            raise _logging_failed(self.log.uri, plan.index, exc) from exc
 
     def finish_round(self, run_id: str | None, record: RoundRecord) -> None:
         if run_id is None:
             return
-        self.log.log(run_id, metrics=round_metrics(record))
-        self.log.end(
-            run_id,
-            status="FINISHED",
-            tags={
-                "gate.status": record.status,
-                "gate.passed": str(record.status == "pass").lower(),
-            },
-        )
+        try:
+            self.log.log(run_id, metrics=round_metrics(record))
+            self.log.end(
+                run_id,
+                status="FINISHED",
+                tags={
+                    "gate.status": record.status,
+                    "gate.passed": str(record.status == "pass").lower(),
+                },
+            )
+        except Exception as exc:
+            raise _logging_failed(self.log.uri, record.plan.index, exc) from exc
 
     def abandon_round(self, run_id: str | None) -> None:
         if run_id is None:
