@@ -16,6 +16,7 @@ from gate.generators.base import (
     Generator,
     GeneratorConfig,
     GeneratorError,
+    ParametricGenerator,
     PrivacySpent,
 )
 from gate.progress import Progress
@@ -28,7 +29,7 @@ class ParrotConfig(GeneratorConfig):
     private_copies: float = Field(0.0, ge=0, le=1, description="Share of train copied under DP.")
 
 
-class ParrotGenerator(Generator[ParrotConfig]):
+class ParrotGenerator(ParametricGenerator[ParrotConfig]):
     """Round 0 copies train records verbatim (a generator that memorises); under a DP
     spec it copies a share ``private_copies`` of them and otherwise writes a generic line.
     Its "accountant" reports the target as spent (a test double, not an accountant)."""
@@ -109,6 +110,36 @@ class ParrotGenerator(Generator[ParrotConfig]):
 
     def save(self, directory: Path) -> None:
         (directory / "parrot.txt").write_text("private" if self.private else "plain")
+
+    @classmethod
+    def load(cls, directory: Path) -> Any:
+        return cls(ParrotConfig(), seed=0)
+
+
+class EchoGenerator(Generator[ParrotConfig]):
+    """A generator that does not expose its parameters (the rip method must refuse it)."""
+
+    name = "echo"
+    config_model = ParrotConfig
+
+    def fit(
+        self,
+        users: Sequence[Sequence[str]],
+        *,
+        epochs: int,
+        privacy: DpSgdSpec | None = None,
+        progress: Progress | None = None,
+    ) -> FitReport:
+        self.records = [r for user in users for r in user]
+        return FitReport(epochs=epochs, steps=1, losses=(1.0,), seconds=0.0, examples=len(users))
+
+    def sample(
+        self, n: int, *, prompts: Sequence[str] | None = None, progress: Progress | None = None
+    ) -> list[str]:
+        return [self.records[i % len(self.records)] for i in range(n)]
+
+    def save(self, directory: Path) -> None:
+        (directory / "echo.txt").write_text("echo")
 
     @classmethod
     def load(cls, directory: Path) -> Any:

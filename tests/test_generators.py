@@ -109,6 +109,8 @@ def test_resolve_generator_by_name_and_path() -> None:
     assert resolve_generator("reference") is ReferenceGenerator
     parrot = resolve_generator("tests.fake_generators:ParrotGenerator")
     assert parrot.name == "parrot" and parrot.supports_parameter_noise()
+    echo = resolve_generator("tests.fake_generators:EchoGenerator", where="policy.yaml")
+    assert not echo.supports_parameter_noise()
     with pytest.raises(InputError, match="unknown generator"):
         resolve_generator("gpt-17")
 

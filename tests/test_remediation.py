@@ -277,6 +277,12 @@ def test_interrupt_leaves_no_half_written_round(tmp_path: Path, corpus: Path) ->
         ("{}", "", ["--generator", "nosuch"], "unknown generator 'nosuch'"),
         ("{}", "", ["--generator", "json:loads"], "is not a subclass"),
         ("{}", "", ["--generator", "no_such_module:X"], "cannot import module"),
+        (
+            "{}",
+            "",
+            ["--generator", "tests.fake_generators:EchoGenerator", "--method", "rip"],
+            "does not expose its parameters",
+        ),
         ("{bogus: 1}", "", [], "remediation.generator_config.bogus"),
         ("{private_copies: 2}", "", [], "remediation.generator_config.private_copies"),
     ],

@@ -166,20 +166,23 @@ class Generator(ABC, Generic[ConfigT]):
         """Per-token perplexity on ``texts`` (None if the generator cannot say)."""
         return None
 
-    def parameter_vector(self) -> np.ndarray:
-        """All trainable parameters as one float64 vector (for RIP noise)."""
-        raise NotImplementedError(f"generator {self.name!r} does not expose its parameters")
-
-    def set_parameter_vector(self, vector: np.ndarray) -> None:
-        """Replace the parameters by ``vector`` (same layout as :meth:`parameter_vector`)."""
-        raise NotImplementedError(f"generator {self.name!r} does not expose its parameters")
-
     @classmethod
     def supports_parameter_noise(cls) -> bool:
-        return (
-            cls.parameter_vector is not Generator.parameter_vector
-            and cls.set_parameter_vector is not Generator.set_parameter_vector
-        )
+        """Whether the rip method can perturb this generator's parameters."""
+        return issubclass(cls, ParametricGenerator)
+
+
+class ParametricGenerator(Generator[ConfigT]):
+    """A generator whose trainable parameters can be read and replaced as one vector: what
+    the rip method needs to release ``θ + r·U``."""
+
+    @abstractmethod
+    def parameter_vector(self) -> np.ndarray:
+        """All trainable parameters as one float64 vector."""
+
+    @abstractmethod
+    def set_parameter_vector(self, vector: np.ndarray) -> None:
+        """Replace the parameters by ``vector`` (same layout as :meth:`parameter_vector`)."""
 
 
 def null_progress(progress: Progress | None) -> Progress:

@@ -28,9 +28,9 @@ from pydantic import Field
 from gate.generators.base import (
     DpSgdSpec,
     FitReport,
-    Generator,
     GeneratorConfig,
     GeneratorError,
+    ParametricGenerator,
     PrivacySpent,
     null_progress,
 )
@@ -145,7 +145,7 @@ def _sequence_losses(model: Any, ids: torch.Tensor) -> torch.Tensor:
 
 
 @GENERATORS.register("reference")
-class ReferenceGenerator(Generator[ReferenceConfig]):
+class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
     """Small Llama causal LM over bytes; ``fit`` trains it from scratch (AdamW), with
     Opacus DP-SGD when a :class:`DpSgdSpec` is given."""
 

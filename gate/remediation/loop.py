@@ -22,7 +22,13 @@ import numpy as np
 
 from gate.atomic import atomic_write_text
 from gate.data.io import sha256_file
-from gate.generators.base import DpSgdSpec, Generator, GeneratorConfig, GeneratorError
+from gate.generators.base import (
+    DpSgdSpec,
+    Generator,
+    GeneratorConfig,
+    GeneratorError,
+    ParametricGenerator,
+)
 from gate.policy.models import Remediation
 from gate.progress import Progress
 from gate.remediation.rip_noise import ReplicaSpread, add_rip_noise, replica_spread
@@ -177,7 +183,7 @@ class RemediationRun:
     tracker: RoundTracker = field(default_factory=RoundTracker)
     utility: UtilityMeter | None = None
     _spread: ReplicaSpread | None = None
-    _rip_base: Generator[Any] | None = None
+    _rip_base: ParametricGenerator[Any] | None = None
     _rip_theta: np.ndarray | None = None
     _rip_fit: dict[str, Any] = field(default_factory=dict)
     _rip_seed: int | None = None
@@ -241,7 +247,8 @@ class RemediationRun:
         that σ measures the data's influence, not the initialisation's. Each round draws
         fresh noise for its η."""
         assert plan.target is not None
-        if not self.generator_cls.supports_parameter_noise():
+        generator_cls = self.generator_cls
+        if not issubclass(generator_cls, ParametricGenerator):
             raise GeneratorError(
                 f"generator {self.generator_cls.name!r} does not expose its parameters; the "
                 "rip method needs parameter_vector and set_parameter_vector"
@@ -252,7 +259,7 @@ class RemediationRun:
         started = time.perf_counter()
         if self._spread is None:
             self._spread = replica_spread(
-                self.generator_cls,
+                generator_cls,
                 self.generator_config,
                 self.users,
                 epochs=r.epochs,
@@ -308,7 +315,8 @@ class RemediationRun:
         t0 = time.perf_counter()
         generator, fit, privacy, rip = self._train(plan, gen_seed)
         seconds["train"] = time.perf_counter() - t0
-        if plan.method == "none" and any(p.method == "rip" for p in self.plans):
+        rip_planned = any(p.method == "rip" for p in self.plans)
+        if plan.method == "none" and rip_planned and isinstance(generator, ParametricGenerator):
             self._rip_base, self._rip_theta = generator, generator.parameter_vector()
             self._rip_fit, self._rip_seed = fit, gen_seed
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gate.generators.base import Generator, GeneratorConfig
+from gate.generators.base import GeneratorConfig, ParametricGenerator
 from gate.progress import Progress
 from gate.stats.rip import (
     ALG1_CONSTANT,
@@ -44,7 +44,7 @@ def half_subsets(n_users: int, *, replicas: int, rng: np.random.Generator) -> li
 
 
 def replica_spread(
-    generator_cls: type[Generator[Any]],
+    generator_cls: type[ParametricGenerator[Any]],
     config: GeneratorConfig,
     users: Sequence[Sequence[str]],
     *,
@@ -97,7 +97,7 @@ class RipNoise:
 
 
 def add_rip_noise(
-    generator: Generator[Any],
+    generator: ParametricGenerator[Any],
     spread: ReplicaSpread,
     *,
     eta: float,
