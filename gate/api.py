@@ -413,6 +413,7 @@ def remediate_release(
         )
         files = write_remediation_report(result, out)
         if tracking is not None:
-            result = tracking.finish(result, files)
-            files = write_remediation_report(result, out)
+            finished = tracking.finish(result, files)
+            if finished is not result:  # logging failed: the files must say error, not pass
+                result, files = finished, write_remediation_report(finished, out)
     return replace(result, files=files)
