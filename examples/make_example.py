@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=240)
     parser.add_argument("--synthetic", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--public-users", type=int, default=120)
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
@@ -46,7 +47,18 @@ def main() -> None:
     with open(out / "synthetic.jsonl", "w", encoding="utf-8") as handle:
         for i, text in enumerate(leaky_release(train_texts, args.synthetic, rng)):
             handle.write(json.dumps({"record_id": f"s{i:04d}", "text": text}) + "\n")
-    print(f"wrote {source}, {out / 'split'}, {out / 'synthetic.jsonl'}")
+    # Public text for the canary audit (prefixes and base LM): other Faker-made customers,
+    # in neither train nor holdout; a separate seed leaves the files above unchanged.
+    public_rng = np.random.default_rng(args.seed + 1)
+    public = out / "canary-source.jsonl"
+    with open(public, "w", encoding="utf-8") as handle:
+        for record in support_records(
+            args.public_users, rng=public_rng, fake=make_faker(args.seed + 1)
+        ):
+            record = {**record, "user_id": "public-" + record["user_id"]}
+            record["record_id"] = "public-" + record["record_id"]
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(f"wrote {source}, {out / 'split'}, {out / 'synthetic.jsonl'}, {public}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckOutcome",
     "GateResult",
+    "audit_canaries",
     "check_release",
     "remediate_release",
     "run_gate",
@@ -229,6 +230,7 @@ def check_release(
     holdout: str | Path | None = None,
     source: str | Path | None = None,
     manifest: str | Path | None = None,
+    canary_source: str | Path | None = None,
     out_dir: str | Path = "gate-report",
     seed: int | None = None,
     progress: Progress | None = None,
@@ -247,6 +249,98 @@ def check_release(
             written, and an earlier report in ``out_dir`` is gone (it was removed first).
         EvidenceWriteError: the evidence could not be written (exit 3).
     """
+    return _gate_files(
+        policy=policy,
+        synthetic=synthetic,
+        train=train,
+        holdout=holdout,
+        source=source,
+        manifest=manifest,
+        canary_source=canary_source,
+        out_dir=out_dir,
+        seed=seed,
+        progress=progress,
+        mlflow=mlflow,
+        tracking_uri=tracking_uri,
+        mlflow_timeout=mlflow_timeout,
+        data_docs=data_docs,
+        only=None,
+    )
+
+
+def audit_canaries(
+    *,
+    policy: str | Path,
+    train: str | Path | None = None,
+    holdout: str | Path | None = None,
+    source: str | Path | None = None,
+    manifest: str | Path | None = None,
+    canary_source: str | Path | None = None,
+    out_dir: str | Path = "gate-canary",
+    seed: int | None = None,
+    progress: Progress | None = None,
+    mlflow: bool = True,
+    tracking_uri: str | None = None,
+    mlflow_timeout: float = 30.0,
+) -> CheckOutcome:
+    """What ``gate canary`` runs: only the policy's ``audits.canary`` block, on the source
+    records (no release: the audit trains the generator and samples its own), with the
+    same verdict and evidence as :func:`check_release`.
+
+    Raises:
+        InputError: the policy has no enabled canary audit with a threshold, or the
+            bundle, the generator settings or ``out_dir`` are bad (exit 2).
+    """
+    return _gate_files(
+        policy=policy,
+        synthetic=None,
+        train=train,
+        holdout=holdout,
+        source=source,
+        manifest=manifest,
+        canary_source=canary_source,
+        out_dir=out_dir,
+        seed=seed,
+        progress=progress,
+        mlflow=mlflow,
+        tracking_uri=tracking_uri,
+        mlflow_timeout=mlflow_timeout,
+        data_docs=None,
+        only="canary",
+    )
+
+
+def _only_audit(loaded: LoadedPolicy, name: str) -> LoadedPolicy:
+    config = getattr(loaded.policy.audits, name, None)
+    if config is None or not config.enabled:
+        raise InputError(f"{loaded.path}: audits.{name}: the policy has no enabled {name} audit")
+    if not config.sets_threshold():
+        raise InputError(
+            f"{loaded.path}: audits.{name}.thresholds: set at least one threshold, or the "
+            "audit could never fail"
+        )
+    audits = type(loaded.policy.audits).model_construct(**{name: config})
+    return replace(loaded, policy=loaded.policy.model_copy(update={"audits": audits}))
+
+
+def _gate_files(
+    *,
+    policy: str | Path,
+    synthetic: str | Path | None,
+    train: str | Path | None,
+    holdout: str | Path | None,
+    source: str | Path | None,
+    manifest: str | Path | None,
+    canary_source: str | Path | None,
+    out_dir: str | Path,
+    seed: int | None,
+    progress: Progress | None,
+    mlflow: bool,
+    tracking_uri: str | None,
+    mlflow_timeout: float,
+    data_docs: str | Path | None,
+    only: str | None,
+) -> CheckOutcome:
     from gate.evidence.writer import (
         MlflowSettings,
         out_dir_lock,
@@ -259,6 +353,13 @@ def check_release(
         docs = _data_docs_dir(data_docs, out)
         prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
         loaded = load_policy(policy)
+        if only is not None:
+            loaded = _only_audit(loaded, only)
+        canary = loaded.policy.audits.canary
+        if canary is not None and canary.enabled:
+            from gate.canary.audit import canary_generators
+
+            canary_generators(canary)  # bad generator settings are exit 2, before any work
         with progress.step("loading the release bundle"):
             bundle = load_bundle(
                 synthetic=synthetic,
@@ -268,6 +369,7 @@ def check_release(
                 holdout=holdout,
                 source=source,
                 manifest=manifest,
+                canary_source=canary_source,
             )
         result = run_gate(loaded, bundle, seed=seed, progress=progress, data_docs_dir=docs)
         settings = MlflowSettings(
@@ -292,6 +394,7 @@ def remediate_release(
     out_dir: str | Path = "gate-remediation",
     generator: str | None = None,
     method: str | None = None,
+    canary_source: str | Path | None = None,
     seed: int | None = None,
     progress: Progress | None = None,
     mlflow: bool = True,
@@ -302,7 +405,10 @@ def remediate_release(
     given on the train users of ``manifest``, samples a release as large as train (or
     ``remediation.sample_size``) and gates it with the full :func:`run_gate` path and
     evidence; each later round retrains with DP-SGD (or adds RIP noise) at the next target
-    of the policy's schedule, until a release passes or the schedule is exhausted.
+    of the policy's schedule, until a release passes or the schedule is exhausted. A policy
+    with ``audits.canary`` runs the canary audit in every round on that round's training
+    (the same generator, epochs and DP-SGD budget); ``canary_source`` as in
+    :func:`audit_canaries`.
 
     Returns:
         The result: ``pass`` (a round passed; its release and, if private, generator are
@@ -320,7 +426,7 @@ def remediate_release(
         overall_status,
         write_remediation_report,
     )
-    from gate.remediation.schedule import plan_rounds
+    from gate.remediation.schedule import RoundPlan, plan_rounds
     from gate.remediation.setup import (
         remediation_setup,
         utility_embedding,
@@ -334,6 +440,11 @@ def remediate_release(
     if root_seed < 0:
         raise InputError(f"--seed must be >= 0; found {root_seed}")
     setup = remediation_setup(loaded, generator=generator, method=method)
+    canary = loaded.policy.audits.canary
+    if canary is not None and canary.enabled:
+        from gate.canary.audit import canary_generators
+
+        canary_generators(canary)  # bad base-LM settings are exit 2, before any training
     with progress.step("loading the train and holdout records"):
         records = load_source(
             membership=loaded.policy.membership, text=loaded.policy.text, manifest=manifest
@@ -352,14 +463,18 @@ def remediate_release(
             timeout=mlflow_timeout,
         )
 
-        def evaluate(release: Path, report_dir: Path, parent: str | None) -> RoundGate:
+        def evaluate(
+            release: Path, report_dir: Path, parent: str | None, plan: RoundPlan
+        ) -> RoundGate:
             bundle = load_bundle(
                 synthetic=release,
                 membership=loaded.policy.membership,
                 text=loaded.policy.text,
                 manifest=manifest,
+                canary_source=canary_source,
             )
-            result = run_gate(run_policy, bundle, seed=root_seed, progress=progress)
+            round_policy = setup.canary_round_policy(run_policy, plan, train_users=len(users))
+            result = run_gate(round_policy, bundle, seed=root_seed, progress=progress)
             with progress.step("writing the round's gate evidence"):
                 evidence = write_evidence(
                     result, report_dir, mlflow=replace(settings, parent_run_id=parent)

@@ -15,10 +15,14 @@ import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gate._version import __version__
 from gate.errors import GateError, InputError
 from gate.quiet import quiet_libraries
+
+if TYPE_CHECKING:
+    from gate.api import CheckOutcome
 
 EXIT_INPUT = 2
 EXIT_ERROR = 3
@@ -59,22 +63,15 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="gate a synthetic release against a policy")
     check.add_argument("--policy", required=True, help="policy YAML file")
     check.add_argument("--synthetic", required=True, help="synthetic release (jsonl/csv/parquet)")
-    check.add_argument("--train", help="train records")
-    check.add_argument("--holdout", help="holdout records")
-    check.add_argument("--source", help="source records with a 'split' column")
-    check.add_argument("--manifest", help="split-manifest.json written by `gate split`")
-    check.add_argument("--out", default="gate-report", help="report directory (gate-report/)")
-    check.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
-    check.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
-    check.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    check.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db)")
+    _add_bundle_and_run_options(check, out="gate-report")
     check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
-    check.add_argument(
-        "--mlflow-timeout",
-        type=_seconds,
-        default=30.0,
-        help="seconds MLflow logging may take before the run is an error (30)",
+
+    canary = sub.add_parser(
+        "canary",
+        help="plant canaries, train the generator, and test membership from its release alone",
     )
+    canary.add_argument("--policy", required=True, help="policy YAML file with audits.canary")
+    _add_bundle_and_run_options(canary, out="gate-canary")
 
     remediate = sub.add_parser(
         "remediate",
@@ -89,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     remediate.add_argument(
         "--method", choices=["dpsgd", "rip"], help="remediation method (policy's by default)"
+    )
+    remediate.add_argument(
+        "--canary-source",
+        help="canary-source records when the policy has audits.canary (default: the manifest's)",
     )
     remediate.add_argument("--out", default="gate-remediation", help="output directory")
     remediate.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
@@ -108,6 +109,13 @@ def _parser() -> argparse.ArgumentParser:
     split.add_argument("--seed", type=_seed, required=True, help="seed of the assignment")
     split.add_argument("--by", default="user_id", help="column that defines users (user_id)")
     split.add_argument("--out", required=True, help="output directory")
+    split.add_argument(
+        "--canary-fraction",
+        type=float,
+        default=0.0,
+        help="share of users set aside (neither train nor holdout) as the canary audit's "
+        "canary source (0)",
+    )
 
     policy = sub.add_parser("policy", help="validate, show or describe policies")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
@@ -123,29 +131,64 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _add_bundle_and_run_options(command: argparse.ArgumentParser, *, out: str) -> None:
+    """The source records, evidence and MLflow options ``check`` and ``canary`` share."""
+    command.add_argument("--train", help="train records")
+    command.add_argument("--holdout", help="holdout records")
+    command.add_argument("--source", help="source records with a 'split' column")
+    command.add_argument("--manifest", help="split-manifest.json written by `gate split`")
+    command.add_argument(
+        "--canary-source",
+        help="records for canary prefixes and the canary audit's base LM, in neither train "
+        "nor holdout (default: the manifest's canary split)",
+    )
+    command.add_argument("--out", default=out, help=f"report directory ({out}/)")
+    command.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
+    command.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
+    command.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    command.add_argument(
+        "--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db)"
+    )
+    command.add_argument(
+        "--mlflow-timeout",
+        type=_seconds,
+        default=30.0,
+        help="seconds MLflow logging may take before the run is an error (30)",
+    )
 
-    from gate.api import check_release
-    from gate.evidence.summary import print_summary
+
+def _check(args: argparse.Namespace) -> int:
+    """``gate check`` and ``gate canary`` (the canary audit alone, no release)."""
+    from gate.api import audit_canaries, check_release
     from gate.progress import NullProgress, RichProgress
 
     progress = RichProgress() if not args.quiet and sys.stderr.isatty() else NullProgress()
-    outcome = check_release(
-        policy=args.policy,
-        synthetic=args.synthetic,
-        train=args.train,
-        holdout=args.holdout,
-        source=args.source,
-        manifest=args.manifest,
-        out_dir=args.out,
-        seed=args.seed,
-        progress=progress,
-        mlflow=not args.no_mlflow,
-        tracking_uri=args.tracking_uri,
-        mlflow_timeout=args.mlflow_timeout,
-        data_docs=args.data_docs,
-    )
+    common: dict[str, Any] = {
+        "policy": args.policy,
+        "train": args.train,
+        "holdout": args.holdout,
+        "source": args.source,
+        "manifest": args.manifest,
+        "canary_source": args.canary_source,
+        "out_dir": args.out,
+        "seed": args.seed,
+        "progress": progress,
+        "mlflow": not args.no_mlflow,
+        "tracking_uri": args.tracking_uri,
+        "mlflow_timeout": args.mlflow_timeout,
+    }
+    if args.command == "canary":
+        outcome = audit_canaries(**common)
+    else:
+        outcome = check_release(**common, synthetic=args.synthetic, data_docs=args.data_docs)
+    return _print_outcome(outcome)
+
+
+def _print_outcome(outcome: CheckOutcome) -> int:
+    from rich.console import Console
+
+    from gate.evidence.summary import print_summary
+
     code = outcome.result.exit_code  # the verdict, whatever happens to stdout
     report = outcome.report_path
     shown = report.relative_to(Path.cwd()) if report.is_relative_to(Path.cwd()) else report
@@ -175,6 +218,7 @@ def _remediate(args: argparse.Namespace) -> int:
         out_dir=args.out,
         generator=args.generator,
         method=args.method,
+        canary_source=args.canary_source,
         seed=args.seed,
         progress=progress,
         mlflow=not args.no_mlflow,
@@ -216,13 +260,25 @@ def _discard_stdout() -> None:
 def _split(args: argparse.Namespace) -> int:
     from gate.data.split import split_source
 
-    outcome = split_source(args.source, p=args.p, seed=args.seed, by=args.by, out_dir=args.out)
+    outcome = split_source(
+        args.source,
+        p=args.p,
+        seed=args.seed,
+        by=args.by,
+        out_dir=args.out,
+        canary_fraction=args.canary_fraction,
+    )
     m = outcome.manifest
     print(
         f"split {m.source.records} records of {m.source.users} users with p = {m.p:g}, "
         f"seed = {m.seed}: train {m.train.records} records / {m.train.users} users, "
         f"holdout {m.holdout.records} records / {m.holdout.users} users"
     )
+    if m.canary_source is not None:
+        print(
+            f"canary source: {m.canary_source.records} records / {m.canary_source.users} "
+            "users (in neither train nor holdout)"
+        )
     print(f"manifest: {outcome.manifest_path}")
     return 0
 
@@ -264,6 +320,7 @@ def _audits(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "check": _check,
+    "canary": _check,
     "remediate": _remediate,
     "split": _split,
     "policy": _policy,

@@ -23,6 +23,7 @@ AUDITS: Registry[Any] = Registry(
     builtins={
         "disclosure": "gate.audits.disclosure",
         "membership": "gate.audits.membership",
+        "canary": "gate.canary.audit",
     },
 )
 

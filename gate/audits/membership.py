@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
+from pydantic import BaseModel
 
 from gate.audits.base import Audit, AuditContext
 from gate.audits.feature_store import FeatureStore
@@ -31,12 +34,13 @@ from gate.policy.models import (
     PiiScorer,
     ScorerConfig,
     SemanticFeatures,
+    TprAtFpr,
 )
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Curve
-from gate.stats.one_run import one_run_epsilon_from_scores
+from gate.stats.one_run import OneRunResult, one_run_epsilon_from_scores
 from gate.stats.rip import epsilon_from_eta, rip_eta_from_scores
-from gate.stats.roc import RocCurve, roc_auc, similarity_two_sample, tpr_at_fpr
+from gate.stats.roc import RocCurve, RocResult, roc_auc, similarity_two_sample, tpr_at_fpr
 
 if TYPE_CHECKING:
     from gate.data.bundle import Bundle
@@ -275,6 +279,129 @@ def thin_curve(curve: RocCurve, limit: int = MAX_CURVE_POINTS) -> tuple[np.ndarr
     return curve.fpr[keep], curve.tpr[keep]
 
 
+def reported_fprs(gated: TprAtFpr | None) -> list[float]:
+    """The false-positive rates at which TPR is reported: the standard ones and the
+    policy's, largest first."""
+    fprs = set(STANDARD_FPRS)
+    if gated is not None:
+        fprs.add(gated.fpr)
+    return sorted(fprs, reverse=True)
+
+
+def score_checks(
+    audit: str, metrics: MetricSet, subjects: Sequence[str], thresholds: BaseModel
+) -> list[CheckSpec]:
+    """The checks of a thresholds block over scores of members vs non-members, one set per
+    subject (scorer, signal): ``max_auc``, ``tpr_at_fpr``, ``max_epsilon`` and, where the
+    block has it, ``max_rip_eta``."""
+    max_auc = getattr(thresholds, "max_auc", None)
+    tpr: TprAtFpr | None = getattr(thresholds, "tpr_at_fpr", None)
+    max_epsilon = getattr(thresholds, "max_epsilon", None)
+    max_rip_eta = getattr(thresholds, "max_rip_eta", None)
+    checks: list[CheckSpec] = []
+    for s in subjects:
+        if max_auc is not None:
+            checks.append(CheckSpec.at_most(audit, metrics["auc"], s, max_auc, f"{s}: ROC AUC"))
+        if tpr is not None:
+            checks.append(
+                CheckSpec.at_most(
+                    audit,
+                    metrics[tpr_spec(tpr.fpr).name],
+                    s,
+                    tpr.max_tpr,
+                    f"{s}: TPR at FPR {tpr.fpr:g}",
+                )
+            )
+        if max_epsilon is not None:
+            checks.append(
+                CheckSpec.at_most(
+                    audit,
+                    metrics["epsilon_lower"],
+                    s,
+                    max_epsilon,
+                    f"{s}: one-run lower bound on epsilon",
+                )
+            )
+        if max_rip_eta is not None:
+            checks.append(
+                CheckSpec.at_most(
+                    audit,
+                    metrics["rip_eta_lower"],
+                    s,
+                    max_rip_eta,
+                    f"{s}: lower confidence bound on RIP eta",
+                )
+            )
+    return checks
+
+
+@dataclass(frozen=True)
+class ScoreStatistics:
+    """The statistics of one set of scores against random membership: the ROC analysis,
+    the one-run ε bound and the metric values both depend on."""
+
+    roc: RocResult
+    one_run: OneRunResult
+    values: dict[str, float]  # auc, auc_p_value, epsilon_lower, tpr_at_fpr_<fpr>
+
+    def roc_curve(self, *, chart: str, subject: str, x_label: str) -> Curve:
+        """The (thinned) ROC curve for the report."""
+        fpr, tpr = thin_curve(self.roc.curve)
+        return Curve(
+            chart=chart,
+            subject=subject,
+            x=tuple(fpr.tolist()),
+            y=tuple(tpr.tolist()),
+            x_label=x_label,
+            y_label="true-positive rate",
+            label=f"{subject} (AUC {self.roc.auc:.3f})",
+            diagonal=True,
+        )
+
+    def one_run_details(self, *, delta: float) -> dict[str, object]:
+        o = self.one_run
+        return {
+            "k_plus": o.k_plus,
+            "k_minus": o.k_minus,
+            "correct": o.correct,
+            "evaluated": o.evaluated,
+            "threshold_selection": o.selection,
+            "delta": delta,
+        }
+
+
+def score_statistics(
+    *,
+    scores: np.ndarray,
+    is_member: np.ndarray,
+    rng: np.random.Generator,
+    alpha: float,
+    p: float,
+    delta: float,
+    selection: Literal["split_half", "bonferroni"],
+    fprs: Sequence[float],
+) -> ScoreStatistics:
+    """AUC with its one-sided p-value, TPR at each FPR of ``fprs`` and the one-run ε lower
+    bound of ``scores`` (higher = member) against the random membership ``is_member``."""
+    roc = roc_auc(scores=scores, is_train=is_member, rng=rng)
+    one_run = one_run_epsilon_from_scores(
+        scores=scores,
+        is_train=is_member,
+        rng=rng,
+        alpha=alpha,
+        p=p,
+        delta=delta,
+        selection=selection,
+    )
+    values = {
+        "auc": roc.auc,
+        "auc_p_value": roc.p_value,
+        "epsilon_lower": one_run.epsilon_lower,
+        **{tpr_spec(f).name: tpr_at_fpr(roc.curve, fpr=f) for f in fprs},
+    }
+    return ScoreStatistics(roc=roc, one_run=one_run, values=values)
+
+
 @AUDITS.register("membership")
 class MembershipAuditRunner(Audit[MembershipAudit]):
     name = "membership"
@@ -284,10 +411,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
 
     @staticmethod
     def _fprs(config: MembershipAudit) -> list[float]:
-        fprs = set(STANDARD_FPRS)
-        if config.thresholds.tpr_at_fpr is not None:
-            fprs.add(config.thresholds.tpr_at_fpr.fpr)
-        return sorted(fprs, reverse=True)
+        return reported_fprs(config.thresholds.tpr_at_fpr)
 
     def declared_metrics(self, config: MembershipAudit) -> MetricSet:
         """The common metrics, the TPR at the policy's FPR, and the scorers' extras. An extra
@@ -313,46 +437,8 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
         return MetricSet(specs.values())
 
     def checks(self, config: MembershipAudit) -> list[CheckSpec]:
-        t = config.thresholds
-        metrics = self.declared_metrics(config)
-        checks: list[CheckSpec] = []
-        for scorer in config.scorers:
-            s = scorer.scorer
-            if t.max_auc is not None:
-                checks.append(
-                    CheckSpec.at_most(self.name, metrics["auc"], s, t.max_auc, f"{s}: ROC AUC")
-                )
-            if t.tpr_at_fpr is not None:
-                checks.append(
-                    CheckSpec.at_most(
-                        self.name,
-                        metrics[tpr_spec(t.tpr_at_fpr.fpr).name],
-                        s,
-                        t.tpr_at_fpr.max_tpr,
-                        f"{s}: TPR at FPR {t.tpr_at_fpr.fpr:g}",
-                    )
-                )
-            if t.max_epsilon is not None:
-                checks.append(
-                    CheckSpec.at_most(
-                        self.name,
-                        metrics["epsilon_lower"],
-                        s,
-                        t.max_epsilon,
-                        f"{s}: one-run lower bound on epsilon",
-                    )
-                )
-            if t.max_rip_eta is not None:
-                checks.append(
-                    CheckSpec.at_most(
-                        self.name,
-                        metrics["rip_eta_lower"],
-                        s,
-                        t.max_rip_eta,
-                        f"{s}: lower confidence bound on RIP eta",
-                    )
-                )
-        return checks
+        subjects = [scorer.scorer for scorer in config.scorers]
+        return score_checks(self.name, self.declared_metrics(config), subjects, config.thresholds)
 
     def run(self, bundle: Bundle, config: MembershipAudit, context: AuditContext) -> AuditResult:
         labels = bundle.user_is_train
@@ -366,29 +452,27 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
             name = scorer_config.scorer
             scorer = scorer_plugin(name)
             scores = scorer.user_scores(bundle, scorer_config, context.features)
-            roc = roc_auc(scores=scores, is_train=labels, rng=context.rng)
-            one_run = one_run_epsilon_from_scores(
+            stats = score_statistics(
                 scores=scores,
-                is_train=labels,
+                is_member=labels,
                 rng=context.rng,
                 alpha=context.alpha,
                 p=context.p,
                 delta=config.delta,
                 selection=config.threshold_selection,
+                fprs=self._fprs(config),
             )
+            roc, one_run = stats.roc, stats.one_run
             rip = rip_eta_from_scores(
                 scores=scores, is_train=labels, rng=context.rng, alpha=context.alpha
             )
             extra = scorer.extra(bundle, scorer_config, context.features, rng=context.rng)
             values = {
                 "users_scored": float(scores.size),
-                "auc": roc.auc,
-                "auc_p_value": roc.p_value,
-                "epsilon_lower": one_run.epsilon_lower,
+                **stats.values,
                 "rip_eta": rip.eta,
                 "rip_eta_lower": rip.eta_lower,
                 "rip_epsilon_lower": epsilon_from_eta(eta=rip.eta_lower),
-                **{tpr_spec(f).name: tpr_at_fpr(roc.curve, fpr=f) for f in self._fprs(config)},
             }
             overlap = sorted(set(extra) & set(values))
             if overlap:
@@ -398,28 +482,15 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 )
             values.update(extra)
             metrics += declared.values(name, values)
-            fpr, tpr = thin_curve(roc.curve)
             curves.append(
-                Curve(
+                stats.roc_curve(
                     chart="membership: ROC by scorer",
                     subject=name,
-                    x=tuple(fpr.tolist()),
-                    y=tuple(tpr.tolist()),
                     x_label="false-positive rate (holdout users called train)",
-                    y_label="true-positive rate",
-                    label=f"{name} (AUC {roc.auc:.3f})",
-                    diagonal=True,
                 )
             )
             details[name] = {
-                "one_run": {
-                    "k_plus": one_run.k_plus,
-                    "k_minus": one_run.k_minus,
-                    "correct": one_run.correct,
-                    "evaluated_users": one_run.evaluated,
-                    "threshold_selection": one_run.selection,
-                    "delta": config.delta,
-                },
+                "one_run": stats.one_run_details(delta=config.delta),
                 "rip": {"correct": rip.correct, "trials": rip.trials},
                 "auc_p_value_method": roc.p_value_method,
                 "seconds": round(time.perf_counter() - started, 3),

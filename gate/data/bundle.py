@@ -100,6 +100,7 @@ class Bundle:
     synthetic: pd.DataFrame
     fingerprints: dict[str, Fingerprint]
     membership: Membership
+    canary_source: pd.DataFrame | None = None  # record_id, user_id, text: never train/holdout
 
     @cached_property
     def is_train(self) -> np.ndarray:
@@ -287,6 +288,7 @@ class SourceRecords:
     tables: dict[str, RawTable]
     manifest: SplitManifest | None
     manifest_path: str | None
+    canary_source: pd.DataFrame | None = None
 
 
 def load_source(
@@ -297,6 +299,7 @@ def load_source(
     holdout: str | Path | None = None,
     source: str | Path | None = None,
     manifest: str | Path | None = None,
+    canary_source: str | Path | None = None,
 ) -> SourceRecords:
     """Load and validate the source records (train and holdout) of a bundle.
 
@@ -304,6 +307,7 @@ def load_source(
         BundleError: the files are missing, unreadable or inconsistent.
     """
     split_manifest: SplitManifest | None = None
+    canary_sha256: str | None = None  # when the canary source is the manifest's
     user_column = "user_id"  # the column that defines users; a manifest names its own
     if manifest is not None:
         if source is not None:
@@ -313,6 +317,9 @@ def load_source(
         train = train if train is not None else base / split_manifest.train.path
         holdout = holdout if holdout is not None else base / split_manifest.holdout.path
         user_column = split_manifest.by
+        if canary_source is None and split_manifest.canary_source is not None:
+            canary_source = base / split_manifest.canary_source.path
+            canary_sha256 = split_manifest.canary_source.sha256
 
     tables: dict[str, RawTable] = {}
     if source is not None:
@@ -359,28 +366,69 @@ def load_source(
     _reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
     _reject_shared_users(frame)
     _reject_blank_sides(frame)
+    canary_frame = None
+    if canary_source is not None:
+        table = read_table(canary_source)
+        if canary_sha256 is not None and table.sha256 != canary_sha256:
+            raise BundleError(
+                f"{manifest}: the canary-source file does not match the manifest (sha256 "
+                f"{table.sha256[:12]}… != {canary_sha256[:12]}…); it was changed after "
+                "`gate split`"
+            )
+        canary_frame = _canary_frame(table, frame, user_column, text or TextPolicy())
+        tables["canary_source"] = table
     return SourceRecords(
         frame=frame,
         tables=tables,
         manifest=split_manifest,
         manifest_path=None if manifest is None else str(manifest),
+        canary_source=canary_frame,
     )
+
+
+def _canary_frame(
+    table: RawTable, source: pd.DataFrame, user_column: str, text: TextPolicy
+) -> pd.DataFrame:
+    """The canary-source records (prefixes of canaries, the base LM's training data): never
+    a train or holdout user, never a train or holdout text.
+
+    Raises:
+        BundleError: no usable record, or a record shares a user or a text with the source.
+    """
+    frame = _source_frame(table, "canary", "canary:", user_column)
+    frame["text"] = normalize_text(frame["text"], text)
+    has_users = user_column in table.frame.columns
+    for what, column, present in (("user", "user_id", has_users), ("text", "text", True)):
+        clash = frame[column].isin(source[column]) if present else pd.Series(False, frame.index)
+        if clash.any():
+            row = frame[clash].iloc[0]
+            raise BundleError(
+                f"{table.path}: line {row['__line__']}: this canary-source record's {what} is "
+                "also in train or holdout; canary sources must be disjoint from both (use "
+                "`gate split --canary-fraction` or public text)"
+            )
+    if not frame["text"].str.strip().astype(bool).any():
+        raise BundleError(f"{table.path}: every canary-source record is empty")
+    return frame[["record_id", "user_id", "text"]].reset_index(drop=True)
 
 
 def load_bundle(
     *,
-    synthetic: str | Path,
+    synthetic: str | Path | None,
     membership: MembershipPolicy,
     text: TextPolicy | None = None,
     train: str | Path | None = None,
     holdout: str | Path | None = None,
     source: str | Path | None = None,
     manifest: str | Path | None = None,
+    canary_source: str | Path | None = None,
 ) -> Bundle:
     """Load and validate a release bundle.
 
     Source records come from ``train`` and ``holdout`` files, from one ``source`` file with
-    a ``split`` column, or from the files a ``gate split`` manifest names.
+    a ``split`` column, or from the files a ``gate split`` manifest names. ``synthetic``
+    None gives an empty release (for audits that sample their own, like the canary audit);
+    ``canary_source`` (or the manifest's canary split) gives the canary audit's records.
 
     Raises:
         BundleError: the bundle is incomplete, unreadable or inconsistent.
@@ -392,20 +440,27 @@ def load_bundle(
         holdout=holdout,
         source=source,
         manifest=manifest,
+        canary_source=canary_source,
     )
     frame, tables, split_manifest = loaded.frame, dict(loaded.tables), loaded.manifest
     fingerprints: dict[str, Fingerprint] = {}
-    tables["synthetic"] = read_table(synthetic)
-    synthetic_frame = _synthetic_frame(tables["synthetic"])
-    synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text or TextPolicy())
-    _reject_copied_files(tables)
-    if "source_id" in synthetic_frame.columns:
-        _check_source_ids(synthetic_frame, frame, tables["synthetic"])
+    if synthetic is None:  # audits that make their own release (canary) need none
+        synthetic_frame = pd.DataFrame({"record_id": pd.Series(dtype=str), "text": ""})
+    else:
+        tables["synthetic"] = read_table(synthetic)
+        synthetic_frame = _synthetic_frame(tables["synthetic"])
+        synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text or TextPolicy())
+        _reject_copied_files(tables)
+        if "source_id" in synthetic_frame.columns:
+            _check_source_ids(synthetic_frame, frame, tables["synthetic"])
 
     is_train = (frame["split"] == "train").to_numpy()
     for name, table in tables.items():
         if name == "synthetic":
             fingerprints[name] = _fingerprint(table, None, len(synthetic_frame))
+        elif name == "canary_source" and loaded.canary_source is not None:
+            canary = loaded.canary_source
+            fingerprints[name] = _fingerprint(table, int(canary["user_id"].nunique()), len(canary))
         else:
             rows = frame if name == "source" else frame[frame["split"] == name]
             fingerprints[name] = _fingerprint(table, int(rows["user_id"].nunique()), len(rows))
@@ -436,6 +491,7 @@ def load_bundle(
         synthetic=synthetic_frame,
         fingerprints=fingerprints,
         membership=membership_info,
+        canary_source=loaded.canary_source,
     )
 
 

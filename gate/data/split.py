@@ -17,6 +17,7 @@ from gate.data.io import read_table, require_regular_file, sha256_file, write_ta
 from gate.errors import BundleError
 
 MANIFEST_NAME = "split-manifest.json"
+CANARY_STREAM = 1  # second seed word of the canary-source draw
 
 
 class FileEntry(BaseModel):
@@ -48,6 +49,8 @@ class SplitManifest(BaseModel):
     source: FileEntry
     train: FileEntry
     holdout: FileEntry
+    canary_fraction: float = Field(0.0, ge=0, lt=1)
+    canary_source: FileEntry | None = None
 
 
 def assign_members(units: np.ndarray, *, p: float, rng: np.random.Generator) -> np.ndarray:
@@ -70,11 +73,25 @@ class SplitOutcome:
 
 
 def split_source(
-    source: str | Path, *, p: float, seed: int, by: str, out_dir: str | Path
+    source: str | Path,
+    *,
+    p: float,
+    seed: int,
+    by: str,
+    out_dir: str | Path,
+    canary_fraction: float = 0.0,
 ) -> SplitOutcome:
-    """Split a source file by ``by`` into train/holdout files and a manifest in ``out_dir``."""
+    """Split a source file by ``by`` into train/holdout files and a manifest in ``out_dir``.
+
+    With ``canary_fraction`` q > 0, each user first goes to a canary-source split with
+    probability q (a separate random stream, so the train/holdout draw of every other user
+    is the one q = 0 gives); those users are in neither train nor holdout, and the canary
+    audit takes its prefixes and base LM from them.
+    """
     if not 0 < p < 1:
         raise BundleError(f"--p must be in (0, 1); found {p}")
+    if not 0 <= canary_fraction < 1:
+        raise BundleError(f"--canary-fraction must be in [0, 1); found {canary_fraction}")
     if seed < 0:
         raise BundleError(f"--seed must be >= 0; found {seed}")
     table = read_table(source)
@@ -93,9 +110,15 @@ def split_source(
         raise BundleError(f"{source}: no {by!r} column to split by; columns: {_columns(frame)}")
 
     flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
+    canary = np.zeros(units.size, dtype=bool)
+    if canary_fraction > 0:
+        canary = assign_members(
+            units, p=canary_fraction, rng=np.random.default_rng([seed, CANARY_STREAM])
+        )
+    names = ("train", "holdout", "canary-source") if canary.any() else ("train", "holdout")
     out = Path(out_dir)
     suffix = Path(source).suffix
-    outputs = [out / f"{name}{suffix}" for name in ("train", "holdout")] + [out / MANIFEST_NAME]
+    outputs = [out / f"{name}{suffix}" for name in names] + [out / MANIFEST_NAME]
     if any(path.resolve() == Path(source).resolve() for path in outputs):
         raise BundleError(
             f"--out {out_dir}: would overwrite the source {source}; choose another directory"
@@ -103,7 +126,9 @@ def split_source(
     out.mkdir(parents=True, exist_ok=True)
     body = frame.drop(columns=["split"], errors="ignore")
     entries = {}
-    for name, mask in (("train", flags), ("holdout", ~flags)):
+    masks = {"train": flags & ~canary, "holdout": ~flags & ~canary, "canary-source": canary}
+    for name in names:
+        mask = masks[name]
         path = out / f"{name}{suffix}"
         write_table(body[mask], path)
         entries[name] = FileEntry(
@@ -125,6 +150,8 @@ def split_source(
         ),
         train=entries["train"],
         holdout=entries["holdout"],
+        canary_fraction=canary_fraction,
+        canary_source=entries.get("canary-source"),
     )
     manifest_path = out / MANIFEST_NAME
     atomic_write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")

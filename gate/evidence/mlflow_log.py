@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gate._version import __version__
 from gate.evidence.deadline import with_deadline
+from gate.evidence.report import jsonable
 
 if TYPE_CHECKING:
     from gate.results import GateResult
@@ -151,6 +152,8 @@ class GateRunLog:
                     {m.name: m.spec.as_dict() for m in outcome.result.metrics},
                     "metric_specs.json",
                 )
+                if outcome.result.details:  # e.g. the canary set, seeds, insertion-map hash
+                    self.client.log_dict(child, jsonable(outcome.result.details), "details.json")
             self.client.set_terminated(child)
         return run_id
 
@@ -282,6 +285,8 @@ def _content(result: GateResult, name: str) -> Any:
     bundle = result.bundle
     if name == "synthetic":
         return bundle.synthetic
+    if name == "canary_source":
+        return bundle.canary_source
     if name in ("train", "holdout"):
         return bundle.source[bundle.source["split"] == name].drop(columns=["line"])
     return bundle.source.drop(columns=["line"])

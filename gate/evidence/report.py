@@ -39,24 +39,26 @@ def _audit_dict(outcome: AuditOutcome) -> dict[str, Any]:
         "checks": [check.as_dict() for check in outcome.checks],
         "statements": {} if result is None else dict(result.statements),
         "witnesses": [] if result is None else [w.as_dict() for w in result.witnesses],
-        "curves": [] if result is None else [_jsonable(c.as_dict()) for c in result.curves],
-        "details": {} if result is None else _jsonable(result.details),
+        "curves": [] if result is None else [jsonable(c.as_dict()) for c in result.curves],
+        "details": {} if result is None else jsonable(result.details),
         "seed": outcome.seed,
         "seconds": round(outcome.seconds, 3),
     }
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """An audit's details as JSON values: numpy scalars and arrays become Python numbers
+    and lists, non-finite floats strings (report.json and MLflow both use it)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, float):
         return _number(value)
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _jsonable(value.item())
+        return jsonable(value.item())
     if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays
-        return _jsonable(value.tolist())
+        return jsonable(value.tolist())
     return value
 
 

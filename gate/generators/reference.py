@@ -362,6 +362,72 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
             return None
         return math.exp(total / tokens)
 
+    def continue_texts(
+        self,
+        prefixes: Sequence[str],
+        *,
+        temperature: float,
+        max_new_bytes: int,
+        seed: int,
+    ) -> list[str]:
+        """Continue each prefix with exactly ``max_new_bytes`` sampled bytes (special tokens
+        suppressed, so no record ends early), decoded as UTF-8; seeded by ``seed``. The
+        canary audit samples canary suffixes from a base LM with this."""
+        torch = _torch()
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0; found {temperature!r}")
+        if max_new_bytes < 1:
+            raise ValueError(f"max_new_bytes must be >= 1; found {max_new_bytes}")
+        model = self.model
+        device = next(model.parameters()).device
+        heads = [[BOS, *p.encode("utf-8")] for p in prefixes]
+        out: list[str] = []
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            for start in range(0, len(heads), 64):
+                chunk = heads[start : start + 64]
+                width = max(len(h) for h in chunk)
+                ids = np.full((len(chunk), width), PAD, dtype=np.int64)
+                for row, head in enumerate(chunk):
+                    ids[row, width - len(head) :] = head
+                input_ids = torch.from_numpy(ids).to(device)
+                generated = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=(input_ids != PAD).long(),
+                    do_sample=True,
+                    temperature=temperature,
+                    top_k=0,
+                    max_new_tokens=max_new_bytes,
+                    min_new_tokens=max_new_bytes,
+                    suppress_tokens=[PAD, BOS, SEP, EOS],
+                    pad_token_id=PAD,
+                )
+                new = generated[:, width:].cpu().numpy()
+                out.extend(
+                    bytes(row[row < 256].astype(np.uint8)).decode("utf-8", errors="ignore")
+                    for row in new
+                )
+        return out
+
+    def byte_perplexities(self, texts: Sequence[str]) -> np.ndarray:
+        """Per-byte perplexity of each text as a record, ``exp`` of the mean negative
+        log-likelihood of its bytes after ``<bos>`` (the end token is not scored)."""
+        torch = _torch()
+        model = self.model
+        device = next(model.parameters()).device
+        encoded = [[BOS, *t.encode("utf-8")][: self.config.max_length] for t in texts]
+        out = np.empty(len(encoded))
+        with torch.no_grad():
+            for start in range(0, len(encoded), 64):
+                chunk = encoded[start : start + 64]
+                ids = torch.from_numpy(padded_batch(chunk, length=max(len(e) for e in chunk))).to(
+                    device
+                )
+                out[start : start + len(chunk)] = np.exp(
+                    _sequence_losses(model, ids).double().cpu().numpy()
+                )
+        return out
+
     def parameter_vector(self) -> np.ndarray:
         torch = _torch()
         with torch.no_grad():

@@ -435,11 +435,125 @@ class DistinguishabilityAudit(AuditConfig):
     thresholds: DistinguishabilityThresholds = Field(default_factory=DistinguishabilityThresholds)
 
 
+class CanaryThresholds(ThresholdModel):
+    max_auc: float | None = Field(
+        None, ge=0, lt=1, description="Largest tolerated ROC AUC of a signal (below 1)."
+    )
+    tpr_at_fpr: TprAtFpr | None = None
+    max_epsilon: float | None = Field(
+        None,
+        ge=0,
+        description="Largest tolerated one-run epsilon lower bound over the canaries "
+        "(Steinke, Nasr and Jagielski, 2023).",
+    )
+
+
+class CanaryBaseModel(StrictModel):
+    """The base LM canary suffixes are sampled from: the reference generator trained on the
+    canary-source records (never on train or holdout)."""
+
+    epochs: int = Field(15, ge=1, le=100_000, description="Training epochs of the base LM.")
+    config: dict[str, typing.Any] = Field(
+        default_factory=dict, description="Reference generator settings of the base LM."
+    )
+
+
+class CanaryPrivacy(StrictModel):
+    """Train the audited generator with DP-SGD (Opacus) at this budget; the remediation
+    loop sets it per round."""
+
+    epsilon: float = Field(gt=0, description="Target epsilon of the training.")
+    delta: float | None = Field(
+        None, gt=0, lt=1, description="Target delta; null = 1/(training examples)."
+    )
+    max_grad_norm: float = Field(1.0, gt=0, description="Per-example clipping norm C.")
+    accountant: Literal["prv", "rdp"] = "prv"
+
+
+CanarySignal = Literal["bigram", "jaccard", "embedding"]
+
+
+class CanaryAudit(AuditConfig):
+    """Plant canaries, train the generator with a random half of them, and test from the
+    synthetic text alone which half (Meeus et al., 2025, *The Canary's Echo*, §3)."""
+
+    canaries: int = Field(100, ge=4, le=100_000, description="Number of canaries crafted.")
+    n_rep: int = Field(
+        8,
+        ge=0,
+        le=10_000,
+        description="Copies of each member canary in training; 0 = a null control (labels "
+        "drawn, nothing inserted).",
+    )
+    prefix_words: int = Field(
+        4, ge=0, le=1000, description="F: words of a canary-source record that open a canary."
+    )
+    total_words: int = Field(16, ge=2, le=2000, description="Fixed length of every canary.")
+    target_perplexity: float = Field(
+        3.0,
+        gt=1,
+        le=256,
+        description="P_target per byte under the base LM; canaries lie within [0.9, 1.1] of it.",
+    )
+    base_lm: CanaryBaseModel = Field(default_factory=CanaryBaseModel)
+    generator: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$",
+        description="Generator audited; null = remediation.generator (default reference).",
+    )
+    generator_config: dict[str, typing.Any] | None = Field(
+        None, description="Its settings; null = remediation.generator_config."
+    )
+    epochs: int | None = Field(
+        None, ge=1, le=100_000, description="Training epochs; null = remediation.epochs."
+    )
+    sample_size: int | None = Field(
+        None, ge=1, description="Records per release; null = as many as train has."
+    )
+    references: int = Field(
+        4,
+        ge=0,
+        le=64,
+        description="M reference releases for RMIA (even; each canary a member of half); "
+        "0 = plain signals only.",
+    )
+    top_k: int = Field(25, ge=1, le=10_000, description="k of the top-k similarity signals.")
+    signals: tuple[CanarySignal, ...] = Field(
+        ("bigram", "jaccard", "embedding"), min_length=1, description="Signals computed."
+    )
+    embedding_model: str | None = Field(
+        None, description="sentence-transformers directory; null = bundled all-MiniLM-L6-v2."
+    )
+    embedding_cache_dir: str | None = Field(None, description="Embedding cache; null = none.")
+    privacy: CanaryPrivacy | None = Field(
+        None, description="DP-SGD budget of the audited training; null = non-private."
+    )
+    threshold_selection: Literal["split_half", "bonferroni"] = "split_half"
+    delta: float = Field(0.0, ge=0, lt=1, description="delta of the one-run epsilon bound.")
+    thresholds: CanaryThresholds = Field(default_factory=CanaryThresholds)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CanaryAudit:
+        if self.prefix_words >= self.total_words:
+            raise ValueError(
+                f"prefix_words must be < total_words (a canary needs a suffix); found "
+                f"prefix_words={self.prefix_words}, total_words={self.total_words}"
+            )
+        if self.references % 2:
+            raise ValueError(
+                f"references must be even (each canary a member of half); found {self.references}"
+            )
+        if len(set(self.signals)) != len(self.signals):
+            raise ValueError(f"each signal may appear once; found {list(self.signals)}")
+        return self
+
+
 class Audits(StrictModel):
     disclosure: DisclosureAudit | None = None
     membership: MembershipAudit | None = None
     profile: ProfileAudit | None = None
     distinguishability: DistinguishabilityAudit | None = None
+    canary: CanaryAudit | None = None
 
     def enabled(self) -> dict[str, AuditConfig]:
         """The enabled audits by name, in schema order (built-ins first, then plug-ins)."""
@@ -590,6 +704,29 @@ class Policy(StrictModel):
             raise ValueError(
                 "evidence.mlflow.log_dataset_content requires evidence.redact_witnesses: false"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _share_generator_settings(self) -> Policy:
+        """Fill the canary audit's ``generator``, ``generator_config`` and ``epochs``
+        (null) from the ``remediation:`` block, so both audit the same generator."""
+        canary = self.audits.canary
+        if canary is None:
+            return self
+        remediation = self.remediation or Remediation()
+        generator = canary.generator or remediation.generator
+        shared = remediation.generator_config if generator == remediation.generator else {}
+        filled = canary.model_copy(
+            update={
+                "generator": generator,
+                "generator_config": (
+                    shared if canary.generator_config is None else canary.generator_config
+                ),
+                "epochs": canary.epochs or remediation.epochs,
+            }
+        )
+        # see _share_feature_settings: set in place during validation
+        object.__setattr__(self, "audits", self.audits.model_copy(update={"canary": filled}))
         return self
 
     @model_validator(mode="after")

@@ -55,7 +55,7 @@ class RoundGate:
 
 
 # (release file, report directory, parent MLflow run id or None) -> the gate's verdict
-EvaluateRelease = Callable[[Path, Path, str | None], RoundGate]
+EvaluateRelease = Callable[[Path, Path, str | None, RoundPlan], RoundGate]
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,8 @@ class RoundTracker:
 
 def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """The per-round privacy figures: the gate's ε̂ (exact lower bound) and phantom rate per
-    disclosure class, and the AUC per membership scorer."""
+    disclosure class, the AUC per membership scorer, and the canary audit's AUC and one-run
+    ε̂ per signal (keys ``canary:<signal>``)."""
     out: dict[str, dict[str, float]] = {
         "epsilon_lower": {},
         "phantom_rate": {},
@@ -156,6 +157,14 @@ def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
         scorer, _, metric = name.rpartition(".")
         if metric == "auc":
             out["auc"][scorer] = value
+    for name, value in metrics.get("canary", {}).items():
+        if not np.isfinite(value):
+            continue
+        signal, _, metric = name.rpartition(".")
+        if metric == "auc":
+            out["auc"][f"canary:{signal}"] = value
+        elif metric == "epsilon_lower":
+            out["epsilon_lower"][f"canary:{signal}"] = value
     return out
 
 
@@ -339,7 +348,7 @@ class RemediationRun:
         seconds["utility"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        gated = self.evaluate(release, round_dir / "report", run_id)
+        gated = self.evaluate(release, round_dir / "report", run_id, plan)
         seconds["gate"] = time.perf_counter() - t0
 
         release_info: dict[str, Any] = {

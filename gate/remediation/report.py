@@ -108,8 +108,8 @@ def remediation_dict(result: RemediationResult) -> dict[str, Any]:
 
 
 def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
-    """Per round: privacy (accountant ε, the gate's ε̂ per class, AUC per scorer) and
-    utility (holdout perplexity, Fréchet embedding distance)."""
+    """Per round: privacy (accountant ε, the gate's ε̂ per class and canary signal, AUC per
+    scorer and canary signal) and utility (holdout perplexity, Fréchet embedding distance)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,7 +135,7 @@ def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
     for s in scorers:
         ax.plot(x, [r.gate["auc"].get(s) for r in rounds], marker="o", label=f"AUC {s}")
     ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
-    ax.set_title("privacy: membership AUC")
+    ax.set_title("privacy: AUC (membership scorers, canary signals)")
     ax = axes[2]
     ax.plot(x, [r.utility.holdout_perplexity for r in rounds], marker="o", color="tab:blue")
     ax.set_title("utility: holdout perplexity (lower is better)")

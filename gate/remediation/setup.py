@@ -16,8 +16,9 @@ from gate.errors import InputError
 from gate.generators import resolve_generator
 from gate.generators.base import Generator, GeneratorConfig
 from gate.policy.loader import LoadedPolicy
-from gate.policy.models import Policy, Remediation, SemanticFeatures
+from gate.policy.models import CanaryPrivacy, Policy, Remediation, SemanticFeatures
 from gate.remediation.loop import RoundTracker
+from gate.remediation.schedule import RoundPlan, default_delta
 from gate.remediation.tracking import MlflowRoundTracker
 
 METHODS = ("dpsgd", "rip")
@@ -55,6 +56,39 @@ class RemediationSetup:
                     "a delta in (0, 1)"
                 )
         return users
+
+    def canary_round_policy(
+        self, loaded: LoadedPolicy, plan: RoundPlan, *, train_users: int
+    ) -> LoadedPolicy:
+        """The policy a round is gated with: its canary audit (if enabled) trains what the
+        round trains, the remediation's generator with the round's epochs and DP-SGD
+        budget, so the canary AUC of each round shows what its privacy bought."""
+        canary = loaded.policy.audits.canary
+        if canary is None or not canary.enabled:
+            return loaded
+        r = self.remediation
+        privacy = None
+        epochs = r.epochs
+        if plan.method == "dpsgd" and plan.target is not None:
+            epochs = r.dpsgd.epochs or r.epochs
+            privacy = CanaryPrivacy(
+                epsilon=plan.target,
+                delta=default_delta(delta=r.dpsgd.delta, train_users=train_users),
+                max_grad_norm=r.dpsgd.max_grad_norm,
+                accountant=r.dpsgd.accountant,
+            )
+        elif plan.method == "rip":  # remediation_setup refuses this combination
+            raise InputError("the canary audit cannot reproduce a RIP round's noise")
+        configured = canary.model_copy(
+            update={
+                "generator": r.generator,
+                "generator_config": self.generator_config.model_dump(),
+                "epochs": epochs,
+                "privacy": privacy,
+            }
+        )
+        audits = loaded.policy.audits.model_copy(update={"canary": configured})
+        return replace(loaded, policy=loaded.policy.model_copy(update={"audits": audits}))
 
     def holdout_texts(self, frame: pd.DataFrame) -> list[str]:
         return frame.loc[frame["split"] == "holdout", "text"].tolist()
@@ -167,6 +201,12 @@ def remediation_setup(
         path = ".".join(str(x) for x in first["loc"])
         at = f"{where}.generator_config" + (f".{path}" if path else "")
         raise InputError(f"{at}: {first['msg']}") from None
+    canary = loaded.policy.audits.canary
+    if chosen == "rip" and canary is not None and canary.enabled:
+        raise InputError(
+            f"{loaded.path}: audits.canary: the canary audit retrains the generator and "
+            "cannot reproduce RIP noise; use method dpsgd or disable the canary audit"
+        )
     if chosen == "rip" and not generator_cls.supports_parameter_noise():
         raise InputError(
             f"{source}: generator {remediation.generator!r} does not expose its parameters; "

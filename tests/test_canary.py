@@ -1,0 +1,418 @@
+"""The canary audit (`gate canary`, `audits.canary`): canary-source split, bundle checks,
+policy, the audit end to end with a parroting generator (fast) and with the real reference
+generator (slow), and its place in the remediation loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gate.api import audit_canaries
+from gate.cli import main
+from gate.data.bundle import load_bundle
+from gate.data.split import split_source
+from gate.errors import BundleError, InputError
+from gate.policy.loader import load_policy
+from gate.policy.models import MembershipPolicy
+from gate.remediation.loop import gate_summary
+from gate.remediation.schedule import RoundPlan
+from gate.remediation.setup import remediation_setup
+from tests.conftest import REPO, read_report, write_jsonl, write_policy
+
+EXAMPLE = REPO / "examples" / "bundle"
+MANIFEST = EXAMPLE / "split" / "split-manifest.json"
+PUBLIC = EXAMPLE / "canary-source.jsonl"
+
+TINY_BASE = (
+    "{epochs: 3, config: {layers: 1, hidden: 32, heads: 2, max_length: 128, learning_rate: 0.01}}"
+)
+
+PARROT_POLICY = f"""\
+version: 1
+name: canary-test
+seed: 3
+audits:
+  canary:
+    canaries: 48
+    n_rep: 2
+    prefix_words: 3
+    total_words: 10
+    target_perplexity: 20
+    base_lm: {TINY_BASE}
+    sample_size: 400
+    references: 2
+    signals: [bigram, jaccard]
+    thresholds: {{max_auc: 0.6, max_epsilon: 0.5, tpr_at_fpr: {{fpr: 0.05, max_tpr: 0.5}}}}
+remediation:
+  generator: tests.fake_generators:ParrotGenerator
+  epochs: 1
+"""
+
+
+def _canary_main(policy: Path, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "canary",
+            "--quiet",
+            "--no-mlflow",
+            "--policy",
+            str(policy),
+            "--manifest",
+            str(MANIFEST),
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------- the split
+
+
+def _source(tmp_path: Path, users: int = 300) -> Path:
+    return write_jsonl(
+        tmp_path / "source.jsonl",
+        [
+            {"record_id": f"r{u}-{k}", "user_id": f"u{u:04d}", "text": f"user {u} note {k}"}
+            for u in range(users)
+            for k in range(2)
+        ],
+    )
+
+
+def _users(path: Path) -> set[str]:
+    return set(pd.read_json(path, lines=True)["user_id"])
+
+
+def test_the_canary_split_is_never_train_or_holdout(tmp_path: Path) -> None:
+    source = _source(tmp_path)
+    plain = split_source(source, p=0.5, seed=11, by="user_id", out_dir=tmp_path / "plain")
+    with_canaries = split_source(
+        source, p=0.5, seed=11, by="user_id", out_dir=tmp_path / "c", canary_fraction=0.2
+    )
+    m = with_canaries.manifest
+    assert m.canary_source is not None and m.canary_fraction == 0.2
+    canary = _users(tmp_path / "c" / m.canary_source.path)
+    train, holdout = (
+        _users(tmp_path / "c" / "train.jsonl"),
+        _users(tmp_path / "c" / "holdout.jsonl"),
+    )
+    assert canary and not canary & train and not canary & holdout
+    assert len(canary | train | holdout) == 300
+    assert 0.12 < len(canary) / 300 < 0.28
+    # a separate random stream: every other user keeps the train/holdout draw of q = 0
+    assert train == _users(tmp_path / "plain" / "train.jsonl") - canary
+    assert holdout == _users(tmp_path / "plain" / "holdout.jsonl") - canary
+    assert plain.manifest.canary_source is None
+
+
+def test_split_refuses_a_canary_fraction_out_of_range(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match=r"--canary-fraction must be in \[0, 1\); found 1"):
+        split_source(
+            _source(tmp_path), p=0.5, seed=1, by="user_id", out_dir=tmp_path, canary_fraction=1
+        )
+
+
+def test_bundle_reads_the_manifest_canary_split_and_checks_its_hash(tmp_path: Path) -> None:
+    out = tmp_path / "split"
+    outcome = split_source(
+        _source(tmp_path), p=0.5, seed=2, by="user_id", out_dir=out, canary_fraction=0.2
+    )
+    membership = MembershipPolicy()
+    bundle = load_bundle(synthetic=None, membership=membership, manifest=outcome.manifest_path)
+    assert bundle.canary_source is not None
+    assert not set(bundle.canary_source["user_id"]) & set(bundle.source["user_id"])
+    assert bundle.synthetic.empty and "synthetic" not in bundle.fingerprints
+    path = out / outcome.manifest.canary_source.path  # type: ignore[union-attr]
+    path.write_text(path.read_text() + '{"user_id": "zz", "text": "added later"}\n')
+    with pytest.raises(BundleError, match="canary-source file does not match the manifest"):
+        load_bundle(synthetic=None, membership=membership, manifest=outcome.manifest_path)
+
+
+@pytest.mark.parametrize("clash", ["user", "text"])
+def test_a_canary_source_sharing_users_or_texts_with_the_source_is_refused(
+    tmp_path: Path, clash: str
+) -> None:
+    train = pd.read_json(EXAMPLE / "split" / "train.jsonl", lines=True).iloc[0]
+    row = {"record_id": "p1", "user_id": "public-1", "text": "a public sentence of words"}
+    row["user_id" if clash == "user" else "text"] = train["user_id" if clash == "user" else "text"]
+    public = write_jsonl(tmp_path / "public.jsonl", [row])
+    with pytest.raises(
+        BundleError, match=f"public.jsonl: line 1: this canary-source record's {clash}"
+    ):
+        load_bundle(
+            synthetic=None,
+            membership=MembershipPolicy(),
+            manifest=MANIFEST,
+            canary_source=public,
+        )
+
+
+# ---------------------------------------------------------------------------- the policy
+
+
+def _canary_policy(tmp_path: Path, block: str, remediation: str = "") -> Path:
+    return write_policy(
+        tmp_path / "p.yaml",
+        f"version: 1\nname: t\naudits:\n  canary:\n{block}\n{remediation}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        (
+            "    prefix_words: 10\n    total_words: 10\n    thresholds: {max_auc: 0.6}",
+            "prefix_words must be < total_words",
+        ),
+        ("    references: 3\n    thresholds: {max_auc: 0.6}", "references must be even"),
+        ("    thresholds: {max_auc: 1.0}", "audits.canary.thresholds.max_auc"),
+        ("    n_rep: -1\n    thresholds: {max_auc: 0.6}", "audits.canary.n_rep"),
+    ],
+)
+def test_invalid_canary_settings_name_their_yaml_path(
+    tmp_path: Path, block: str, message: str
+) -> None:
+    with pytest.raises(InputError, match=message):
+        load_policy(_canary_policy(tmp_path, block))
+
+
+def test_the_canary_audit_audits_the_remediation_generator_by_default(tmp_path: Path) -> None:
+    remediation = "remediation:\n  generator_config: {layers: 1}\n  epochs: 7\n"
+    policy = load_policy(
+        _canary_policy(tmp_path, "    thresholds: {max_auc: 0.6}", remediation)
+    ).policy
+    canary = policy.audits.canary
+    assert canary is not None
+    assert (canary.generator, canary.generator_config, canary.epochs) == (
+        "reference",
+        {"layers": 1},
+        7,
+    )
+    own = load_policy(
+        _canary_policy(
+            tmp_path,
+            "    generator: tests.fake_generators:ParrotGenerator\n    thresholds: {max_auc: 0.6}",
+            remediation,
+        )
+    ).policy.audits.canary
+    assert own is not None and own.generator_config == {}  # not the other generator's
+
+
+def test_bad_generator_settings_are_exit_2_before_any_training(tmp_path: Path) -> None:
+    policy = _canary_policy(
+        tmp_path, "    base_lm: {config: {layers: 0}}\n    thresholds: {max_auc: 0.6}"
+    )
+    assert _canary_main(policy, tmp_path / "out") == 2
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_gate_canary_needs_a_policy_with_a_canary_threshold(tmp_path: Path, capsys) -> None:
+    policy = write_policy(
+        tmp_path / "p.yaml",
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n",
+    )
+    assert _canary_main(policy, tmp_path / "out") == 2
+    assert "audits.canary: the policy has no enabled canary audit" in capsys.readouterr().err
+
+
+def test_no_canary_source_is_an_error_never_a_pass(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path / "p.yaml", PARROT_POLICY)
+    assert _canary_main(policy, tmp_path / "out") == 3
+    report = read_report(tmp_path / "out")
+    assert report["status"] == "error"
+    assert "needs canary-source records" in report["audits"]["canary"]["error"]
+
+
+# ---------------------------------------------------------------------------- the audit
+
+
+def test_a_parroting_generator_fails_the_canary_audit(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path / "p.yaml", PARROT_POLICY)
+    out = tmp_path / "out"
+    outcome = audit_canaries(
+        policy=policy, manifest=MANIFEST, canary_source=PUBLIC, out_dir=out, mlflow=False
+    )
+    assert outcome.result.status == "fail"
+    values = outcome.result.audits["canary"].result.metric_values  # type: ignore[union-attr]
+    # the parrot copies its training records: member canaries are in the release verbatim
+    assert values["bigram.auc"] == 1.0 and values["jaccard.auc"] > 0.8
+    assert values["bigram.auc_p_value"] <= 1e-4  # the permutation test's floor
+    assert values["bigram.epsilon_lower"] > 0  # 48 canaries cap it near 1
+    assert "bigram_rmia.auc" in values and "tpr_at_fpr_0.05" in "".join(values)
+    report = read_report(out)
+    details = report["audits"]["canary"]["details"]
+    canaries = details["canaries"]
+    assert canaries["count"] == 48 and len(canaries["set"]) == 48
+    assert canaries["n_rep"] == 2 and canaries["target_perplexity"] == 20
+    assert all(18 <= c["perplexity"] <= 22 for c in canaries["set"])
+    assert len(canaries["insertion_map_sha256"]) == 64
+    assert details["trainings"] == 4 and details["seeds"]["target"] >= 0
+    # each canary is a member of exactly one of the two references
+    assert sum(r["members"] for r in details["references"]) == 48
+    # redacted: every word is masked (the base LM was trained on canary-source records)
+    witness = report["audits"]["canary"]["witnesses"][0]
+    assert all(set(w[1:]) <= {"*"} for w in witness["feature"].split())
+    assert all(set(w[1:]) <= {"*"} for c in canaries["set"] for w in c["text"].split())
+    assert (out / "report.html").read_text().count("canary") > 3
+    # the same seed gives the same canaries and the same verdict
+    again = audit_canaries(
+        policy=policy,
+        manifest=MANIFEST,
+        canary_source=PUBLIC,
+        out_dir=tmp_path / "again",
+        mlflow=False,
+    )
+    assert (
+        read_report(tmp_path / "again")["audits"]["canary"]["details"]["canaries"][
+            "insertion_map_sha256"
+        ]
+        == canaries["insertion_map_sha256"]
+    )
+    assert again.result.status == "fail"
+
+
+def test_no_inserted_canaries_give_no_evidence(tmp_path: Path) -> None:
+    """The null control (n_rep = 0: labels drawn, nothing inserted): the signals cannot
+    depend on the labels, so no bound is positive and no AUC test rejects in these seeded
+    runs. (Over seeds 100-139 the bigram and Jaccard AUC tests each rejected at 0.05 in 1
+    of 40 runs, as a valid test does about 5% of the time, and the bound was 0 in all 40;
+    tests/test_stats_canary.py checks the rates over 1,000 draws.)"""
+    for seed in (0, 3, 4):
+        text = PARROT_POLICY.replace("n_rep: 2", "n_rep: 0").replace("seed: 3", f"seed: {seed}")
+        policy = write_policy(tmp_path / f"p{seed}.yaml", text)
+        outcome = audit_canaries(
+            policy=policy,
+            manifest=MANIFEST,
+            canary_source=PUBLIC,
+            out_dir=tmp_path / f"o{seed}",
+            mlflow=False,
+        )
+        values = outcome.result.audits["canary"].result.metric_values  # type: ignore[union-attr]
+        for signal in ("bigram", "jaccard", "bigram_rmia"):
+            assert values[f"{signal}.epsilon_lower"] == 0
+            assert values[f"{signal}.auc_p_value"] > 0.05
+        assert outcome.result.status == "pass"
+
+
+def test_gate_check_runs_the_canary_audit_next_to_the_passive_ones(tmp_path: Path) -> None:
+    text = PARROT_POLICY.replace(
+        "audits:\n",
+        "audits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n",
+    )
+    policy = write_policy(tmp_path / "p.yaml", text)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "check",
+            "--quiet",
+            "--no-mlflow",
+            "--policy",
+            str(policy),
+            "--manifest",
+            str(MANIFEST),
+            "--synthetic",
+            str(EXAMPLE / "synthetic.jsonl"),
+            "--canary-source",
+            str(PUBLIC),
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 1
+    report = read_report(out)
+    assert set(report["audits"]) == {"disclosure", "canary"}
+    assert report["audits"]["canary"]["status"] == "fail"
+    assert report["inputs"]["canary_source"]["records"] == len(PUBLIC.read_text().splitlines())
+    assert (out / "plots" / "canary-roc-by-signal.png").exists()
+
+
+# ---------------------------------------------------------------------------- remediation
+
+
+def test_each_remediation_round_audits_its_own_training(tmp_path: Path) -> None:
+    loaded = load_policy(
+        write_policy(
+            tmp_path / "p.yaml",
+            PARROT_POLICY + "  dpsgd: {epsilons: [4], epochs: 9, delta: 0.001}\n",
+        )
+    )
+    setup = remediation_setup(loaded, generator=None, method=None)
+    round0 = setup.canary_round_policy(loaded, RoundPlan(0, "none", None), train_users=100)
+    round1 = setup.canary_round_policy(loaded, RoundPlan(1, "dpsgd", 4.0), train_users=100)
+    first, second = round0.policy.audits.canary, round1.policy.audits.canary
+    assert first is not None and first.privacy is None and first.epochs == 1
+    assert second is not None and second.privacy is not None and second.epochs == 9
+    assert (second.privacy.epsilon, second.privacy.delta) == (4.0, 0.001)
+
+
+def test_the_remediation_summary_carries_the_canary_signals() -> None:
+    summary = gate_summary(
+        {
+            "membership": {"ngram.auc": 0.55},
+            "canary": {"bigram.auc": 0.9, "bigram.epsilon_lower": 0.7, "jaccard.auc": 0.6},
+        }
+    )
+    assert summary["auc"] == {"ngram": 0.55, "canary:bigram": 0.9, "canary:jaccard": 0.6}
+    assert summary["epsilon_lower"] == {"canary:bigram": 0.7}
+
+
+def test_remediation_with_rip_refuses_the_canary_audit(tmp_path: Path) -> None:
+    loaded = load_policy(write_policy(tmp_path / "p.yaml", PARROT_POLICY))
+    with pytest.raises(InputError, match="cannot reproduce RIP noise"):
+        remediation_setup(loaded, generator=None, method="rip")
+
+
+# ---------------------------------------------------------------------------- slow
+
+
+REFERENCE_POLICY = """\
+version: 1
+name: canary-reference
+seed: 0
+audits:
+  canary:
+    canaries: 40
+    n_rep: {n_rep}
+    prefix_words: 4
+    total_words: 16
+    target_perplexity: 3.0
+    base_lm: {{epochs: 15, config: {{max_length: 160}}}}
+    references: 0
+    signals: [bigram, jaccard]
+    thresholds: {{max_auc: 0.6, max_epsilon: 0.5}}
+remediation:
+  generator_config: {{layers: 2, hidden: 128, heads: 4, max_length: 128, batch_size: 8, learning_rate: 0.002}}
+  epochs: 40
+"""
+
+
+@pytest.mark.slow
+def test_the_reference_generator_echoes_its_canaries_and_the_null_control_does_not(
+    tmp_path: Path,
+) -> None:
+    """With 6 copies of each member canary, 40 epochs: the release alone tells members
+    (AUC clearly above 1/2, ε̂ > 0); with no canary inserted (labels still drawn) the AUC
+    test does not reject and ε̂ = 0. Every canary lies in the perplexity window."""
+    results = {}
+    for n_rep in (6, 0):
+        policy = write_policy(tmp_path / f"p{n_rep}.yaml", REFERENCE_POLICY.format(n_rep=n_rep))
+        out = tmp_path / f"out{n_rep}"
+        outcome = audit_canaries(
+            policy=policy, manifest=MANIFEST, canary_source=PUBLIC, out_dir=out, mlflow=False
+        )
+        results[n_rep] = outcome.result.audits["canary"].result.metric_values  # type: ignore[union-attr]
+        canaries = read_report(out)["audits"]["canary"]["details"]["canaries"]
+        ppl = np.array([c["perplexity"] for c in canaries["set"]])
+        assert ((ppl >= 2.7) & (ppl <= 3.3)).all()
+    planted, null = results[6], results[0]
+    assert planted["bigram.auc"] > 0.75 and planted["bigram.auc_p_value"] < 0.05
+    assert planted["bigram.epsilon_lower"] > 0
+    for signal in ("bigram", "jaccard"):
+        assert null[f"{signal}.auc_p_value"] >= 0.05
+        assert null[f"{signal}.epsilon_lower"] == 0
