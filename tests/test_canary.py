@@ -4,6 +4,7 @@ generator (slow), and its place in the remediation loop."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -274,6 +275,41 @@ def test_a_parroting_generator_fails_the_canary_audit(tmp_path: Path) -> None:
         == canaries["insertion_map_sha256"]
     )
     assert again.result.status == "fail"
+
+
+def test_the_canary_evidence_reaches_mlflow(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    policy = write_policy(tmp_path / "p.yaml", PARROT_POLICY)
+    outcome = audit_canaries(
+        policy=policy,
+        manifest=MANIFEST,
+        canary_source=PUBLIC,
+        out_dir=tmp_path / "out",
+        tracking_uri=uri,
+    )
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(outcome.mlflow_run_id)  # type: ignore[arg-type]
+    assert run.data.metrics["canary.bigram.auc"] == 1.0
+    assert run.data.params["policy.canary.n_rep"] == "2"
+    assert run.data.params["policy.canary.target_perplexity"] == "20.0"
+    inputs = {i.dataset.name.split(":")[0] for i in run.inputs.dataset_inputs}
+    assert inputs == {"train", "holdout", "canary_source"}
+    (child,) = client.search_runs(
+        [run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'"
+    )
+    details = json.loads(
+        Path(
+            client.download_artifacts(child.info.run_id, "details.json", str(tmp_path))
+        ).read_text()
+    )
+    report = read_report(tmp_path / "out")["audits"]["canary"]["details"]
+    assert details["canaries"]["insertion_map_sha256"] == report["canaries"]["insertion_map_sha256"]
+    assert details["seeds"] == report["seeds"]
+    assert "plots/canary-roc-by-signal.png" in {
+        a.path for a in client.list_artifacts(run.info.run_id, "plots")
+    }
 
 
 def test_no_inserted_canaries_give_no_evidence(tmp_path: Path) -> None:
