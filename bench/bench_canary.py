@@ -61,7 +61,9 @@ def bench_signals(sizes: list[int], canaries: int) -> None:
     words = " ".join(pool[:200]).split()
     starts = rng.integers(0, len(words) - 16, size=canaries)
     canary_texts = [" ".join(words[s : s + 16]) for s in starts]
-    print(f"{canaries} canaries of 16 words; records of {np.mean([len(t.split()) for t in pool[:500]]):.0f} words")
+    print(
+        f"{canaries} canaries of 16 words; records of {np.mean([len(t.split()) for t in pool[:500]]):.0f} words"
+    )
     for n in sizes:
         release = pool[:n]
         for signal in ("bigram", "jaccard"):
@@ -74,7 +76,9 @@ def bench_signals(sizes: list[int], canaries: int) -> None:
         if n == min(sizes):
             t0 = time.perf_counter()
             release_signals(canary_texts, release, signals=("embedding",), top_k=25)
-            print(f"release {n:>7,} records  embedding {time.perf_counter() - t0:7.2f} s", flush=True)
+            print(
+                f"release {n:>7,} records  embedding {time.perf_counter() - t0:7.2f} s", flush=True
+            )
 
 
 def bench_audit(records: int, epochs: int | None) -> None:
@@ -87,8 +91,18 @@ def bench_audit(records: int, epochs: int | None) -> None:
         source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         gate = str(Path(sys.executable).parent / "gate")
         subprocess.run(
-            [gate, "split", "--source", str(source), "--seed", "1", "--out", str(work / "split"),
-             "--canary-fraction", "0.1"],
+            [
+                gate,
+                "split",
+                "--source",
+                str(source),
+                "--seed",
+                "1",
+                "--out",
+                str(work / "split"),
+                "--canary-fraction",
+                "0.1",
+            ],
             check=True,
         )
         policy = yaml.safe_load((ROOT / "policies" / "canary.yaml").read_text())
@@ -98,8 +112,18 @@ def bench_audit(records: int, epochs: int | None) -> None:
         policy_path.write_text(yaml.safe_dump(policy), encoding="utf-8")
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            [gate, "canary", "--quiet", "--no-mlflow", "--policy", str(policy_path),
-             "--manifest", str(work / "split" / "split-manifest.json"), "--out", str(work / "out")],
+            [
+                gate,
+                "canary",
+                "--quiet",
+                "--no-mlflow",
+                "--policy",
+                str(policy_path),
+                "--manifest",
+                str(work / "split" / "split-manifest.json"),
+                "--out",
+                str(work / "out"),
+            ],
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
         _, status, usage = os.wait4(proc.pid, 0)

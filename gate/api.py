@@ -231,6 +231,7 @@ def check_release(
     source: str | Path | None = None,
     manifest: str | Path | None = None,
     canary_source: str | Path | None = None,
+    model: str | Path | None = None,
     out_dir: str | Path = "gate-report",
     seed: int | None = None,
     progress: Progress | None = None,
@@ -242,7 +243,8 @@ def check_release(
     """Files in; verdict and evidence out (what ``gate check`` runs): ``out_dir`` gets
     report.json, report.html, junit.xml, summary.md, witnesses.csv, the GX suite and
     validation result and plots; MLflow gets a run with all of them unless ``mlflow`` is
-    False or the policy disables it.
+    False or the policy disables it. ``model`` names a released model directory that the
+    profile audit's surprisal attack probes.
 
     Raises:
         InputError: the policy, the bundle or ``out_dir`` is bad (exit 2); nothing is
@@ -257,6 +259,7 @@ def check_release(
         source=source,
         manifest=manifest,
         canary_source=canary_source,
+        model=model,
         out_dir=out_dir,
         seed=seed,
         progress=progress,
@@ -305,6 +308,7 @@ def audit_canaries(
         mlflow=mlflow,
         tracking_uri=tracking_uri,
         mlflow_timeout=mlflow_timeout,
+        model=None,
         data_docs=None,
         only="canary",
     )
@@ -332,6 +336,7 @@ def _gate_files(
     source: str | Path | None,
     manifest: str | Path | None,
     canary_source: str | Path | None,
+    model: str | Path | None,
     out_dir: str | Path,
     seed: int | None,
     progress: Progress | None,
@@ -360,6 +365,17 @@ def _gate_files(
             from gate.canary.audit import canary_generators
 
             canary_generators(canary)  # bad generator settings are exit 2, before any work
+        profile = loaded.policy.audits.profile
+        if profile is not None and profile.enabled:
+            if profile.surprisal.required and not model:
+                raise InputError(
+                    f"{loaded.path}: audits.profile.surprisal.required: give the released "
+                    "model with --model DIR"
+                )
+            if profile.ngram_lbf.enabled and profile.ngram_lbf.generator.enabled:
+                from gate.profile.ngram_lbf import profile_generator
+
+                profile_generator(profile.ngram_lbf.generator)  # bad settings: exit 2 now
         with progress.step("loading the release bundle"):
             bundle = load_bundle(
                 synthetic=synthetic,
@@ -370,6 +386,7 @@ def _gate_files(
                 source=source,
                 manifest=manifest,
                 canary_source=canary_source,
+                model=model,
             )
         result = run_gate(loaded, bundle, seed=seed, progress=progress, data_docs_dir=docs)
         settings = MlflowSettings(

@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--policy", required=True, help="policy YAML file")
     check.add_argument("--synthetic", required=True, help="synthetic release (jsonl/csv/parquet)")
     _add_bundle_and_run_options(check, out="gate-report")
+    check.add_argument(
+        "--model",
+        help="released model directory (transformers causal LM and tokenizer, or a gate "
+        "generator checkpoint) for the profile audit's surprisal attack",
+    )
     check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
 
     canary = sub.add_parser(
@@ -180,7 +185,9 @@ def _check(args: argparse.Namespace) -> int:
     if args.command == "canary":
         outcome = audit_canaries(**common)
     else:
-        outcome = check_release(**common, synthetic=args.synthetic, data_docs=args.data_docs)
+        outcome = check_release(
+            **common, synthetic=args.synthetic, model=args.model, data_docs=args.data_docs
+        )
     return _print_outcome(outcome)
 
 

@@ -5,6 +5,8 @@
   ``gate.audits.feature_store.DisclosureClass``;
 - ``MEMBERSHIP_SCORERS`` (``gate.membership_scorers``): subclasses of
   ``gate.audits.membership.MembershipScorer``;
+- ``REWRITE_ATTACKS`` (``gate.rewrite_attacks``): subclasses of
+  ``gate.audits.distinguishability.RewriteAttack``;
 - ``GENERATORS`` (``gate.generators``): subclasses of ``gate.generators.base.Generator``.
 
 Each plug-in carries its typed configuration model (``config_model``), which the policy
@@ -23,6 +25,8 @@ AUDITS: Registry[Any] = Registry(
     builtins={
         "disclosure": "gate.audits.disclosure",
         "membership": "gate.audits.membership",
+        "profile": "gate.profile.audit",
+        "distinguishability": "gate.audits.distinguishability",
         "canary": "gate.canary.audit",
     },
 )
@@ -44,6 +48,16 @@ MEMBERSHIP_SCORERS: Registry[Any] = Registry(
         "ngram": "gate.audits.membership",
         "pii": "gate.audits.membership",
         "embedding": "gate.audits.membership",
+    },
+)
+
+REWRITE_ATTACKS: Registry[Any] = Registry(
+    "rewrite attack",
+    group="gate.rewrite_attacks",
+    builtins={
+        "embedding": "gate.audits.distinguishability",
+        "lexical": "gate.audits.distinguishability",
+        "judge": "gate.audits.distinguishability",
     },
 )
 

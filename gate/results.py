@@ -68,6 +68,8 @@ class Curve:
     y_label: str
     label: str = ""
     diagonal: bool = False  # draw the chance line y = x
+    log_y: bool = False  # a logarithmic y axis (linear near zero)
+    markers: tuple[tuple[float, float, str], ...] = ()  # labelled points, e.g. the policy's
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class Curve:
             "x_label": self.x_label,
             "y_label": self.y_label,
             "label": self.label,
+            "markers": [{"x": x, "y": y, "label": t} for x, y, t in self.markers],
         }
 
 

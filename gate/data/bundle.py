@@ -101,6 +101,7 @@ class Bundle:
     fingerprints: dict[str, Fingerprint]
     membership: Membership
     canary_source: pd.DataFrame | None = None  # record_id, user_id, text: never train/holdout
+    model_dir: Path | None = None  # a released model (transformers causal LM) to audit
 
     @cached_property
     def is_train(self) -> np.ndarray:
@@ -422,13 +423,15 @@ def load_bundle(
     source: str | Path | None = None,
     manifest: str | Path | None = None,
     canary_source: str | Path | None = None,
+    model: str | Path | None = None,
 ) -> Bundle:
     """Load and validate a release bundle.
 
     Source records come from ``train`` and ``holdout`` files, from one ``source`` file with
     a ``split`` column, or from the files a ``gate split`` manifest names. ``synthetic``
     None gives an empty release (for audits that sample their own, like the canary audit);
-    ``canary_source`` (or the manifest's canary split) gives the canary audit's records.
+    ``canary_source`` (or the manifest's canary split) gives the canary audit's records;
+    ``model`` a released model directory (the profile audit's surprisal attack).
 
     Raises:
         BundleError: the bundle is incomplete, unreadable or inconsistent.
@@ -492,7 +495,20 @@ def load_bundle(
         fingerprints=fingerprints,
         membership=membership_info,
         canary_source=loaded.canary_source,
+        model_dir=None if model is None else _model_directory(model),
     )
+
+
+def _model_directory(model: str | Path) -> Path:
+    path = Path(model)
+    if not path.is_dir():
+        raise BundleError(f"{path}: --model must be a model directory; none found there")
+    if not (path / "config.json").is_file():
+        raise BundleError(
+            f"{path}: not a transformers model directory (no config.json); save the model "
+            "and its tokenizer with save_pretrained"
+        )
+    return path
 
 
 def _reject_blank_sides(frame: pd.DataFrame) -> None:

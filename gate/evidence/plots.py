@@ -62,6 +62,12 @@ def curve_chart(title: str, curves: list[Curve], path: Path) -> Path:
         ax.plot([0, 1], [0, 1], linestyle="--", color="#999999", label="chance")
     for c in curves:
         ax.plot(c.x, c.y, label=c.label or c.subject)
+    marked = {m for c in curves for m in c.markers}
+    for x, y, text in sorted(marked):
+        ax.plot([x], [y], marker="o", color="#c0392b", linestyle="none", label=text)
+    if any(c.log_y for c in curves):
+        positive = [v for c in curves for v in c.y if v > 0] + [m[1] for m in marked if m[1] > 0]
+        ax.set_yscale("symlog", linthresh=min(positive) if positive else 1e-12)
     ax.set_xlabel(curves[0].x_label)
     ax.set_ylabel(curves[0].y_label)
     ax.set_title(title[:1].upper() + title[1:])

@@ -25,6 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
+from gate.features.byte_vocabulary import (
+    BOS,
+    CHECKPOINT_FILE,
+    EOS,
+    PAD,
+    SEP,
+    VOCAB_SIZE,
+    padded_batch,
+)
 from gate.generators.base import (
     DpSgdSpec,
     FitReport,
@@ -40,9 +49,7 @@ from gate.progress import Progress
 if TYPE_CHECKING:
     import torch
 
-PAD, BOS, SEP, EOS = 256, 257, 258, 259
-VOCAB_SIZE = 260
-CONFIG_FILE = "gate-generator.json"
+CONFIG_FILE = CHECKPOINT_FILE
 WEIGHTS_FILE = "model.safetensors"
 
 
@@ -91,14 +98,6 @@ def decode_record(ids: Sequence[int]) -> str:
             break
         data.append(i)
     return data.decode("utf-8", errors="ignore").strip()
-
-
-def padded_batch(sequences: Sequence[Sequence[int]], *, length: int) -> np.ndarray:
-    """Right-padded (with PAD) int64 matrix of ``sequences``."""
-    out = np.full((len(sequences), length), PAD, dtype=np.int64)
-    for row, seq in enumerate(sequences):
-        out[row, : len(seq)] = seq
-    return out
 
 
 def _torch() -> Any:

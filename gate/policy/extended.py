@@ -32,6 +32,7 @@ from gate.policy.models import (
     PiiFeatures,
     PiiScorer,
     Policy,
+    ProfileAudit,
     ScorerConfig,
     SemanticFeatures,
 )
@@ -65,13 +66,13 @@ def _plugin_names(data: Mapping[str, Any]) -> tuple[list[str], list[str], list[s
     if not isinstance(audits, Mapping):
         return [], [], []
     disclosure = audits.get("disclosure")
-    membership = audits.get("membership")
     classes = _names(
         disclosure.get("features") if isinstance(disclosure, Mapping) else None, "class"
     )
-    scorers = _names(
-        membership.get("scorers") if isinstance(membership, Mapping) else None, "scorer"
-    )
+    scorers: set[str] = set()
+    for name in ("membership", "profile"):
+        block = audits.get(name)
+        scorers |= _names(block.get("scorers") if isinstance(block, Mapping) else None, "scorer")
     wanted: tuple[tuple[set[str], Registry[Any]], ...] = (
         ({n for n in audits if isinstance(n, str)} - set(Audits.model_fields), AUDITS),
         (classes - _BUILTIN_CLASS_NAMES, DISCLOSURE_CLASSES),
@@ -176,6 +177,12 @@ def _extended(
                 scorers=(scorer_list, Field(default_factory=lambda: [NgramScorer()])),
             )
             fields["membership"] = (membership | None, None)
+            profile = create_model(
+                "ProfileAudit",
+                __base__=ProfileAudit,
+                scorers=(scorer_list, Field(default_factory=lambda: [NgramScorer()])),
+            )
+            fields["profile"] = (profile | None, None)
         extended_audits = create_model("Audits", __base__=Audits, **fields)
         return create_model("Policy", __base__=Policy, audits=(extended_audits, ...))
     except PydanticUserError as exc:

@@ -381,58 +381,214 @@ class MembershipAudit(AuditConfig):
 
 
 class ProfileThresholds(ThresholdModel):
-    target_epsilon: float = Field(1.0, ge=0, description="epsilon at which delta is read.")
+    target_epsilon: float = Field(
+        1.0, ge=0, le=50, description="epsilon at which the minimal delta is read."
+    )
     max_delta: float | None = Field(
         None,
         ge=0,
         lt=1,
-        description="Largest tolerated minimal delta at target_epsilon (Thm 5), below 1.",
+        description="Largest tolerated lower confidence bound on the minimal delta at "
+        "target_epsilon of any attack (one-run test inverted in delta; Steinke, Nasr and "
+        "Jagielski, 2023, App. D), below 1.",
     )
     max_delta_floor: float | None = Field(
-        None, ge=0, lt=1, description="Largest tolerated delta floor delta(inf), below 1."
+        None,
+        ge=0,
+        lt=1,
+        description="Largest tolerated delta floor delta(inf) of the n-gram mechanism over "
+        "the sampled source sets (Stomakhin, 2025, §4.3-4.4), below 1.",
     )
 
 
-class ProfileAudit(AuditConfig):
-    """(epsilon, delta) profile from n-gram frequency statistics (Stomakhin, 2025, *Framework
-    for Privacy-Preserving Synthesis of Textual Data*, §3.2-3.7)."""
+class SurprisalSettings(StrictModel):
+    """Surprisal attack on the released model named by ``--model`` (Stomakhin, 2025, §6)."""
 
-    n: int = Field(3, ge=1, le=16, description="n-gram order of the frequency statistics.")
+    required: bool = Field(
+        False, description="Fail the run (exit 2) when no --model is given; else skip."
+    )
+    batch_size: int = Field(16, ge=1, le=4096, description="Records per forward pass.")
+    max_tokens: int = Field(
+        512, ge=8, le=32768, description="Tokens of a record scored (longer ones truncated)."
+    )
+    control_alpha: float = Field(
+        0.001,
+        gt=0,
+        lt=1,
+        description="Level of the control (two random halves of train users): the audit "
+        "errors when it rejects, because then the model or the split is broken.",
+    )
+
+
+class GeneratorLbfSettings(StrictModel):
+    """The same profile on synthetic releases: the generator trained on X and on X minus U
+    (same seed), one release each, n-gram frequencies of the releases compared
+    (Stomakhin, 2025, §5.4). One release per training is a single draw of a random
+    mechanism (the paper's caveat), so these numbers are reported, never gated."""
+
+    enabled: bool = Field(False, description="Train and sample the generator per source set.")
+    generator: str | None = Field(
+        None, description="Generator; null = remediation.generator (default reference)."
+    )
+    generator_config: dict[str, typing.Any] | None = Field(
+        None, description="Its settings; null = remediation.generator_config."
+    )
+    epochs: int | None = Field(
+        None, ge=1, le=100_000, description="Training epochs; null = remediation.epochs."
+    )
     adjacency_sizes: tuple[int, ...] = Field(
-        (1, 10, 100), min_length=1, description="Sizes of the removed source sets U."
+        (10,), min_length=1, description="Sizes |U| of the removed source sets."
     )
-    repeats: int = Field(20, ge=1, le=10000, description="Random source sets per size.")
-    censor_count: int = Field(0, ge=0, description="Replace n-grams with count <= c.")
-    thresholds: ProfileThresholds = Field(default_factory=ProfileThresholds)
+    repeats: int = Field(1, ge=1, le=100, description="Random source sets per size.")
+    samples: int | None = Field(
+        None, ge=1, le=10_000_000, description="Records per release; null = as many as train."
+    )
 
     @field_validator("adjacency_sizes")
+    @classmethod
+    def _positive_sizes(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        if any(s < 1 for s in sizes) or len(set(sizes)) != len(sizes):
+            raise ValueError(f"sizes must be distinct and >= 1; found {list(sizes)}")
+        return sizes
+
+
+class NgramLbfSettings(StrictModel):
+    """LBF profile of the n-gram sampling mechanism of the train corpus (Stomakhin, 2025,
+    §3.2-3.7, §4.3): f_X vs f_{X minus U} for random source sets U."""
+
+    enabled: bool = True
+    n: int = Field(3, ge=1, le=16, description="n-gram order of the frequency statistics.")
+    adjacency_sizes: tuple[int, ...] = Field(
+        (1, 10, 100), min_length=1, description="Sizes |U| of the removed source sets."
+    )
+    repeats: int = Field(20, ge=1, le=10000, description="Random source sets per size.")
+    censor_count: int = Field(
+        0, ge=0, description="Merge n-grams whose counts are all <= c into one token."
+    )
+    top_n: tuple[int, ...] = Field(
+        (100, 1000),
+        description="Subjective attackers who know the N n-grams of largest |LBF| (§5.4.2).",
+    )
+    generator: GeneratorLbfSettings = Field(default_factory=GeneratorLbfSettings)
+
+    @field_validator("adjacency_sizes", "top_n")
     @classmethod
     def _positive_sizes(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
         bad = [s for s in sizes if s < 1]
         if bad:
             raise ValueError(f"sizes must be >= 1; found {bad}")
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"sizes must be distinct; found {list(sizes)}")
         return sizes
+
+
+class ProfileAudit(AuditConfig):
+    """(epsilon, delta) profile of the release and of a released model: the minimal delta at
+    a target epsilon that each attack proves, with confidence (Steinke, Nasr and Jagielski,
+    2023; Stomakhin, 2025, *Framework for Privacy-Preserving Synthesis of Textual Data*)."""
+
+    scorers: list[Scorer] = Field(
+        default_factory=lambda: [NgramScorer()],  # type: ignore[arg-type]
+        description="Membership scorers whose thresholded guesses are the attacks; a name "
+        "or {scorer: name, ...options}; [] = none.",
+    )
+    delta: float = Field(
+        1e-5, ge=0, lt=1, description="delta at which the epsilon lower bound is read."
+    )
+    surprisal: SurprisalSettings = Field(default_factory=SurprisalSettings)
+    ngram_lbf: NgramLbfSettings = Field(default_factory=NgramLbfSettings)
+    thresholds: ProfileThresholds = Field(default_factory=ProfileThresholds)
+
+    @field_validator("scorers", mode="before")
+    @classmethod
+    def _shorthand(cls, scorers: object) -> object:
+        return _scorer_shorthand(scorers)
+
+    @field_validator("scorers")
+    @classmethod
+    def _unique_scorers(cls, scorers: list[ScorerConfig]) -> list[ScorerConfig]:
+        names = [s.scorer for s in scorers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"each scorer may appear once; found {names}")
+        return scorers
+
+    @model_validator(mode="after")
+    def _floor_needs_lbf(self) -> ProfileAudit:
+        if self.thresholds.max_delta_floor is not None and not self.ngram_lbf.enabled:
+            raise ValueError("thresholds.max_delta_floor needs ngram_lbf.enabled: true")
+        return self
 
 
 class DistinguishabilityThresholds(ThresholdModel):
     max_epsilon: float | None = Field(
-        None, ge=0, description="Largest tolerated empirical epsilon (Li et al., 2026, TeDA, §3)."
+        None,
+        ge=0,
+        description="Largest tolerated empirical epsilon over every lambda and attack (Li et "
+        "al., 2026, TeDA, App. A eq. 11).",
     )
 
 
 class DistinguishabilityAudit(AuditConfig):
     """Candidate-set game for releases that rewrite one source record each (Li et al., 2026,
     *Beyond Theoretical Bounds: Empirical Privacy Loss Calibration for Text Rewriting Under
-    Local Differential Privacy*, §3)."""
+    Local Differential Privacy*, §3, App. A, C)."""
 
     candidates: int = Field(2, ge=2, le=1000, description="Candidate-set size k.")
-    trials: int = Field(1000, ge=1, le=10_000_000)
-    transition_lambda: float = Field(
-        0.0, description="lambda of transition sampling: < 0 diverse, 0 uniform, > 0 similar."
+    trials: int = Field(
+        10_000,
+        ge=1,
+        le=10_000_000,
+        description="Trials T per lambda; at most (rewritten source records) // candidates, "
+        "since trials never share a record.",
     )
-    alpha_conf: float = Field(0.05, gt=0, lt=1, description="Two-sided Clopper-Pearson level.")
-    delta: float = Field(0.0, ge=0, lt=1)
+    transition_lambdas: tuple[float, ...] = Field(
+        (-10_000.0, 0.0, 10_000.0),
+        min_length=1,
+        description="lambda of transition sampling, one game each: < 0 diverse, 0 uniform, "
+        "> 0 similar (TeDA uses -10000, 0, 10000).",
+    )
+    attacks: tuple[str, ...] = Field(
+        ("embedding", "lexical"),
+        min_length=1,
+        description="Attacks that pick the source of a rewrite (gate.rewrite_attacks).",
+    )
+    judge: str | None = Field(
+        None,
+        description="'module:function' the 'judge' attack calls with (rewrite, candidates) "
+        "and that returns one score per candidate (higher = the source).",
+    )
+    embedding: SemanticFeatures | None = Field(
+        None,
+        description="Model, batch size and cache of the embeddings (distances of transition "
+        "sampling, embedding attack); null = the disclosure audit's semantic class, else "
+        "bundled MiniLM.",
+    )
+    alpha_conf: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="Two-sided Clopper-Pearson level, divided by the number of (lambda, "
+        "attack) games (Bonferroni) so the worst epsilon keeps it.",
+    )
+    delta: float = Field(0.0, ge=0, lt=1, description="delta of the empirical epsilon.")
     thresholds: DistinguishabilityThresholds = Field(default_factory=DistinguishabilityThresholds)
+
+    @field_validator("transition_lambdas", "attacks")
+    @classmethod
+    def _distinct(cls, values: tuple[typing.Any, ...]) -> tuple[typing.Any, ...]:
+        # lambdas name their metrics with 6 significant digits: distinct there too
+        shown = [f"{v:g}" if isinstance(v, float) else v for v in values]
+        if len(set(shown)) != len(shown):
+            raise ValueError(f"values must be distinct (to 6 significant digits); found {shown}")
+        return values
+
+    @model_validator(mode="after")
+    def _judge_named(self) -> DistinguishabilityAudit:
+        if ("judge" in self.attacks) != (self.judge is not None):
+            raise ValueError(
+                "the 'judge' attack and the judge setting ('module:function') go together"
+            )
+        return self
 
 
 class CanaryThresholds(ThresholdModel):
@@ -708,12 +864,32 @@ class Policy(StrictModel):
 
     @model_validator(mode="after")
     def _share_generator_settings(self) -> Policy:
-        """Fill the canary audit's ``generator``, ``generator_config`` and ``epochs``
-        (null) from the ``remediation:`` block, so both audit the same generator."""
+        """Fill the canary audit's and the profile audit's generator mode's ``generator``,
+        ``generator_config`` and ``epochs`` (null) from the ``remediation:`` block, so all
+        audit the same generator."""
+        remediation = self.remediation or Remediation()
+        profile = self.audits.profile
+        if profile is not None:
+            mode = profile.ngram_lbf.generator
+            generator = mode.generator or remediation.generator
+            shared = remediation.generator_config if generator == remediation.generator else {}
+            mode = mode.model_copy(
+                update={
+                    "generator": generator,
+                    "generator_config": (
+                        shared if mode.generator_config is None else mode.generator_config
+                    ),
+                    "epochs": mode.epochs or remediation.epochs,
+                }
+            )
+            lbf = profile.ngram_lbf.model_copy(update={"generator": mode})
+            audits = self.audits.model_copy(
+                update={"profile": profile.model_copy(update={"ngram_lbf": lbf})}
+            )
+            object.__setattr__(self, "audits", audits)  # see _share_feature_settings
         canary = self.audits.canary
         if canary is None:
             return self
-        remediation = self.remediation or Remediation()
         generator = canary.generator or remediation.generator
         shared = remediation.generator_config if generator == remediation.generator else {}
         filled = canary.model_copy(
@@ -731,28 +907,37 @@ class Policy(StrictModel):
 
     @model_validator(mode="after")
     def _share_feature_settings(self) -> Policy:
-        """Fill each membership scorer's ``features: null`` with the disclosure audit's
-        class of the same kind (one computation for both audits), else its defaults; the
+        """Fill each membership and profile scorer's ``features: null`` (and the
+        distinguishability audit's ``embedding: null``) with the disclosure audit's class
+        of the same kind (one computation for every audit), else its defaults; the
         effective policy (``gate policy show``) states what was used."""
-        membership = self.audits.membership
-        if membership is None:
-            return self
         disclosure = self.audits.disclosure
         classes: dict[str, FeatureClassConfig] = (
             {} if disclosure is None else {f.feature_class: f for f in disclosure.features}
         )
-        filled = []
-        for scorer in membership.scorers:
-            kind = _feature_class_of(type(scorer))
-            if kind is not None and getattr(scorer, "features", None) is None:
-                default = kind.model_validate({})
-                scorer = scorer.model_copy(
-                    update={"features": classes.get(default.feature_class, default)}
-                )
-            filled.append(scorer)
-        audits = self.audits.model_copy(
-            update={"membership": membership.model_copy(update={"scorers": filled})}
-        )
+
+        def filled(scorers: list[ScorerConfig]) -> list[ScorerConfig]:
+            out = []
+            for scorer in scorers:
+                kind = _feature_class_of(type(scorer))
+                if kind is not None and getattr(scorer, "features", None) is None:
+                    default = kind.model_validate({})
+                    scorer = scorer.model_copy(
+                        update={"features": classes.get(default.feature_class, default)}
+                    )
+                out.append(scorer)
+            return out
+
+        update: dict[str, AuditConfig] = {}
+        for name in ("membership", "profile"):
+            audit = getattr(self.audits, name)
+            if audit is not None:
+                update[name] = audit.model_copy(update={"scorers": filled(audit.scorers)})
+        rewrite = self.audits.distinguishability
+        if rewrite is not None and rewrite.embedding is None:
+            semantic = classes.get("semantic", SemanticFeatures())
+            update["distinguishability"] = rewrite.model_copy(update={"embedding": semantic})
+        audits = self.audits.model_copy(update=update)
         # pydantic models are frozen and a top-level after-validator must return self, so
         # the filled-in audits are set in place (validation is not finished: no reader yet)
         object.__setattr__(self, "audits", audits)

@@ -152,3 +152,64 @@ def censor(
     if not rare.any():
         return cx, cy
     return np.r_[cx[~rare], cx[rare].sum()], np.r_[cy[~rare], cy[rare].sum()]
+
+
+def restricted_delta_at_epsilon(
+    *,
+    counts_x: np.ndarray,
+    counts_y: np.ndarray,
+    outputs: np.ndarray,
+    epsilon: float | np.ndarray,
+) -> float | np.ndarray:
+    """δ(ε) of an attacker who watches only ``outputs`` (a boolean mask over the outputs):
+    Theorem 5's sums over those outputs, with the frequencies of the whole output space
+    (Stomakhin 2025, §5.4.2). Never above :func:`delta_at_epsilon`."""
+    fx = _frequencies(counts_x, "counts_x")
+    fy = _frequencies(counts_y, "counts_y")
+    mask = np.asarray(outputs, dtype=bool)
+    if not fx.shape == fy.shape == mask.shape:
+        raise ValueError(
+            f"counts_x, counts_y and outputs must align; found shapes {fx.shape}, "
+            f"{fy.shape}, {mask.shape}"
+        )
+    eps = np.asarray(epsilon, dtype=np.float64)
+    if np.isnan(eps).any() or (eps < 0).any():
+        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    floor_x = float(fx[mask & (fx > 0) & (fy == 0)].sum())  # LBF_XY = +inf: above every ε
+    floor_y = float(fy[mask & (fy > 0) & (fx == 0)].sum())
+    both = mask & (fx > 0) & (fy > 0)
+    lbf = np.log(fx[both]) - np.log(fy[both])
+    order = np.argsort(lbf)
+    dx = floor_x + _mass_above(lbf[order], fx[both][order], eps)
+    dy = floor_y + _mass_above(-lbf[order][::-1], fy[both][order][::-1], eps)
+    delta = np.minimum(1.0, np.maximum(dx, dy))
+    return float(delta) if delta.ndim == 0 else delta
+
+
+def top_outputs(*, counts_x: np.ndarray, counts_y: np.ndarray, top_n: int) -> np.ndarray:
+    """Mask of the ``top_n`` outputs of largest ``|LBF|`` (one-sided outputs, ``|LBF| = ∞``,
+    first; ties by position)."""
+    check_count("top_n", top_n, minimum=1)
+    fx = _frequencies(counts_x, "counts_x")
+    fy = _frequencies(counts_y, "counts_y")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        size = np.abs(np.log(fx) - np.log(fy))
+    size[(fx == 0) & (fy == 0)] = -1.0  # never seen: never chosen before a seen output
+    mask = np.zeros(fx.shape, dtype=bool)
+    mask[np.argsort(-size, kind="stable")[:top_n]] = True
+    return mask & ((fx > 0) | (fy > 0))
+
+
+def top_n_delta_at_epsilon(
+    *, counts_x: np.ndarray, counts_y: np.ndarray, top_n: int, epsilon: float | np.ndarray
+) -> float | np.ndarray:
+    """δ(ε) of an attacker who knows only the ``top_n`` outputs of largest ``|LBF|``.
+
+    The subjective analysis of Stomakhin (2025), §5.4.2 (Figure 13): Theorem 5's sums run
+    over those outputs only (outputs possible under one dataset, ``|LBF| = ∞``, first),
+    with the frequencies of the whole output space. Never above :func:`delta_at_epsilon`.
+    """
+    outputs = top_outputs(counts_x=counts_x, counts_y=counts_y, top_n=top_n)
+    return restricted_delta_at_epsilon(
+        counts_x=counts_x, counts_y=counts_y, outputs=outputs, epsilon=epsilon
+    )

@@ -242,3 +242,158 @@ def one_run_epsilon_from_scores(
     o = guess_outcome(order=order, is_train=y, k_plus=k_plus, k_minus=k_minus)
     eps = bound(o, alpha, evaluate.size)
     return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, evaluate.size, selection, alpha)
+
+
+def _delta_window(r: int, correct: int, q: np.ndarray) -> np.ndarray:
+    """``W(ε) = max_{i=1..v} P[v - i <= Bin(r, q) < v] / i`` for each q (rows)."""
+    j = np.arange(-1, correct)
+    cdf = stats.binom.cdf(j[None, :], r, q[:, None])  # cdf[:, j+1] = P[B <= j]
+    i = np.arange(1, correct + 1)
+    window = cdf[:, correct][:, None] - cdf[:, correct - i]
+    return np.max(window / i, axis=1)
+
+
+def one_run_delta(
+    *,
+    epsilon: float | np.ndarray,
+    k_plus: int,
+    k_minus: int,
+    correct: int,
+    alpha: float,
+    scored: int | None = None,
+) -> float | np.ndarray:
+    """The largest δ that the one-run test still rejects at ε (p = 1/2), vectorised over ε.
+
+    The p-value of "(ε, δ)-DP" is affine in δ (Steinke, Nasr and Jagielski 2023, App. D):
+    ``β(ε, δ) = P[Bin(r, q) >= v] + 2 m δ W(ε)`` with ``W`` as in :func:`one_run_p_value`,
+    so the set of rejected δ is ``[0, δ̂)`` with
+    ``δ̂(ε) = (α - P[Bin(r, q) >= v]) / (2 m W(ε))`` when the first term is below α, else
+    empty (δ̂ = 0). With probability >= 1 - α the mechanism is not (ε, δ)-DP for any
+    δ < δ̂(ε): a lower confidence bound on the minimal δ at ε.
+
+    Args:
+        epsilon: ε >= 0 (scalar or array).
+        k_plus: guesses "train".
+        k_minus: guesses "holdout".
+        correct: v, correct guesses.
+        alpha: level, in (0, 1).
+        scored: m, records scored (default ``k_plus + k_minus``).
+    """
+    check_alpha(alpha)
+    check_count("k_plus", k_plus)
+    check_count("k_minus", k_minus)
+    r = k_plus + k_minus
+    check_count("correct", correct, maximum=r)
+    m = r if scored is None else check_count("scored", scored, minimum=r)
+    eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
+    if np.isnan(eps).any() or (eps < 0).any():
+        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    out = np.zeros(eps.shape)
+    if correct > 0:
+        q = 1.0 / (1.0 + np.exp(-eps))
+        base = stats.binom.sf(correct - 1, r, q)
+        window = _delta_window(r, correct, q)
+        live = (base < alpha) & (window > 0)
+        out[live] = (alpha - base[live]) / (2.0 * m * window[live])
+    out = np.minimum(out, 1.0)
+    return float(out[0]) if np.ndim(epsilon) == 0 else out
+
+
+class OneRunDeltaResult(NamedTuple):
+    delta_lower: float
+    epsilon: float
+    k_plus: int
+    k_minus: int
+    correct: int
+    evaluated: int
+    alpha: float
+
+
+def one_run_delta_from_scores(
+    *,
+    scores: np.ndarray,
+    is_train: np.ndarray,
+    rng: np.random.Generator,
+    epsilon: float,
+    alpha: float = 0.05,
+    fractions: tuple[float, ...] = DEFAULT_GRID,
+) -> OneRunDeltaResult:
+    """Lower confidence bound on the minimal δ at ``epsilon`` from membership scores (p = 1/2).
+
+    Guess counts are chosen on a random half of the records (largest δ̂ there; among
+    zeros the smallest p-value of pure ε-DP) and evaluated on the other half, as in
+    :func:`one_run_epsilon_from_scores` with ``split_half``. The outcome (``k₊, k₋, v``,
+    evaluated records) also gives :func:`one_run_epsilon` at any δ and the whole curve
+    of :func:`one_run_delta`.
+    """
+    check_alpha(alpha)
+    s, y = check_scores(scores, is_train)
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    perm = rng.permutation(s.size)
+    choose, evaluate = perm[: s.size // 2], perm[s.size // 2 :]
+    order = choose[descending_order(s[choose], rng)]
+    best: tuple[float, float] | None = None
+    chosen = GuessOutcome(0, 0, 0)
+    for a, b in _grid(choose.size, fractions):
+        o = guess_outcome(order=order, is_train=y, k_plus=a, k_minus=b)
+        delta = float(
+            one_run_delta(
+                epsilon=epsilon,
+                k_plus=o.k_plus,
+                k_minus=o.k_minus,
+                correct=o.correct,
+                alpha=alpha,
+                scored=choose.size,
+            )
+        )
+        base = one_run_p_value(
+            epsilon=epsilon, k_plus=o.k_plus, k_minus=o.k_minus, correct=o.correct
+        )
+        key = (delta, -base)
+        if best is None or key > best:
+            best, chosen = key, o
+    if chosen.k_plus + chosen.k_minus == 0:
+        return OneRunDeltaResult(0.0, epsilon, 0, 0, 0, evaluate.size, alpha)
+    scale = evaluate.size / choose.size
+    k_plus = min(evaluate.size, max(1, round(chosen.k_plus * scale)))
+    k_minus = min(evaluate.size - k_plus, round(chosen.k_minus * scale))
+    order = evaluate[descending_order(s[evaluate], rng)]
+    o = guess_outcome(order=order, is_train=y, k_plus=k_plus, k_minus=k_minus)
+    delta = float(
+        one_run_delta(
+            epsilon=epsilon,
+            k_plus=o.k_plus,
+            k_minus=o.k_minus,
+            correct=o.correct,
+            alpha=alpha,
+            scored=evaluate.size,
+        )
+    )
+    return OneRunDeltaResult(delta, epsilon, o.k_plus, o.k_minus, o.correct, evaluate.size, alpha)
+
+
+def one_run_delta_ceiling(
+    *, epsilon: float, evaluated: int, alpha: float, fractions: tuple[float, ...] = DEFAULT_GRID
+) -> float:
+    """The largest δ̂ at ``epsilon`` that :func:`one_run_delta_from_scores` can report with
+    ``evaluated`` records: every guess of every grid point correct. A threshold on δ̂ at or
+    above it can never fail (it is below ``α / (2(1 - α))`` whatever the data)."""
+    check_alpha(alpha)
+    check_count("evaluated", evaluated)
+    return max(
+        (
+            float(
+                one_run_delta(
+                    epsilon=epsilon,
+                    k_plus=a,
+                    k_minus=b,
+                    correct=a + b,
+                    alpha=alpha,
+                    scored=evaluated,
+                )
+            )
+            for a, b in _grid(evaluated, fractions)
+        ),
+        default=0.0,
+    )

@@ -1,0 +1,162 @@
+"""The distinguishability audit (TeDA) end to end on rewrite releases: light edits are
+re-identified, rewrites independent of their sources are not, and every misuse is an
+error, never a pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gate.cli import main
+from gate.demo.corpora import make_faker, paraphrase, support_records
+from gate.errors import PolicyError
+from gate.policy.loader import load_policy
+from tests.conftest import read_report, write_jsonl, write_policy
+
+HEAD = "version: 1\nname: rewrite-test\nseed: 4\nevidence: {mlflow: {enabled: false}}\n"
+
+
+def _policy(attacks: str = "[embedding, lexical]", extra: str = "", trials: int = 2000) -> str:
+    return f"""{HEAD}
+audits:
+  distinguishability:
+    candidates: 2
+    trials: {trials}
+    transition_lambdas: [-10000, 0]
+    attacks: {attacks}
+    {extra}
+    thresholds: {{max_epsilon: 1.0}}
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[dict]:
+    rng = np.random.default_rng(0)
+    return support_records(120, rng=rng, fake=make_faker(2026))
+
+
+def _run(tmp_path: Path, corpus: list[dict], policy: str, rewrites) -> tuple[int, dict | None]:
+    users = sorted({r["user_id"] for r in corpus})
+    in_train = {u for i, u in enumerate(users) if i % 2 == 0}
+    train = [r for r in corpus if r["user_id"] in in_train]
+    holdout = [r for r in corpus if r["user_id"] not in in_train]
+    files = {
+        "train": write_jsonl(tmp_path / "train.jsonl", train),
+        "holdout": write_jsonl(tmp_path / "holdout.jsonl", holdout),
+        "synthetic": write_jsonl(tmp_path / "synthetic.jsonl", rewrites(train)),
+        "policy": write_policy(tmp_path / "policy.yaml", policy),
+    }
+    out = tmp_path / "out"
+    code = main(
+        ["check", "--quiet", "--no-mlflow", "--out", str(out)]
+        + [
+            a
+            for k in ("policy", "train", "holdout", "synthetic")
+            for a in (f"--{k}", str(files[k]))
+        ]
+    )
+    return code, read_report(out) if (out / "report.json").exists() else None
+
+
+def _light_edits(train: list[dict]) -> list[dict]:
+    rng = np.random.default_rng(1)
+    return [
+        {"record_id": f"w{i}", "source_id": r["record_id"], "text": paraphrase(r["text"], rng)}
+        for i, r in enumerate(train)
+    ]
+
+
+def _independent(train: list[dict]) -> list[dict]:
+    """Each source gets the rewrite of a record of another, unrelated person (the bundled
+    corpus's people share nothing but templates): independent of the source it names."""
+    rng = np.random.default_rng(2)
+    others = support_records(len(train), rng=rng, fake=make_faker(7))
+    return [
+        {"record_id": f"w{i}", "source_id": r["record_id"], "text": paraphrase(o["text"], rng)}
+        for i, (r, o) in enumerate(zip(train, others, strict=False))
+    ]
+
+
+def test_light_edits_are_re_identified(tmp_path: Path, corpus) -> None:
+    code, report = _run(tmp_path, corpus, _policy(), _light_edits)
+    assert code == 1
+    audit = report["audits"]["distinguishability"]
+    m = audit["metrics"]
+    assert m["max_epsilon_emp"] > 2
+    for subject in ("embedding_lambda_m10000", "lexical_lambda_0"):
+        assert m[f"{subject}.success_rate"] > 0.9
+        assert m[f"{subject}.epsilon_emp"] <= m[f"{subject}.epsilon_ceiling"]
+    # witnesses: redacted rewrites of train records, the most confident first
+    witnesses = audit["witnesses"]
+    assert witnesses and all(w["class"] == "rewrite" for w in witnesses)
+    assert all("*" in w["feature"] for w in witnesses)
+    scores = [w["score"] for w in witnesses]
+    assert scores == sorted(scores, reverse=True)
+    assert (tmp_path / "out" / "plots").glob("distinguishability-*.png")
+
+
+def test_rewrites_independent_of_their_sources_show_nothing(tmp_path: Path, corpus) -> None:
+    code, report = _run(tmp_path, corpus, _policy(), _independent)
+    assert code == 0, report["audits"]["distinguishability"]
+    assert report["audits"]["distinguishability"]["metrics"]["max_epsilon_emp"] == 0.0
+
+
+def test_a_judge_callable_is_an_attack(tmp_path: Path, corpus) -> None:
+    policy = _policy("[judge]", "judge: tests.rewrite_judges:shared_words", trials=300)
+    code, report = _run(tmp_path, corpus, policy, _light_edits)
+    assert code == 1
+    assert report["audits"]["distinguishability"]["metrics"]["judge_lambda_0.success_rate"] > 0.9
+
+
+def test_a_judge_returning_the_wrong_shape_is_an_error(tmp_path: Path, corpus) -> None:
+    policy = _policy("[judge]", "judge: tests.rewrite_judges:wrong_length", trials=60)
+    code, report = _run(tmp_path, corpus, policy, _light_edits)
+    assert code == 3 and "one per candidate" in report["audits"]["distinguishability"]["error"]
+
+
+def test_a_game_too_small_to_fail_is_an_error(tmp_path: Path, corpus) -> None:
+    """With k = 2 and few rewritten records, even K = T cannot exceed max_epsilon = 4."""
+    policy = _policy("[lexical]").replace("max_epsilon: 1.0", "max_epsilon: 4.0")
+    code, report = _run(tmp_path, corpus, policy, _light_edits)
+    assert code == 3 and "cannot fail" in report["audits"]["distinguishability"]["error"]
+
+
+def test_a_release_without_source_ids_is_an_error_never_a_pass(tmp_path: Path, corpus) -> None:
+    def plain(train: list[dict]) -> list[dict]:
+        return [{"record_id": f"w{i}", "text": r["text"][::-1]} for i, r in enumerate(train)]
+
+    code, report = _run(tmp_path, corpus, _policy("[lexical]"), plain)
+    assert code == 3 and "source_id" in report["audits"]["distinguishability"]["error"]
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ("attacks: [judge]", "go together"),
+        ("judge: a:b", "go together"),
+        ("transition_lambdas: [0, 0]", "distinct"),
+        ("transition_lambdas: [10000, 10000.01]", "distinct"),
+    ],
+)
+def test_bad_settings_name_their_yaml_path(tmp_path: Path, block: str, message: str) -> None:
+    path = write_policy(
+        tmp_path / "p.yaml",
+        HEAD + f"audits:\n  distinguishability:\n    {block}\n    thresholds: {{max_epsilon: 1}}\n",
+    )
+    with pytest.raises(PolicyError, match=message) as err:
+        load_policy(path)
+    assert "audits.distinguishability" in str(err.value)
+
+
+def test_the_bundled_rewrite_example_is_re_identified() -> None:
+    """examples/bundle/rewrites.jsonl rewrites every train record of the split."""
+    repo = Path(__file__).resolve().parents[1]
+    rows = [json.loads(line) for line in (repo / "examples/bundle/rewrites.jsonl").open()]
+    train = {
+        json.loads(line)["record_id"]
+        for line in (repo / "examples/bundle/split/train.jsonl").open()
+    }
+    assert {r["source_id"] for r in rows} == train
