@@ -366,6 +366,11 @@ def _gate_files(
 
             canary_generators(canary)  # bad generator settings are exit 2, before any work
         profile = loaded.policy.audits.profile
+        if model and (profile is None or not profile.enabled):
+            raise InputError(
+                f"{loaded.path}: --model is audited by the profile audit (surprisal), which "
+                "the policy does not enable: the model would go unaudited"
+            )
         if profile is not None and profile.enabled:
             if profile.surprisal.required and not model:
                 raise InputError(

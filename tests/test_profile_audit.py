@@ -161,6 +161,9 @@ def test_a_required_model_that_is_missing_is_exit_2(tmp_path: Path, capsys) -> N
     code, _ = _check(tmp_path, files, policy, "--model", str(tmp_path / "nowhere"))
     assert code == 2
     assert "--model must be a model directory" in capsys.readouterr().err
+    no_profile = "audits:\n  membership: {thresholds: {max_auc: 0.9}}\n"
+    code, _ = _check(tmp_path, files, no_profile, "--model", str(tmp_path))
+    assert code == 2 and "would go unaudited" in capsys.readouterr().err
 
 
 def test_a_max_delta_the_bound_cannot_reach_is_an_error(tmp_path: Path) -> None:
