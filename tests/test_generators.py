@@ -22,6 +22,7 @@ from gate.generators.reference import (
     SEP,
     ReferenceConfig,
     ReferenceGenerator,
+    _cosine_rate,
     decode_record,
     encode_user,
 )
@@ -74,6 +75,26 @@ def test_same_seed_same_model() -> None:
     a.fit(USERS, epochs=1)
     b.fit(USERS, epochs=1)
     np.testing.assert_array_equal(a.parameter_vector(), b.parameter_vector())
+
+
+def test_cosine_rate_decays_from_the_rate_to_zero() -> None:
+    assert _cosine_rate(0.004, step=0, steps=10) == pytest.approx(0.004)
+    assert _cosine_rate(0.004, step=5, steps=10) == pytest.approx(0.002)
+    assert _cosine_rate(0.004, step=10, steps=10) == pytest.approx(0.0, abs=1e-18)
+    assert _cosine_rate(0.004, step=13, steps=10) == pytest.approx(0.0, abs=1e-18)
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_cosine_schedule_reaches_the_optimizer(private: bool) -> None:
+    """The schedule reaches the optimizer (also Opacus's DP optimizer): from the same seed,
+    cosine and constant fits end at different parameters."""
+    cosine = TINY.model_copy(update={"lr_schedule": "cosine"})
+    privacy = DpSgdSpec(epsilon=8.0, delta=1e-3) if private else None
+    a, b = ReferenceGenerator(TINY, seed=4), ReferenceGenerator(cosine, seed=4)
+    a.fit(USERS, epochs=2, privacy=privacy)
+    b.fit(USERS, epochs=2, privacy=privacy)
+    assert not np.array_equal(a.parameter_vector(), b.parameter_vector())
+    assert np.isfinite(b.parameter_vector()).all()
 
 
 @pytest.mark.parametrize("mode", ["hooks", "functorch"])

@@ -416,7 +416,7 @@ def test_html_report_names_the_error() -> None:
 MEMORISE = """\
 remediation:
   generator: reference
-  generator_config: {layers: 2, hidden: 128, heads: 4, max_length: 80, batch_size: 4, learning_rate: 0.003}
+  generator_config: {layers: 2, hidden: 128, heads: 4, max_length: 80, batch_size: 4, learning_rate: 0.003, lr_schedule: cosine}
   epochs: 150
   dpsgd:
     epsilons: [4]
