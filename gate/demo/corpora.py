@@ -88,6 +88,58 @@ def support_records(
     return records
 
 
+def email_threads(
+    n_users: int, *, rng: np.random.Generator, fake: Any, min_words: int = 200, max_words: int = 800
+) -> list[dict[str, str]]:
+    """Real-length e-mails, one per sender: a greeting, paragraphs of prose with PII
+    (phones, e-mail addresses, street addresses, names, dates), a signature block, and a
+    quoted earlier message of the thread from another person, ``min_words..max_words``
+    words in all (what teams actually publish synthetic versions of)."""
+    records = []
+    for u in range(n_users):
+        sender, other = fake.name(), fake.name()
+        phone, email = fake.phone_number(), fake.email()
+        target = int(rng.integers(min_words, max_words + 1))
+        body = [f"Hi {other.split()[0]},", ""]
+        words = 0
+        while words < int(target * 0.75):
+            sentences = [fake.sentence(nb_words=int(rng.integers(8, 20))) for _ in range(4)]
+            detail = DETAILS[rng.integers(len(DETAILS))].format(
+                name=sender,
+                email=email,
+                phone=phone,
+                account=fake.bban(),
+                card4=f"{int(rng.integers(0, 10_000)):04d}",
+                address=fake.street_address(),
+                city=fake.city(),
+                relative=fake.first_name(),
+                dob=fake.date_of_birth(minimum_age=18, maximum_age=90).isoformat(),
+                amount=f"{rng.uniform(5, 900):.2f}",
+                date=fake.date_this_year().isoformat(),
+                order=f"A{int(rng.integers(10**6, 10**7))}",
+            )
+            sentences.insert(int(rng.integers(0, 5)), detail)
+            paragraph = " ".join(sentences)
+            body.append(paragraph)
+            body.append("")
+            words += len(paragraph.split())
+        body += [
+            "Best regards,",
+            sender,
+            fake.job(),
+            fake.company(),
+            f"{fake.street_address()}, {fake.city()}, {fake.state_abbr()} {fake.postcode()}",
+            f"Phone: {phone} | Mobile: {fake.phone_number()}",
+            email,
+            "",
+            f"On {fake.date_this_year().isoformat()}, {other} <{fake.email()}> wrote:",
+        ]
+        quoted = fake.paragraph(nb_sentences=int(rng.integers(3, 9)))
+        body += [f"> {line}" for line in quoted.split(". ")]
+        records.append({"record_id": f"e{u:05d}", "user_id": f"u{u:05d}", "text": "\n".join(body)})
+    return records
+
+
 class MarkovChain:
     """Order-k word Markov chain: a small generator that memorises its training text."""
 

