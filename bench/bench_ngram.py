@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/bench_ngram.py --records 10000
     .venv/bin/python bench/bench_ngram.py --records 100000
+    .venv/bin/python bench/bench_ngram.py --records 10000 --reference
+
+``--reference`` also runs a plain-Python implementation of the same counts (a dict from
+each n-gram, as a tuple of tokens, to the set of users holding it; written here, not in
+the product), checks that it gives the same rare and disclosed features and the same
+per-user counts c_u (hence the same T and H), and prints the speed ratio.
 
 Corpus: ``records`` train + ``records`` holdout + ``records`` synthetic documents of ~100
 Zipf-distributed words (vocabulary 50k); the synthetic documents copy a 20-token span of a
@@ -14,6 +20,7 @@ from __future__ import annotations
 import argparse
 import resource
 import time
+from collections import defaultdict
 
 import numpy as np
 
@@ -34,9 +41,44 @@ def make_corpus(records: int, rng: np.random.Generator) -> tuple[list[str], list
     return source, synthetic
 
 
+def reference_counts(
+    source: list[str],
+    synthetic: list[str],
+    users: np.ndarray,
+    *,
+    n_min: int,
+    n_max: int,
+    max_users: int,
+) -> tuple[int, int, np.ndarray]:
+    """Rare features, disclosed features and c_u, one token tuple at a time."""
+    holders: dict[tuple[str, ...], set[int]] = defaultdict(set)
+    for text, user in zip(source, users.tolist(), strict=True):
+        tokens = text.split()
+        for n in range(n_min, n_max + 1):
+            for i in range(len(tokens) - n + 1):
+                holders[tuple(tokens[i : i + n])].add(user)
+    released: set[tuple[str, ...]] = set()
+    for text in synthetic:
+        tokens = text.split()
+        for n in range(n_min, n_max + 1):
+            for i in range(len(tokens) - n + 1):
+                released.add(tuple(tokens[i : i + n]))
+    counts = np.zeros(int(users.max()) + 1, dtype=np.int64)
+    rare = disclosed = 0
+    for gram, holding in holders.items():
+        if len(holding) <= max_users:
+            rare += 1
+            if gram in released:
+                disclosed += 1
+                for user in holding:
+                    counts[user] += 1
+    return rare, disclosed, counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--reference", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
@@ -70,6 +112,26 @@ def main() -> None:
         f"T = {test.statistic:,.0f}, H = {test.holdout_statistic:,.0f}, "
         f"eps_exact = {test.epsilon_lower_exact:.3f}"
     )
+    if args.reference:
+        t0 = time.perf_counter()
+        rare, disclosed, counts = reference_counts(
+            source, synthetic, users, n_min=8, n_max=16, max_users=1
+        )
+        t_ref = time.perf_counter() - t0
+        ours = t_tok + t_ngram
+        same = (
+            rare == found.rare_features
+            and disclosed == found.disclosed_features
+            and np.array_equal(counts, found.user_counts)
+        )
+        print(
+            f"plain-Python reference: {t_ref:.1f} s against {ours:.2f} s for tokenise + n-grams "
+            f"({t_ref / ours:.0f}x); rare {rare:,}, disclosed {disclosed:,}, "
+            f"T = {counts[is_train].sum():,}, H = {counts[~is_train].sum():,}; "
+            f"{'identical' if same else 'DIFFERENT'} counts"
+        )
+        if not same:
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,13 @@ import pytest
 from gate.api import run_gate
 from gate.data.bundle import load_bundle
 from gate.demo.corpora import make_faker, paraphrase, rewrite_release, support_records
-from gate.features.embeddings import EmbeddingCache, encode, knn_inner_product, neighbour_density
+from gate.features.embeddings import (
+    EmbeddingCache,
+    encode,
+    knn_inner_product,
+    knn_search,
+    neighbour_density,
+)
 from gate.features.matching import coded_disclosures
 from gate.features.pii import detect_pii, normalise
 from gate.policy import parse_policy
@@ -198,7 +204,47 @@ def test_knn_and_density_match_brute_force() -> None:
     gram = x @ x.T
     np.fill_diagonal(gram, -np.inf)
     expected = -np.sort(-gram, axis=1)[:, :10].mean(axis=1)
-    np.testing.assert_allclose(neighbour_density(x, neighbours=10), expected, atol=1e-5)
+    density, search = neighbour_density(x, neighbours=10)
+    np.testing.assert_allclose(density, expected, atol=1e-5)
+    assert search.method == "exact" and search.recall == 1.0
+
+
+def _clustered(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, 16))
+    x = centres[rng.integers(0, 40, size=n)] + 0.6 * rng.normal(size=(n, 16))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_ivf_visiting_every_cell_is_exact() -> None:
+    x = _clustered(6000, 1)
+    exact_sims, _, exact = knn_search(x[:300], x, k=5, method="exact")
+    sims, _, search = knn_search(x[:300], x, k=5, method="ivf", nprobe=10_000)
+    assert exact.method == "exact" and search.method == "ivf"
+    assert search.nprobe == search.nlist and search.recall == 1.0
+    np.testing.assert_allclose(sims, exact_sims, atol=1e-5)
+
+
+def test_ivf_reports_the_recall_it_achieves() -> None:
+    """With one cell visited some neighbours are missed; the recall estimated on a seeded
+    sample of queries is close to the recall over all queries, and seeded."""
+    x = _clustered(8000, 2)
+    queries = x[:2000]
+    _, truth, _ = knn_search(queries, x, k=10, method="exact")
+    _, ids, search = knn_search(queries, x, k=10, method="ivf", nprobe=1, recall_queries=500)
+    recall = (ids[:, :, None] == truth[:, None, :]).any(axis=1).mean()
+    assert 0.2 < recall < 0.99
+    assert abs(search.recall - recall) < 0.05 and search.recall_queries == 500
+    assert knn_search(queries, x, k=10, method="ivf", nprobe=1, recall_queries=500)[2] == search
+
+
+def test_auto_knn_is_exact_below_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gate.features.embeddings as embeddings
+
+    x = _clustered(3000, 3)
+    assert knn_search(x[:10], x, k=3, method="auto")[2].method == "exact"
+    monkeypatch.setattr(embeddings, "KNN_EXACT_LIMIT", 1000)
+    assert knn_search(x[:10], x, k=3, method="auto")[2].method == "ivf"
 
 
 # ---------------------------------------------------------------- audits on Faker corpora
@@ -252,6 +298,9 @@ def test_pii_leak_fails_with_pii_witnesses(tmp_path) -> None:
     ]
     assert witnesses and all(w.split == "train" for w in witnesses)
     assert result.status == "fail"
+    semantic = result.audits["disclosure"].result.details["semantic"]
+    assert semantic["nearest_release_search"]["method"] == "exact"
+    assert semantic["neighbour_search"]["recall"] == 1.0
 
 
 def test_rewrite_release_fails_through_embedding_membership(tmp_path) -> None:

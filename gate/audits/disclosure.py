@@ -325,6 +325,7 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                 "excess_interval_level": f"each side at alpha = {context.alpha:g}",
                 # the first audit to ask for a class (or embeddings) pays for computing it
                 "seconds": round(time.perf_counter() - started, 3),
+                **found.details,
             }
         return AuditResult(
             metrics=tuple(metrics),

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pandas as pd
 
@@ -115,6 +117,7 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
     ) -> ClassDisclosures:
         index = store.semantic_index(config, k=1)
         rare = store.rare_records(config)
+        _, neighbour_search = store.neighbour_density(config)
         nearest = index.nearest_similarity[:, 0]
         disclosed = rare & (nearest >= config.similarity_threshold)
         users = bundle.user_codes
@@ -135,4 +138,8 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
                 scores=nearest[rows].astype(np.float64),
                 feature_text=lambda i: str(texts[rows[i]]),
             ),
+            details={
+                "nearest_release_search": asdict(index.search),
+                "neighbour_search": asdict(neighbour_search),
+            },
         )

@@ -4,9 +4,9 @@ each set of embeddings) once for every audit that asks for the same configuratio
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from gate.registry import PluginUnavailableError
 
 if TYPE_CHECKING:
     from gate.data.bundle import Bundle
+    from gate.features.embeddings import KnnSearch
     from gate.progress import Progress
 
 ClassConfigT = TypeVar("ClassConfigT", bound=FeatureClassConfig)
@@ -38,6 +39,9 @@ class WitnessCandidates:
     feature_kind: Callable[[int], str] | None = None  # e.g. the PII entity type
 
 
+KNN_SEED = 0  # seed of the k-means of an approximate (IVF) nearest-neighbour index
+
+
 @dataclass(frozen=True)
 class ClassDisclosures:
     """Rare features of one class and those the release discloses, counted per source
@@ -49,6 +53,7 @@ class ClassDisclosures:
     record_counts: np.ndarray  # per source row
     user_counts: np.ndarray  # per user code (Bundle.user_codes)
     candidates: WitnessCandidates
+    details: Mapping[str, Any] = field(default_factory=dict)  # for the report (JSON-safe)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class SemanticIndex:
     release: np.ndarray
     nearest_similarity: np.ndarray  # (n_source, k), descending
     nearest_release: np.ndarray  # (n_source, k)
+    search: KnnSearch  # how the nearest release records were searched
 
 
 class CountedFeatures(Protocol):
@@ -138,8 +144,8 @@ class FeatureStore:
         self.bundle = bundle
         self.progress = progress
         self._disclosures: dict[tuple[str, str], ClassDisclosures] = {}
-        self._indexes: dict[str | None, SemanticIndex] = {}
-        self._densities: dict[tuple[str | None, int], np.ndarray] = {}
+        self._indexes: dict[tuple[Any, ...], SemanticIndex] = {}
+        self._densities: dict[tuple[Any, ...], tuple[np.ndarray, KnnSearch]] = {}
 
     def disclosures(self, config: FeatureClassConfig) -> ClassDisclosures:
         """Disclosures of the class ``config`` configures."""
@@ -157,22 +163,31 @@ class FeatureStore:
     def semantic_index(self, config: SemanticFeatures, *, k: int) -> SemanticIndex:
         """Embeddings under ``config.model`` and each source record's ``k`` nearest
         release records (recomputed only if a larger ``k`` is asked for)."""
-        from gate.features.embeddings import knn_inner_product
+        from gate.features.embeddings import knn_search
 
-        cached = self._indexes.get(config.model)
+        key = (config.model, config.knn, config.ivf_nprobe)
+        cached = self._indexes.get(key)
         if cached is not None and cached.nearest_similarity.shape[1] >= min(
             k, cached.release.shape[0]
         ):
             return cached
-        if cached is None:
+        same_model = [i for k_, i in self._indexes.items() if k_[0] == config.model]
+        if same_model:  # embeddings do not depend on how neighbours are searched
+            source, release = same_model[0].source, same_model[0].release
+        else:
             source = self._encode(self.bundle.source["text"].tolist(), config, "embed source")
             release = self._encode(self.bundle.synthetic["text"].tolist(), config, "embed release")
-        else:
-            source, release = cached.source, cached.release
         with self.progress.step("nearest release records"):
-            sims, ids = knn_inner_product(source, release, k=k)
-        index = SemanticIndex(source, release, sims, ids)
-        self._indexes[config.model] = index
+            sims, ids, search = knn_search(
+                source,
+                release,
+                k=k,
+                method=config.knn,
+                nprobe=config.ivf_nprobe,
+                seed=KNN_SEED,
+            )
+        index = SemanticIndex(source, release, sims, ids, search)
+        self._indexes[key] = index
         return index
 
     def _encode(self, texts: list[str], config: SemanticFeatures, description: str) -> np.ndarray:
@@ -191,12 +206,24 @@ class FeatureStore:
         """Semantic rarity: a record's mean cosine similarity to its nearest
         ``config.neighbours`` source records is in the lowest ``config.rare_quantile``
         (Phantoms and Disclosures, 2026, §4)."""
+
+        density, _ = self.neighbour_density(config)
+        return density <= np.quantile(density, config.rare_quantile)
+
+    def neighbour_density(self, config: SemanticFeatures) -> tuple[np.ndarray, KnnSearch]:
+        """Each source record's mean cosine similarity to its ``config.neighbours`` nearest
+        source records, and how they were searched."""
         from gate.features.embeddings import neighbour_density
 
-        key = (config.model, config.neighbours)
+        key = (config.model, config.neighbours, config.knn, config.ivf_nprobe)
         if key not in self._densities:
             index = self.semantic_index(config, k=1)
             with self.progress.step("neighbour density of source records"):
-                self._densities[key] = neighbour_density(index.source, neighbours=config.neighbours)
-        density = self._densities[key]
-        return density <= np.quantile(density, config.rare_quantile)
+                self._densities[key] = neighbour_density(
+                    index.source,
+                    neighbours=config.neighbours,
+                    method=config.knn,
+                    nprobe=config.ivf_nprobe,
+                    seed=KNN_SEED,
+                )
+        return self._densities[key]

@@ -232,9 +232,11 @@ def paraphrase(text: str, rng: np.random.Generator, *, filler_every: int = 4) ->
     return " ".join(out)
 
 
-def leaky_release(train_texts: list[str], n: int, rng: np.random.Generator) -> list[str]:
+def leaky_release(
+    train_texts: list[str], n: int, rng: np.random.Generator, *, max_words: int = 80
+) -> list[str]:
     chain = MarkovChain(train_texts, order=3)
-    return [chain.sample(rng) for _ in range(n)]
+    return [chain.sample(rng, max_words=max_words) for _ in range(n)]
 
 
 def rewrite_release(train_texts: list[str], rng: np.random.Generator) -> list[str]:

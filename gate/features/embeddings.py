@@ -13,9 +13,10 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -140,18 +141,39 @@ def encode(
     return out
 
 
-def knn_inner_product(
-    queries: np.ndarray, base: np.ndarray, *, k: int, block: int = 16384
+KNN_EXACT_LIMIT = 1_000_000  # ``knn: auto`` searches exactly below this many base records
+
+
+@dataclass(frozen=True)
+class KnnSearch:
+    """How a nearest-neighbour search was run, and how exact it was.
+
+    ``recall`` is the mean share of the true top-``k`` (exact search, on ``recall_queries``
+    randomly chosen queries) that the search returned; 1.0 for exact search.
+    """
+
+    method: Literal["exact", "ivf"]
+    k: int
+    nlist: int | None = None
+    nprobe: int | None = None
+    seed: int | None = None
+    recall: float = 1.0
+    recall_queries: int = 0
+
+
+def _exact_search(
+    queries: np.ndarray, base: np.ndarray, k: int, block: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` inner products of each query against ``base`` (faiss ``IndexFlatIP``),
-    searched in blocks of queries. Returns (similarities, indices), each (n, k)."""
     import faiss
 
-    if base.shape[0] == 0:
-        raise ValueError("the base set of the nearest-neighbour search is empty")
-    k = min(k, base.shape[0])
     index = faiss.IndexFlatIP(base.shape[1])
     index.add(np.ascontiguousarray(base, dtype=np.float32))
+    return _blocked_search(index, queries, k, block)
+
+
+def _blocked_search(
+    index: Any, queries: np.ndarray, k: int, block: int
+) -> tuple[np.ndarray, np.ndarray]:
     sims = np.empty((queries.shape[0], k), dtype=np.float32)
     ids = np.empty((queries.shape[0], k), dtype=np.int64)
     for start in range(0, queries.shape[0], block):
@@ -160,16 +182,106 @@ def knn_inner_product(
     return sims, ids
 
 
-def neighbour_density(embeddings: np.ndarray, *, neighbours: int) -> np.ndarray:
-    """Mean cosine similarity of each row to its ``neighbours`` nearest other rows."""
+def knn_search(
+    queries: np.ndarray,
+    base: np.ndarray,
+    *,
+    k: int,
+    method: Literal["auto", "exact", "ivf"] = "exact",
+    nprobe: int = 32,
+    seed: int = 0,
+    recall_queries: int = 500,
+    block: int = 16384,
+) -> tuple[np.ndarray, np.ndarray, KnnSearch]:
+    """Top-``k`` inner products of each query against ``base``, in blocks of queries.
+
+    ``exact``: faiss ``IndexFlatIP``. ``ivf``: faiss ``IndexIVFFlat`` (inner product) with
+    ``nlist ≈ 2√N`` k-means cells (trained on a seeded sample of the base) of which
+    ``nprobe`` are visited per query; its recall@k is estimated against exact search on
+    ``recall_queries`` seeded random queries and returned with the results. ``auto``:
+    exact below :data:`KNN_EXACT_LIMIT` base records, else ivf. A missed neighbour only
+    lowers a similarity, so an approximate search can hide a disclosure, never invent one.
+
+    Returns:
+        (similarities, indices, how the search ran); similarities and indices are (n, k),
+        missing neighbours (fewer than k in the visited cells) have index -1 and
+        similarity -inf.
+    """
+    import faiss
+
+    if base.shape[0] == 0:
+        raise ValueError("the base set of the nearest-neighbour search is empty")
+    if nprobe < 1:
+        raise ValueError(f"nprobe must be >= 1; found {nprobe}")
+    k = min(k, base.shape[0])
+    if method == "auto":
+        method = "exact" if base.shape[0] < KNN_EXACT_LIMIT else "ivf"
+    if method == "exact":
+        sims, ids = _exact_search(queries, base, k, block)
+        return sims, ids, KnnSearch(method="exact", k=k)
+    base = np.ascontiguousarray(base, dtype=np.float32)
+    n, dim = base.shape
+    nlist = max(1, min(int(2 * np.sqrt(n)), n // 39))  # faiss wants >= 39 points per cell
+    quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.cp.seed = seed
+    index.cp.max_points_per_centroid = 64  # k-means on a seeded sample of 64·nlist records
+    index.train(base)
+    index.add(base)
+    index.nprobe = min(nprobe, nlist)
+    sims, ids = _blocked_search(index, queries, k, block)
+    sims[ids < 0] = -np.inf
+    rng = np.random.default_rng(seed)
+    sample = np.sort(
+        rng.choice(queries.shape[0], size=min(recall_queries, queries.shape[0]), replace=False)
+    )
+    recall = 1.0
+    if sample.size:
+        _, truth = _exact_search(queries[sample], base, k, block)
+        found = (ids[sample][:, :, None] == truth[:, None, :]).any(axis=1)
+        recall = float(found.mean())
+    search = KnnSearch(
+        method="ivf",
+        k=k,
+        nlist=nlist,
+        nprobe=int(index.nprobe),
+        seed=seed,
+        recall=recall,
+        recall_queries=int(sample.size),
+    )
+    return sims, ids, search
+
+
+def knn_inner_product(
+    queries: np.ndarray, base: np.ndarray, *, k: int, block: int = 16384
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` inner products of each query against ``base`` (faiss ``IndexFlatIP``),
+    searched in blocks of queries. Returns (similarities, indices), each (n, k)."""
+    sims, ids, _ = knn_search(queries, base, k=k, method="exact", block=block)
+    return sims, ids
+
+
+def neighbour_density(
+    embeddings: np.ndarray,
+    *,
+    neighbours: int,
+    method: Literal["auto", "exact", "ivf"] = "exact",
+    nprobe: int = 32,
+    seed: int = 0,
+) -> tuple[np.ndarray, KnnSearch]:
+    """Mean cosine similarity of each row to its ``neighbours`` nearest other rows, and how
+    the neighbours were searched (:func:`knn_search`)."""
     n = embeddings.shape[0]
     if n < 2:
         raise ValueError(f"need at least 2 records for neighbour density; found {n}")
     k = min(neighbours, n - 1)
-    sims, ids = knn_inner_product(embeddings, embeddings, k=k + 1)
+    sims, ids, search = knn_search(
+        embeddings, embeddings, k=k + 1, method=method, nprobe=nprobe, seed=seed
+    )
+    sims = np.where(ids >= 0, sims, 0.0)
     self_hit = ids == np.arange(n)[:, None]
     # Drop the record itself (or, if duplicates pushed it out, the last neighbour).
     drop = np.where(self_hit.any(axis=1), self_hit.argmax(axis=1), k)
     keep = np.ones_like(self_hit)
     keep[np.arange(n), drop] = False
-    return (sims * keep).sum(axis=1) / k
+    return (sims * keep).sum(axis=1) / k, search

@@ -3,11 +3,14 @@
 For token ids ``x_j`` and an odd base ``B``, ``P[i] = Σ_{j<i} x_j B^{-j} (mod 2^64)`` is one
 cumulative sum; the hash of the window ``[i, i+n)`` is ``B^{i+n-1} (P[i+n] - P[i])``, the
 polynomial ``Σ x_j B^{i+n-1-j}``. The prefix sums are computed once per corpus and every n
-costs three array operations. Set operations use sorting (numpy's sort of 64-bit keys is
-far faster than hash tables or random ``searchsorted`` here) and a bit-table pre-filter, so
-only n-grams that might occur in the release reach the expensive steps. No Python loop runs
-over tokens. Hash matches are confirmed on the token ids before they count, so a 64-bit
-collision never becomes a disclosure.
+costs three array operations. Each n after the first hashes only the positions whose
+shorter n-gram left the question open (an n-gram that occurs once extends to (n+1)-grams
+that occur once; one absent from the other corpus extends to absent ones). Set operations
+use sorting (numpy's sort of 64-bit keys is far faster than hash tables or random
+``searchsorted`` here) and a bit-table pre-filter, so only n-grams that might occur in the
+release reach the expensive steps. No Python loop runs over tokens. Hash matches are
+confirmed on the token ids before they count, so a 64-bit collision never becomes a
+disclosure.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ class NgramHasher:
             return np.empty(0, dtype=np.int64)
         starts = np.arange(total - n + 1, dtype=np.int64)
         return starts[starts + n <= self.doc_end[: total - n + 1]]
+
+    def fitting(self, positions: np.ndarray, n: int) -> np.ndarray:
+        """Those of ``positions`` at which an n-gram lies inside one document."""
+        return positions[positions + n <= self.doc_end[positions]]
 
     def hashes(self, positions: np.ndarray, n: int) -> np.ndarray:
         with np.errstate(over="ignore"):
@@ -109,6 +116,14 @@ def _members(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
+def _runs(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array and how often each occurs."""
+    if ordered.size == 0:
+        return ordered, np.empty(0, dtype=np.int64)
+    starts = np.nonzero(np.r_[True, ordered[1:] != ordered[:-1]])[0]
+    return ordered[starts], np.diff(np.r_[starts, ordered.size])
+
+
 def _distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct ``(group, member)`` pairs: the groups (sorted) and members of each pair."""
     order = np.lexsort((members, groups))
@@ -117,21 +132,21 @@ def _distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.nda
     return g[first], m[first]
 
 
-def _count_rare(hashes: np.ndarray, users: np.ndarray, max_users: int) -> int:
-    """Distinct hashes held by at most ``max_users`` users."""
-    ordered = np.sort(hashes)
-    new = np.r_[True, ordered[1:] != ordered[:-1]]
-    starts = np.nonzero(new)[0]
-    sizes = np.diff(np.r_[starts, ordered.size])
+def _count_rare(hashes: np.ndarray, users: np.ndarray, max_users: int) -> tuple[int, np.ndarray]:
+    """Distinct hashes held by at most ``max_users`` users, and which entries of ``hashes``
+    occur more than once."""
+    distinct, sizes = _runs(np.sort(hashes))
     singles = int((sizes == 1).sum())
-    repeated = ordered[starts[sizes > 1]]  # sorted, unique
+    repeated = distinct[sizes > 1]  # sorted, unique
+    is_repeated = np.zeros(hashes.size, dtype=bool)
     if repeated.size == 0:
-        return singles
+        return singles, is_repeated
     idx = _bit_filter(repeated, hashes)
     idx = idx[_members(repeated, hashes[idx])]
+    is_repeated[idx] = True
     pair_hashes, _ = _distinct_per_group(hashes[idx], users[idx])
-    _, users_per_hash = np.unique(pair_hashes, return_counts=True)
-    return singles + int((users_per_hash <= max_users).sum())
+    _, users_per_hash = _runs(pair_hashes)
+    return singles + int((users_per_hash <= max_users).sum()), is_repeated
 
 
 @dataclass(frozen=True)
@@ -190,36 +205,58 @@ def ngram_disclosures(
     rare_total = 0
     disclosed_total = 0
     src_hasher, syn_hasher = NgramHasher(source), NgramHasher(synthetic)
+    # Prefix pruning (the Apriori property): the (n+1)-gram at a position extends the n-gram
+    # there, so it is unique if the n-gram is, and it occurs in the other corpus only if the
+    # n-gram does. Each length hashes only the positions the previous length left open.
+    # n-grams that occur once are rare and need no sorting: count them by the room left
+    # in their document (unique_room[r]: unique n-grams whose document ends r tokens on)
+    unique_room = np.zeros(n_max + 2, dtype=np.int64)
+    repeated_pos = src_hasher.positions(n_min)  # the rest, whose rarity is counted
+    shared_src = repeated_pos  # source positions whose n-gram may occur in the release
+    shared_syn = syn_hasher.positions(n_min)  # release positions whose n-gram may be a source's
     lengths = range(n_min, n_max + 1)
     steps = (
         progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
     )
     for n in steps:
-        src_pos = src_hasher.positions(n)
-        if src_pos.size == 0:
+        repeated_pos = src_hasher.fitting(repeated_pos, n)
+        rare, repeated = _count_rare(
+            src_hasher.hashes(repeated_pos, n), users[src_hasher.doc[repeated_pos]], max_users
+        )
+        rare_total += int(unique_room[n:].sum()) + rare
+        unique = repeated_pos[~repeated]
+        room = np.minimum(src_hasher.doc_end[unique] - unique, n_max + 1)
+        unique_room += np.bincount(room, minlength=n_max + 2)
+        repeated_pos = repeated_pos[repeated]
+
+        src_pos = src_hasher.fitting(shared_src, n)
+        syn_pos = syn_hasher.fitting(shared_syn, n)
+        if src_pos.size == 0 or syn_pos.size == 0:
+            shared_src = shared_syn = np.empty(0, dtype=np.int64)
             continue
         src_hash = src_hasher.hashes(src_pos, n)
-        src_user = users[src_hasher.doc[src_pos]]
-        rare_total += _count_rare(src_hash, src_user, max_users)
-        syn_pos = syn_hasher.positions(n)
-        if syn_pos.size == 0:
-            continue
         syn_hash = syn_hasher.hashes(syn_pos, n)
         # Source occurrences whose hash occurs in the release (all occurrences of such a
         # hash survive the filter, so rarity can be computed on them alone).
         cand = _bit_filter(syn_hash, src_hash)
         cand = cand[_members(np.sort(syn_hash), src_hash[cand])]
         if cand.size == 0:
+            shared_src = shared_syn = np.empty(0, dtype=np.int64)
             continue
+        # release occurrences of the source's n-grams: their hashes are those of ``cand``
+        src_shared_hash = np.sort(src_hash[cand])
+        syn_shared = _bit_filter(src_shared_hash, syn_hash)
+        syn_shared = syn_shared[_members(src_shared_hash, syn_hash[syn_shared])]
+        shared_src, shared_syn = src_pos[cand], syn_pos[syn_shared]
+        src_user = users[src_hasher.doc[src_pos]]
         pair_hash, _ = _distinct_per_group(src_hash[cand], src_user[cand])
-        shared, holders = np.unique(pair_hash, return_counts=True)
+        shared, holders = _runs(pair_hash)
         rare_shared = shared[holders <= max_users]
         cand = cand[_members(rare_shared, src_hash[cand])]
         if cand.size == 0:
             continue
         # One synthetic occurrence per disclosed hash, to confirm on tokens and cite.
-        syn_idx = _bit_filter(rare_shared, syn_hash)
-        syn_idx = syn_idx[_members(rare_shared, syn_hash[syn_idx])]
+        syn_idx = syn_shared[_members(rare_shared, syn_hash[syn_shared])]
         syn_order = syn_idx[np.argsort(syn_hash[syn_idx], kind="stable")]
         syn_sorted = syn_hash[syn_order]
         where = np.searchsorted(syn_sorted, src_hash[cand])
@@ -229,7 +266,7 @@ def ngram_disclosures(
         if cand.size == 0:
             continue
         hashes = src_hash[cand]
-        disclosed_total += int(np.unique(hashes).size)
+        disclosed_total += _runs(np.sort(hashes))[0].size
         docs = src_hasher.doc[src_pos[cand]]
         record_of_pair, _ = _distinct_per_group(docs, hashes)
         counts += np.bincount(record_of_pair, minlength=n_records)

@@ -227,6 +227,12 @@ class SemanticFeatures(FeatureClassConfig):
     )
     batch_size: int = Field(64, ge=1, le=4096)
     cache_dir: str | None = Field(None, description="Embedding cache; null = no cache.")
+    knn: Literal["auto", "exact", "ivf"] = Field(
+        "auto",
+        description="Nearest-neighbour search: exact (faiss flat), ivf (approximate, recall "
+        "estimated and reported), auto = exact below 1,000,000 records.",
+    )
+    ivf_nprobe: int = Field(32, ge=1, le=65536, description="Cells an ivf search visits per query.")
 
 
 FeatureClass = Annotated[
