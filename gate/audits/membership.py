@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
@@ -141,6 +141,12 @@ class MembershipScorer(ABC, Generic[ScorerConfigT]):
         """Values of :attr:`extra_metrics` (``rng``: the audit's seeded generator)."""
         return {}
 
+    def details(
+        self, bundle: Bundle, config: ScorerConfigT, store: FeatureStore
+    ) -> dict[str, object]:
+        """JSON-safe facts for the report about how the scores were computed."""
+        return {}
+
 
 class DisclosureCountScorer(MembershipScorer[ScorerConfigT]):
     """A user's score: the distinct rare features of a disclosure class, in its records,
@@ -224,6 +230,16 @@ class EmbeddingUserScorer(MembershipScorer[EmbeddingScorer]):
         index = store.semantic_index(self._features(config), k=config.top_k)
         record_scores = index.nearest_similarity[:, : config.top_k].mean(axis=1)
         return user_maximum(record_scores, bundle.user_codes)
+
+    def details(
+        self, bundle: Bundle, config: EmbeddingScorer, store: FeatureStore
+    ) -> dict[str, object]:
+        features = self._features(config)
+        _, neighbour_search = store.neighbour_density(features)
+        return {
+            "nearest_release_search": asdict(store.semantic_index(features, k=config.top_k).search),
+            "neighbour_search": asdict(neighbour_search),
+        }
 
     def extra(
         self,
@@ -493,6 +509,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "one_run": stats.one_run_details(delta=config.delta),
                 "rip": {"correct": rip.correct, "trials": rip.trials},
                 "auc_p_value_method": roc.p_value_method,
+                **scorer.details(bundle, scorer_config, context.features),
                 "seconds": round(time.perf_counter() - started, 3),
             }
             auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
