@@ -193,6 +193,20 @@ def test_embeddings_are_normalised_and_cached(tmp_path) -> None:
     np.testing.assert_array_equal(again, first[::-1])
 
 
+def test_bfloat16_embeddings_agree_with_float32_and_are_cached_apart(tmp_path) -> None:
+    rows = support_records(40, rng=np.random.default_rng(0), fake=make_faker(0))
+    texts = [r["text"] for r in rows]
+    exact = encode(texts, cache_dir=str(tmp_path))
+    fast = encode(texts, precision="bfloat16", cache_dir=str(tmp_path))
+    cosine = (exact * fast).sum(axis=1)
+    assert cosine.min() > 0.999 and not np.array_equal(exact, fast)
+    np.testing.assert_allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+    assert EmbeddingCache(tmp_path, None).path != EmbeddingCache(tmp_path, None, "bfloat16").path
+    np.testing.assert_array_equal(encode(texts, cache_dir=str(tmp_path)), exact)
+    with pytest.raises(ValueError, match="precision"):
+        encode(texts, precision="float16")  # type: ignore[arg-type]
+
+
 def test_knn_and_density_match_brute_force() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 8)).astype(np.float32)
@@ -325,13 +339,19 @@ def test_pii_leak_fails_with_pii_witnesses(tmp_path) -> None:
     assert semantic["neighbour_search"]["recall"] == 1.0
 
 
-def test_rewrite_release_fails_through_embedding_membership(tmp_path) -> None:
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_rewrite_release_fails_through_embedding_membership(tmp_path, precision: str) -> None:
     """Paraphrases keep almost no 8-gram but stay close in embedding space: the n-gram
-    audit sees little, the embedding scorer separates train from holdout users."""
+    audit sees little, the embedding scorer separates train from holdout users (with
+    either encoder precision)."""
     bundle = faker_bundle(
         tmp_path, lambda train, holdout, rng: rewrite_release([r["text"] for r in train], rng)
     )
-    result = run_gate(parse_policy(TEXT_POLICY), bundle)
+    policy = TEXT_POLICY.replace(
+        "similarity_threshold: 0.8}", f"similarity_threshold: 0.8, precision: {precision}}}"
+    )
+    assert f"precision: {precision}" in policy
+    result = run_gate(parse_policy(policy), bundle)
     d = result.audits["disclosure"].result.metric_values
     m = result.audits["membership"].result.metric_values
     assert d["ngram.train_disclosures"] <= 5

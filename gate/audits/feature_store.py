@@ -165,15 +165,16 @@ class FeatureStore:
         release records (recomputed only if a larger ``k`` is asked for)."""
         from gate.features.embeddings import knn_search
 
-        key = (config.model, config.knn, config.ivf_nprobe)
+        embeddings = (config.model, config.precision)
+        key = (*embeddings, config.knn, config.ivf_nprobe)
         cached = self._indexes.get(key)
         if cached is not None and cached.nearest_similarity.shape[1] >= min(
             k, cached.release.shape[0]
         ):
             return cached
-        same_model = [i for k_, i in self._indexes.items() if k_[0] == config.model]
-        if same_model:  # embeddings do not depend on how neighbours are searched
-            source, release = same_model[0].source, same_model[0].release
+        same = [i for k_, i in self._indexes.items() if k_[:2] == embeddings]
+        if same:  # embeddings do not depend on how neighbours are searched
+            source, release = same[0].source, same[0].release
         else:
             source = self._encode(self.bundle.source["text"].tolist(), config, "embed source")
             release = self._encode(self.bundle.synthetic["text"].tolist(), config, "embed release")
@@ -197,6 +198,7 @@ class FeatureStore:
             texts,
             model=config.model,
             batch_size=config.batch_size,
+            precision=config.precision,
             cache_dir=config.cache_dir,
             progress=self.progress,
             description=description,
@@ -215,7 +217,7 @@ class FeatureStore:
         source records, and how they were searched."""
         from gate.features.embeddings import neighbour_density
 
-        key = (config.model, config.neighbours, config.knn, config.ivf_nprobe)
+        key = (config.model, config.precision, config.neighbours, config.knn, config.ivf_nprobe)
         if key not in self._densities:
             index = self.semantic_index(config, k=1)
             with self.progress.step("neighbour density of source records"):
