@@ -3,6 +3,10 @@
     .venv/bin/python bench/bench_ngram.py --records 10000
     .venv/bin/python bench/bench_ngram.py --records 100000
     .venv/bin/python bench/bench_ngram.py --records 10000 --reference
+    .venv/bin/python bench/bench_ngram.py --records 30000 --json bench/ngram-scaling.jsonl
+
+``--json FILE`` appends the run's numbers as one JSON line (``bench/plot_ngram_scaling.py``
+draws them).
 
 ``--reference`` also runs a plain-Python implementation of the same counts (a dict from
 each n-gram, as a tuple of tokens, to the set of users holding it; written here, not in
@@ -18,6 +22,7 @@ Peak memory is the process's maximum resident set size.
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import time
 from collections import defaultdict
@@ -31,8 +36,11 @@ from gate.stats.feature_match import feature_match_test
 
 def make_corpus(records: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
     vocab = np.array([f"w{i}" for i in range(50_000)])
-    ranks = np.minimum(rng.zipf(1.3, size=(3 * records, 100)), vocab.size) - 1
-    docs = [" ".join(row) for row in vocab[ranks]]
+    ranks = (np.minimum(rng.zipf(1.3, size=(3 * records, 100)), vocab.size) - 1).astype(np.int32)
+    docs = []
+    for start in range(0, ranks.shape[0], 10_000):  # bounded temporaries
+        docs += [" ".join(row) for row in vocab[ranks[start : start + 10_000]]]
+    del ranks
     source, synthetic = docs[: 2 * records], docs[2 * records :]
     spans = rng.integers(0, records, size=records)
     for i, j in enumerate(spans):
@@ -79,20 +87,25 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--reference", action="store_true")
+    parser.add_argument("--json", help="append the numbers to this JSON-lines file")
+    parser.add_argument("--shards", type=int, default=None, help="default: by corpus size")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     source, synthetic = make_corpus(args.records, rng)
     users = np.arange(len(source))
     is_train = np.arange(len(source)) < args.records
-    print(f"corpus generated in {time.perf_counter() - t0:.1f} s")
+    corpus_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    print(f"corpus generated in {time.perf_counter() - t0:.1f} s (peak RSS {corpus_gb:.2f} GB)")
 
     t0 = time.perf_counter()
     corpus = tokenize(source + synthetic)
     src, syn = split_corpus(corpus, len(source))
     t_tok = time.perf_counter() - t0
     t1 = time.perf_counter()
-    found = ngram_disclosures(src, syn, users=users, n_min=8, n_max=16, max_users=1)
+    found = ngram_disclosures(
+        src, syn, users=users, n_min=8, n_max=16, max_users=1, shards=args.shards
+    )
     t_ngram = time.perf_counter() - t1
     t2 = time.perf_counter()
     test = feature_match_test(counts=found.user_counts, is_train=is_train)
@@ -112,6 +125,20 @@ def main() -> None:
         f"T = {test.statistic:,.0f}, H = {test.holdout_statistic:,.0f}, "
         f"eps_exact = {test.epsilon_lower_exact:.3f}"
     )
+    if args.json:
+        with open(args.json, "a", encoding="utf-8") as handle:
+            row = {
+                "records": args.records,
+                "shards": args.shards,
+                "tokens": int(tokens),
+                "tokenise_s": round(t_tok, 3),
+                "ngrams_s": round(t_ngram, 3),
+                "test_s": round(t_test, 3),
+                "total_s": round(total, 3),
+                "peak_rss_gb": round(peak_gb, 3),
+                "corpus_peak_rss_gb": round(corpus_gb, 3),
+            }
+            handle.write(json.dumps(row) + "\n")
     if args.reference:
         t0 = time.perf_counter()
         rare, disclosed, counts = reference_counts(

@@ -120,12 +120,29 @@ def test_matches_reference_over_many_lengths_with_copied_spans(seed: int) -> Non
     users = rng.integers(0, 40, size=60)
     k = int(rng.integers(1, 4))
     src, syn = corpora(source, synthetic)
-    found = ngram_disclosures(src, syn, users=users, n_min=2, n_max=10, max_users=k)
     counts, rare, disclosed, user_counts = reference(source, synthetic, users.tolist(), 2, 10, k)
-    assert found.disclosed_features > 0
-    assert found.record_counts.tolist() == counts
-    assert found.user_counts.tolist() == user_counts
-    assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
+    lengths = None
+    for shards in (1, 2, 7):  # hash partitions: equal n-grams always meet in one
+        found = ngram_disclosures(
+            src, syn, users=users, n_min=2, n_max=10, max_users=k, shards=shards
+        )
+        assert found.disclosed_features > 0
+        assert found.record_counts.tolist() == counts
+        assert found.user_counts.tolist() == user_counts
+        assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
+        # the witness is the longest disclosed n-gram of its record, whatever the shards
+        for row, pos, n, s in zip(
+            found.witness_record,
+            found.witness_position,
+            found.witness_length,
+            found.witness_synthetic,
+            strict=True,
+        ):
+            gram = " ".join(src.tokens(int(pos), int(n)))
+            assert f" {gram} " in f" {source[row]} " and f" {gram} " in f" {synthetic[s]} "
+        if lengths is None:
+            lengths = found.witness_length.tolist()
+        assert found.witness_length.tolist() == lengths
 
 
 def test_collisions_never_become_disclosures(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,3 +194,5 @@ def test_validation() -> None:
         ngram_disclosures(src, syn, users=np.array([0]), n_min=3, n_max=2, max_users=1)
     with pytest.raises(ValueError, match="users must have one entry per source document"):
         ngram_disclosures(src, syn, users=np.array([0, 1]), n_min=1, n_max=2, max_users=1)
+    with pytest.raises(ValueError, match="shards must be >= 1; found 0"):
+        ngram_disclosures(src, syn, users=np.array([0]), n_min=1, n_max=2, max_users=1, shards=0)

@@ -24,6 +24,7 @@ from gate.features.tokenize import TokenizedCorpus
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible mod 2^64
 _BASE_INV = np.uint64(pow(int(_BASE), -1, 1 << 64))
+SHARD_POSITIONS = 8_000_000  # source positions per shard of ``ngram_disclosures``
 
 
 def _powers(base: np.uint64, count: int) -> np.ndarray:
@@ -47,25 +48,46 @@ class NgramHasher:
             np.cumsum(corpus.ids.astype(np.uint64) * _powers(_BASE_INV, total), out=self.prefix[1:])
         self.powers = _powers(_BASE, total)
         self.doc = corpus.doc_of_position()
-        self.doc_end = corpus.starts[1:][self.doc]  # end of the document of each position
+
+    def doc_end(self, positions: np.ndarray) -> np.ndarray:
+        """End (exclusive) of the document of each position."""
+        return self.corpus.starts[self.doc[positions] + 1]
 
     def positions(self, n: int) -> np.ndarray:
         """Start positions of the n-grams that lie inside one document."""
         total = self.corpus.ids.size
         if total < n:
             return np.empty(0, dtype=np.int64)
-        starts = np.arange(total - n + 1, dtype=np.int64)
-        return starts[starts + n <= self.doc_end[: total - n + 1]]
+        return self.fitting(np.arange(total - n + 1, dtype=np.int64), n)
 
     def fitting(self, positions: np.ndarray, n: int) -> np.ndarray:
         """Those of ``positions`` at which an n-gram lies inside one document."""
-        return positions[positions + n <= self.doc_end[positions]]
+        return positions[positions + n <= self.doc_end(positions)]
 
     def hashes(self, positions: np.ndarray, n: int) -> np.ndarray:
         with np.errstate(over="ignore"):
             return self.powers[positions + n - 1] * (
                 self.prefix[positions + n] - self.prefix[positions]
             )
+
+    def shard(
+        self, n: int, shard: int, shards: int, *, block: int = 1 << 22
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of the n-grams in shard ``shard`` of ``shards`` (by the hash's top
+        bits, so equal n-grams share a shard) and their hashes, in blocks of positions."""
+        total = self.corpus.ids.size - n + 1
+        found_pos, found_hash = [], []
+        for start in range(0, max(total, 0), block):
+            pos = self.fitting(np.arange(start, min(start + block, total), dtype=np.int64), n)
+            hashes = self.hashes(pos, n)
+            if shards > 1:
+                keep = (hashes >> np.uint64(40)) % np.uint64(shards) == shard
+                pos, hashes = pos[keep], hashes[keep]
+            found_pos.append(pos)
+            found_hash.append(hashes)
+        if not found_pos:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
+        return np.concatenate(found_pos), np.concatenate(found_hash)
 
 
 @dataclass(frozen=True)
@@ -178,13 +200,17 @@ def ngram_disclosures(
     n_min: int,
     n_max: int,
     max_users: int,
+    shards: int | None = None,
     progress: Any = None,
 ) -> NgramDisclosures:
     """Rare (held by at most ``max_users`` users) n-grams, ``n_min <= n <= n_max``, of the
     source documents and their disclosure in the synthetic documents.
 
     ``source`` and ``synthetic`` must share one vocabulary (tokenise them together).
-    ``users[d]`` is the integer user (0..U-1) of source document ``d``.
+    ``users[d]`` is the integer user (0..U-1) of source document ``d``. The work runs in
+    ``shards`` hash partitions (default: one per :data:`SHARD_POSITIONS` source tokens), so
+    that the working arrays of the n-gram steps hold one shard at a time; the counts do
+    not depend on the number of shards.
     """
     if not 1 <= n_min <= n_max:
         raise ValueError(f"need 1 <= n_min <= n_max; found n_min={n_min}, n_max={n_max}")
@@ -205,43 +231,58 @@ def ngram_disclosures(
     rare_total = 0
     disclosed_total = 0
     src_hasher, syn_hasher = NgramHasher(source), NgramHasher(synthetic)
-    # Prefix pruning (the Apriori property): the (n+1)-gram at a position extends the n-gram
-    # there, so it is unique if the n-gram is, and it occurs in the other corpus only if the
-    # n-gram does. Each length hashes only the positions the previous length left open.
-    # n-grams that occur once are rare and need no sorting: count them by the room left
-    # in their document (unique_room[r]: unique n-grams whose document ends r tokens on)
-    unique_room = np.zeros(n_max + 2, dtype=np.int64)
-    repeated_pos = src_hasher.positions(n_min)  # the rest, whose rarity is counted
-    shared_src = repeated_pos  # source positions whose n-gram may occur in the release
-    shared_syn = syn_hasher.positions(n_min)  # release positions whose n-gram may be a source's
+    if shards is None:
+        shards = max(1, -(-source.ids.size // SHARD_POSITIONS))
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1; found {shards}")
     lengths = range(n_min, n_max + 1)
-    steps = (
-        progress.track(lengths, total=len(lengths), description="n-grams") if progress else lengths
-    )
-    for n in steps:
-        repeated_pos = src_hasher.fitting(repeated_pos, n)
-        rare, repeated = _count_rare(
-            src_hasher.hashes(repeated_pos, n), users[src_hasher.doc[repeated_pos]], max_users
+    if progress is None:
+        steps: Any = [(s, n) for s in range(shards) for n in lengths]
+    else:
+        steps = progress.track(
+            ((s, n) for s in range(shards) for n in lengths),
+            total=shards * len(lengths),
+            description="n-grams" if shards == 1 else f"n-grams ({shards} shards)",
         )
+    empty = np.empty(0, dtype=np.int64)
+    shared_src = shared_syn = repeated_pos = empty  # state carried from n to n + 1
+    unique_room = np.zeros(n_max + 2, dtype=np.int64)
+    # Each shard holds the n_min-grams whose hash falls in it and every longer n-gram that
+    # extends them, so equal n-grams always meet in one shard and the shards add up.
+    # Within a shard, prefix pruning (the Apriori property): the (n+1)-gram at a position
+    # extends the n-gram there, so it is unique if the n-gram is, and it occurs in the
+    # other corpus only if the n-gram does. Each length hashes only the positions the
+    # previous length left open.
+    for shard, n in steps:
+        if n == n_min:
+            src_pos, src_hash = src_hasher.shard(n_min, shard, shards)
+            syn_pos, syn_hash = syn_hasher.shard(n_min, shard, shards)
+            repeated_pos, repeated_hash = src_pos, src_hash
+            # n-grams that occur once are rare and need no sorting: count them by the room
+            # left in their document (unique_room[r]: unique n-grams with r tokens to go)
+            unique_room[:] = 0
+        else:
+            repeated_pos = src_hasher.fitting(repeated_pos, n)
+            repeated_hash = src_hasher.hashes(repeated_pos, n)
+            src_pos = src_hasher.fitting(shared_src, n)
+            syn_pos = syn_hasher.fitting(shared_syn, n)
+            src_hash = src_hasher.hashes(src_pos, n)
+            syn_hash = syn_hasher.hashes(syn_pos, n)
+        rare, repeated = _count_rare(repeated_hash, users[src_hasher.doc[repeated_pos]], max_users)
         rare_total += int(unique_room[n:].sum()) + rare
         unique = repeated_pos[~repeated]
-        room = np.minimum(src_hasher.doc_end[unique] - unique, n_max + 1)
+        room = np.minimum(src_hasher.doc_end(unique) - unique, n_max + 1)
         unique_room += np.bincount(room, minlength=n_max + 2)
         repeated_pos = repeated_pos[repeated]
 
-        src_pos = src_hasher.fitting(shared_src, n)
-        syn_pos = syn_hasher.fitting(shared_syn, n)
+        shared_src = shared_syn = empty
         if src_pos.size == 0 or syn_pos.size == 0:
-            shared_src = shared_syn = np.empty(0, dtype=np.int64)
             continue
-        src_hash = src_hasher.hashes(src_pos, n)
-        syn_hash = syn_hasher.hashes(syn_pos, n)
         # Source occurrences whose hash occurs in the release (all occurrences of such a
         # hash survive the filter, so rarity can be computed on them alone).
         cand = _bit_filter(syn_hash, src_hash)
         cand = cand[_members(np.sort(syn_hash), src_hash[cand])]
         if cand.size == 0:
-            shared_src = shared_syn = np.empty(0, dtype=np.int64)
             continue
         # release occurrences of the source's n-grams: their hashes are those of ``cand``
         src_shared_hash = np.sort(src_hash[cand])
@@ -272,7 +313,9 @@ def ngram_disclosures(
         counts += np.bincount(record_of_pair, minlength=n_records)
         user_of_pair, _ = _distinct_per_group(users[docs], hashes)
         per_user += np.bincount(user_of_pair, minlength=n_users)
-        # Witness: the longest n per record (later n overwrite earlier ones).
+        # Witness: the longest disclosed n-gram per record, over lengths and shards.
+        longer = n > best_len[docs]
+        docs, cand, syn_occ = docs[longer], cand[longer], syn_occ[longer]
         best_len[docs] = n
         best_pos[docs] = src_pos[cand]
         best_syn[docs] = syn_hasher.doc[syn_pos[syn_occ]]
