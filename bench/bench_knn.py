@@ -47,12 +47,12 @@ def main() -> None:
     print(f"base {args.base:,}, queries {args.queries:,}, k = {args.k}", flush=True)
     if not args.no_exact:
         t0 = time.perf_counter()
-        _, truth, _ = knn_search(queries, base, k=args.k, method="exact")
+        truth, _, _ = knn_search(queries, base, k=args.k, method="exact")
         exact = time.perf_counter() - t0
         print(f"exact {exact:.1f} s", flush=True)
     for nprobe in args.nprobe:
         t0 = time.perf_counter()
-        _, ids, search = knn_search(queries, base, k=args.k, method="ivf", nprobe=nprobe)
+        sims, _, search = knn_search(queries, base, k=args.k, method="ivf", nprobe=nprobe)
         took = time.perf_counter() - t0
         line = (
             f"ivf nlist {search.nlist}, nprobe {nprobe}: {took:.1f} s (training, search and the "
@@ -60,7 +60,7 @@ def main() -> None:
             f"{search.recall_queries} queries"
         )
         if truth is not None:
-            recall = (ids[:, :, None] == truth[:, None, :]).any(axis=1).mean()
+            recall = (sims >= truth[:, -1:] - 1e-6).mean()  # as close as the true k-th
             line += f"; measured on all queries {recall:.4f}; {exact / took:.1f}x faster"
         print(line, flush=True)
 
