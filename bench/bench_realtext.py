@@ -7,31 +7,24 @@ words with signatures, quoted replies, phone numbers, e-mail and street addresse
 are train, a third holdout, and the release is ``records`` e-mails of up to 450 words from an
 order-3 word Markov chain fitted on train (a leaky release). One ``gate check`` process
 runs ``policies/standard.yaml`` (ngram, pii, semantic disclosure classes; ngram, pii and
-embedding membership scorers) with ``--no-mlflow``; the wall time and the seconds of every
-class and scorer recorded in the report are printed.
+embedding membership scorers) with ``--no-mlflow``; the wall time, peak RSS and the
+seconds of every class and scorer recorded in the report are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from bench_audits import run_check, write_jsonl
 
 from gate.demo.corpora import email_threads, leaky_release, make_faker
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row) + "\n")
 
 
 def seconds_of(node: object, path: str = "") -> list[tuple[str, float]]:
@@ -74,32 +67,14 @@ def main() -> None:
             out / "release.jsonl",
             [{"record_id": f"s{i}", "text": t} for i, t in enumerate(release)],
         )
-        start = time.perf_counter()
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "gate",
-                "check",
-                "--quiet",
-                "--no-mlflow",
-                "--policy",
-                args.policy,
-                "--train",
-                str(out / "train.jsonl"),
-                "--holdout",
-                str(out / "holdout.jsonl"),
-                "--synthetic",
-                str(out / "release.jsonl"),
-                "--out",
-                str(out / "report"),
-            ],
-            stdout=subprocess.DEVNULL,
-            check=False,
+        wall, peak_gb, code = run_check(
+            Path(args.policy), out, out / "release.jsonl", out / "report"
         )
-        wall = time.perf_counter() - start
         report = json.loads((out / "report" / "report.json").read_text())
-        print(f"gate check: {wall:.1f} s wall, status {report['status']} (exit {proc.returncode})")
+        print(
+            f"gate check: {wall:.1f} s wall, peak RSS {peak_gb:.2f} GB, "
+            f"status {report['status']} (exit {code})"
+        )
         for where, value in seconds_of(report):
             print(f"  {where:<50} {value:8.1f} s")
 

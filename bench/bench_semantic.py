@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 import torch
+from bench_pii import email_texts
 
-from gate.demo.corpora import email_threads, make_faker
 from gate.features.embeddings import encode, load_encoder
 
 
@@ -25,12 +24,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=600)
     args = parser.parse_args()
-    rows = email_threads(args.records, rng=np.random.default_rng(1), fake=make_faker(1))
-    texts = [r["text"] for r in rows]
-    words = np.array([len(t.split()) for t in texts])
+    texts = email_texts(args.records, seed=1)
     print(
-        f"{len(texts)} e-mails, median {np.median(words):.0f} words; torch threads "
-        f"{torch.get_num_threads()}; AVX512-BF16: {torch.cpu._is_avx512_bf16_supported()}"
+        f"torch threads {torch.get_num_threads()}; "
+        f"AVX512-BF16: {torch.cpu._is_avx512_bf16_supported()}"
     )
     load_encoder(None)
     encode(texts[:16])  # warm-up

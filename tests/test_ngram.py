@@ -50,6 +50,20 @@ def reference(
     return counts, len(rare), len(rare & in_synthetic), user_counts
 
 
+def witness_grams(found, src) -> list[tuple[int, str, int]]:
+    """(source record, witness n-gram as text, synthetic record) of every witness."""
+    return [
+        (int(row), " ".join(src.tokens(int(pos), int(n))), int(s))
+        for row, pos, n, s in zip(
+            found.witness_record,
+            found.witness_position,
+            found.witness_length,
+            found.witness_synthetic,
+            strict=True,
+        )
+    ]
+
+
 def test_hand_case() -> None:
     """doc0 'a b c d e f', doc1 'x y z a b c', doc2 'q r s t'; release 'b c d e', 'y z a',
     's t'. n = 2..3, k = 1: 'a b', 'b c', 'a b c' are shared (not rare): 17 rare n-grams;
@@ -60,10 +74,7 @@ def test_hand_case() -> None:
     assert found.disclosed_features == 8
     assert found.record_counts.tolist() == [4, 3, 1]
     assert found.witness_length.tolist() == [3, 3, 2]
-    witnesses = [
-        " ".join(src.tokens(int(p), int(n)))
-        for p, n in zip(found.witness_position, found.witness_length, strict=True)
-    ]
+    witnesses = [gram for _, gram, _ in witness_grams(found, src)]
     assert witnesses[0] in {"b c d", "c d e"} and witnesses[1:] == ["y z a", "s t"]
 
 
@@ -131,14 +142,7 @@ def test_matches_reference_over_many_lengths_with_copied_spans(seed: int) -> Non
         assert found.user_counts.tolist() == user_counts
         assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
         # the witness is the longest disclosed n-gram of its record, whatever the shards
-        for row, pos, n, s in zip(
-            found.witness_record,
-            found.witness_position,
-            found.witness_length,
-            found.witness_synthetic,
-            strict=True,
-        ):
-            gram = " ".join(src.tokens(int(pos), int(n)))
+        for row, gram, s in witness_grams(found, src):
             assert f" {gram} " in f" {source[row]} " and f" {gram} " in f" {synthetic[s]} "
         if lengths is None:
             lengths = found.witness_length.tolist()
@@ -159,14 +163,7 @@ def test_collisions_never_become_disclosures(monkeypatch: pytest.MonkeyPatch) ->
     distinct_grams = {tuple(src.ids[p : p + 3]) for p in index.positions}
     assert np.unique(index.hashes).size < len(distinct_grams)  # collisions do happen
     found = ngram_disclosures(src, syn, users=np.arange(30), n_min=3, n_max=3, max_users=1)
-    for row, pos, n, s in zip(
-        found.witness_record,
-        found.witness_position,
-        found.witness_length,
-        found.witness_synthetic,
-        strict=True,
-    ):
-        gram = " ".join(src.tokens(int(pos), int(n)))
+    for row, gram, s in witness_grams(found, src):
         assert gram in source[row] and gram in synthetic[s]
     true_counts, _, _, _ = reference(source, synthetic, list(range(30)), 3, 3, 1)
     # collisions can only merge features (less rare, fewer matches), never add evidence

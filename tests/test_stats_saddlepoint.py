@@ -40,6 +40,16 @@ def test_support_ends_are_exact() -> None:
     assert saddlepoint_sf(weights=w, multiplicities=m, q=1.0, threshold=7) == 1.0
 
 
+def test_weights_are_validated_like_the_exact_tail() -> None:
+    for bad_w, bad_m, message in (
+        (np.array([0, 2]), np.array([1, 1]), "must be >= 1; found min weight 0"),
+        (np.array([1, 2]), np.array([1]), "must be 1-d arrays of one length"),
+    ):
+        for tail in (saddlepoint_sf, weighted_bernoulli_sf):
+            with pytest.raises(ValueError, match=message):
+                tail(weights=bad_w, multiplicities=bad_m, q=0.5, threshold=1)
+
+
 @pytest.mark.parametrize("kind", ["geometric", "zipf"])
 def test_heavy_tailed_counts_agree_with_the_exact_tail(kind: str) -> None:
     rng = np.random.default_rng(3)

@@ -144,6 +144,7 @@ class FeatureStore:
         self.bundle = bundle
         self.progress = progress
         self._disclosures: dict[tuple[str, str], ClassDisclosures] = {}
+        self._embeddings: dict[tuple[str | None, str], tuple[np.ndarray, np.ndarray]] = {}
         self._indexes: dict[tuple[Any, ...], SemanticIndex] = {}
         self._densities: dict[tuple[Any, ...], tuple[np.ndarray, KnnSearch]] = {}
 
@@ -165,19 +166,13 @@ class FeatureStore:
         release records (recomputed only if a larger ``k`` is asked for)."""
         from gate.features.embeddings import knn_search
 
-        embeddings = (config.model, config.precision)
-        key = (*embeddings, config.knn, config.ivf_nprobe)
+        key = (config.model, config.precision, config.knn, config.ivf_nprobe)
         cached = self._indexes.get(key)
         if cached is not None and cached.nearest_similarity.shape[1] >= min(
             k, cached.release.shape[0]
         ):
             return cached
-        same = [i for k_, i in self._indexes.items() if k_[:2] == embeddings]
-        if same:  # embeddings do not depend on how neighbours are searched
-            source, release = same[0].source, same[0].release
-        else:
-            source = self._encode(self.bundle.source["text"].tolist(), config, "embed source")
-            release = self._encode(self.bundle.synthetic["text"].tolist(), config, "embed release")
+        source, release = self.embeddings(config)
         with self.progress.step("nearest release records"):
             sims, ids, search = knn_search(
                 source,
@@ -191,18 +186,30 @@ class FeatureStore:
         self._indexes[key] = index
         return index
 
-    def _encode(self, texts: list[str], config: SemanticFeatures, description: str) -> np.ndarray:
+    def embeddings(self, config: SemanticFeatures) -> tuple[np.ndarray, np.ndarray]:
+        """Embeddings of the source and the release records under ``config.model`` and
+        ``config.precision`` (computed once; how neighbours are searched does not matter)."""
         from gate.features.embeddings import encode
 
-        return encode(
-            texts,
-            model=config.model,
-            batch_size=config.batch_size,
-            precision=config.precision,
-            cache_dir=config.cache_dir,
-            progress=self.progress,
-            description=description,
-        )
+        key = (config.model, config.precision)
+        if key not in self._embeddings:
+
+            def embed(texts: list[str], description: str) -> np.ndarray:
+                return encode(
+                    texts,
+                    model=config.model,
+                    batch_size=config.batch_size,
+                    precision=config.precision,
+                    cache_dir=config.cache_dir,
+                    progress=self.progress,
+                    description=description,
+                )
+
+            self._embeddings[key] = (
+                embed(self.bundle.source["text"].tolist(), "embed source"),
+                embed(self.bundle.synthetic["text"].tolist(), "embed release"),
+            )
+        return self._embeddings[key]
 
     def rare_records(self, config: SemanticFeatures) -> np.ndarray:
         """Semantic rarity: a record's mean cosine similarity to its nearest
@@ -219,10 +226,10 @@ class FeatureStore:
 
         key = (config.model, config.precision, config.neighbours, config.knn, config.ivf_nprobe)
         if key not in self._densities:
-            index = self.semantic_index(config, k=1)
+            source, _ = self.embeddings(config)
             with self.progress.step("neighbour density of source records"):
                 self._densities[key] = neighbour_density(
-                    index.source,
+                    source,
                     neighbours=config.neighbours,
                     method=config.knn,
                     nprobe=config.ivf_nprobe,

@@ -182,9 +182,7 @@ def _worker_init() -> None:
     quiet_libraries(verbose=False)
 
 
-def _analyze_chunk(
-    args: tuple[list[str], str, str, tuple[str, ...], float],
-) -> list[list[Detection]]:
+def _analyze_chunk(args: _Job) -> list[list[Detection]]:
     texts, engine, spacy_model, entities, threshold = args
     return analyze_texts(
         texts,

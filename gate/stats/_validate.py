@@ -45,6 +45,23 @@ def check_alpha(alpha: float) -> float:
     return check_probability("alpha", alpha, open_low=True, open_high=True)
 
 
+def check_weights(weights: Any, multiplicities: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct positive integer weights and their multiplicities (>= 1), 1-d, one length."""
+    w = np.asarray(weights, dtype=np.int64)
+    m = np.asarray(multiplicities, dtype=np.int64)
+    if w.shape != m.shape or w.ndim != 1:
+        raise ValueError(
+            f"weights and multiplicities must be 1-d arrays of one length; found shapes "
+            f"{w.shape} and {m.shape}"
+        )
+    if w.size and (w.min() < 1 or m.min() < 1):
+        raise ValueError(
+            f"weights and multiplicities must be >= 1; found min weight {w.min()}, "
+            f"min multiplicity {m.min()}"
+        )
+    return w, m
+
+
 def check_scores(scores: Any, is_train: Any) -> tuple[np.ndarray, np.ndarray]:
     """1-d float scores and boolean membership labels of one length."""
     s = np.asarray(scores, dtype=np.float64)

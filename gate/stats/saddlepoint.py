@@ -17,14 +17,13 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
-from gate.stats._validate import check_alpha, check_probability
+from gate.stats._validate import check_alpha, check_probability, check_weights
 
 
 def _lattice(weights: np.ndarray, multiplicities: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    w = np.asarray(weights, dtype=np.int64)
-    m = np.asarray(multiplicities, dtype=np.float64)
+    w, m = check_weights(weights, multiplicities)
     span = int(np.gcd.reduce(w)) if w.size else 1
-    return w // span, m, span
+    return w // span, m.astype(np.float64), span
 
 
 def saddlepoint_sf(

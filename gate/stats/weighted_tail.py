@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import signal, stats
 
-from gate.stats._validate import check_probability
+from gate.stats._validate import check_probability, check_weights
 
 _TOL = 1e-20  # mass dropped per truncation (Hoeffding-bounded)
 _FFT_MIN = 256  # below this length np.convolve is faster and exact
@@ -82,18 +82,7 @@ def weighted_bernoulli_pmf(
         q: success probability in [0, 1].
     """
     check_probability("q", q)
-    w = np.asarray(weights, dtype=np.int64)
-    m = np.asarray(multiplicities, dtype=np.int64)
-    if w.shape != m.shape or w.ndim != 1:
-        raise ValueError(
-            f"weights and multiplicities must be 1-d arrays of one length; found shapes "
-            f"{w.shape} and {m.shape}"
-        )
-    if w.size and (w.min() < 1 or m.min() < 1):
-        raise ValueError(
-            f"weights and multiplicities must be >= 1; found min weight {w.min()}, "
-            f"min multiplicity {m.min()}"
-        )
+    w, m = check_weights(weights, multiplicities)
     if w.size == 0:
         return LatticePmf(0, np.ones(1), 0.0)
     if q in (0.0, 1.0):
