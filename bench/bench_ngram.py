@@ -8,6 +8,10 @@
 ``--json FILE`` appends the run's numbers as one JSON line (``bench/plot_ngram_scaling.py``
 draws them).
 
+``--path spill`` runs the local engine's out-of-core path (chunks of ``--chunk-mb`` of
+text, hash partitions on disk); ``--path spark`` the spark engine on ``--spark-master``
+(session start-up outside the clock; peak RSS is this driver process's, not the JVM's).
+
 ``--reference`` also runs a plain-Python implementation of the same counts (a dict from
 each n-gram, as a tuple of tokens, to the set of users holding it; written here, not in
 the product), checks that it gives the same rare and disclosed features and the same
@@ -16,7 +20,8 @@ per-user counts c_u (hence the same T and H), and prints the speed ratio.
 Corpus: ``records`` train + ``records`` holdout + ``records`` synthetic documents of ~100
 Zipf-distributed words (vocabulary 50k); the synthetic documents copy a 20-token span of a
 random train document into otherwise fresh text (a leaky release). n = 8..16, k = 1.
-Peak memory is the process's maximum resident set size.
+Peak memory is the process's peak resident set size from the end of the corpus generation
+(the texts, still resident, count; the generator's temporaries do not).
 """
 
 from __future__ import annotations
@@ -30,23 +35,41 @@ from collections import defaultdict
 import numpy as np
 
 from gate.features.ngram import ngram_disclosures
+from gate.features.ngram_spill import spilled_ngram_disclosures
 from gate.features.tokenize import split_corpus, tokenize
+from gate.policy.models import EngineSettings, NgramFeatures
+from gate.progress import NullProgress
 from gate.stats.feature_match import feature_match_test
 
 
 def make_corpus(records: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
     vocab = np.array([f"w{i}" for i in range(50_000)])
-    ranks = (np.minimum(rng.zipf(1.3, size=(3 * records, 100)), vocab.size) - 1).astype(np.int32)
     docs = []
-    for start in range(0, ranks.shape[0], 10_000):  # bounded temporaries
-        docs += [" ".join(row) for row in vocab[ranks[start : start + 10_000]]]
-    del ranks
+    for start in range(0, 3 * records, 10_000):  # bounded temporaries
+        rows = min(10_000, 3 * records - start)
+        ranks = np.minimum(rng.zipf(1.3, size=(rows, 100)), vocab.size) - 1
+        docs += [" ".join(row) for row in vocab[ranks]]
     source, synthetic = docs[: 2 * records], docs[2 * records :]
     spans = rng.integers(0, records, size=records)
     for i, j in enumerate(spans):
         words = source[j].split()
         synthetic[i] = " ".join(words[40:60]) + " " + synthetic[i]
     return source, synthetic
+
+
+def reset_peak_rss() -> None:
+    """Start the peak resident set size (VmHWM) afresh: the run's peak, not the corpus
+    generator's (Linux)."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+        handle.write("5")
+
+
+def peak_rss_gb() -> float:
+    """Peak resident set size since :func:`reset_peak_rss` (the texts, still resident,
+    count)."""
+    with open("/proc/self/status", encoding="ascii") as handle:
+        line = next(line for line in handle if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024**2
 
 
 def reference_counts(
@@ -89,6 +112,14 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true")
     parser.add_argument("--json", help="append the numbers to this JSON-lines file")
     parser.add_argument("--shards", type=int, default=None, help="default: by corpus size")
+    parser.add_argument(
+        "--path",
+        choices=("memory", "spill", "spark"),
+        default="memory",
+        help="in memory, chunks and hash partitions on disk (bounded memory), or the spark engine",
+    )
+    parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument("--chunk-mb", type=float, default=8, help="text per chunk of --path spill")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
@@ -97,22 +128,55 @@ def main() -> None:
     is_train = np.arange(len(source)) < args.records
     corpus_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     print(f"corpus generated in {time.perf_counter() - t0:.1f} s (peak RSS {corpus_gb:.2f} GB)")
+    reset_peak_rss()
 
     t0 = time.perf_counter()
-    corpus = tokenize(source + synthetic)
-    src, syn = split_corpus(corpus, len(source))
-    t_tok = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    found = ngram_disclosures(
-        src, syn, users=users, n_min=8, n_max=16, max_users=1, shards=args.shards
-    )
-    t_ngram = time.perf_counter() - t1
+    if args.path == "memory":
+        corpus = tokenize(source + synthetic)
+        src, syn = split_corpus(corpus, len(source))
+        tokens = corpus.ids.size
+        del corpus
+        t_tok = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        found = ngram_disclosures(
+            src, syn, users=users, n_min=8, n_max=16, max_users=1, shards=args.shards
+        )
+        t_ngram = time.perf_counter() - t1
+    elif args.path == "spark":
+        from gate.engines.spark import SparkEngine
+
+        settings = EngineSettings(name="spark", spark_master=args.spark_master)
+        with SparkEngine(settings) as engine:
+            engine.session  # noqa: B018 (start-up, outside the clock)
+            t0 = time.perf_counter()
+            found = engine.ngram_disclosures(
+                source,
+                synthetic,
+                users=users,
+                config=NgramFeatures(n_min=8, n_max=16, max_users=1),
+                progress=NullProgress(),
+            )
+            t_tok, t_ngram = 0.0, time.perf_counter() - t0
+        tokens = 0
+    else:
+        found = spilled_ngram_disclosures(
+            source,
+            synthetic,
+            users=users,
+            n_min=8,
+            n_max=16,
+            max_users=1,
+            chunk_bytes=int(args.chunk_mb * 2**20),
+        )
+        t_tok, t_ngram = 0.0, time.perf_counter() - t0  # tokenising is part of the spill
+        tokens = 0
     t2 = time.perf_counter()
     test = feature_match_test(counts=found.user_counts, is_train=is_train)
     t_test = time.perf_counter() - t2
     total = time.perf_counter() - t0
-    tokens = corpus.ids.size
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    if args.path != "memory":  # counted after the clock stopped
+        tokens = sum(len(text.split()) for text in source) + sum(len(t.split()) for t in synthetic)
+    peak_gb = peak_rss_gb()
     docs = len(source) + len(synthetic)
     print(
         f"{args.records} + {args.records} + {args.records} records, {tokens / 1e6:.1f} M tokens: "
@@ -130,6 +194,8 @@ def main() -> None:
             row = {
                 "records": args.records,
                 "shards": args.shards,
+                "path": args.path,
+                "chunk_mb": args.chunk_mb if args.path == "spill" else None,
                 "tokens": int(tokens),
                 "tokenise_s": round(t_tok, 3),
                 "ngrams_s": round(t_ngram, 3),

@@ -15,15 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import ValidationError
 
 from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle, load_source
+from gate.engines.base import create_engine
 from gate.errors import BundleError, InputError, missing_dependency_message
+from gate.plugins import ENGINES
 from gate.policy.checks import CheckResult, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
-from gate.policy.models import MembershipPolicy, Policy
+from gate.policy.models import AuditConfig, EngineSettings, MembershipPolicy, Policy
 from gate.progress import NullProgress, Progress
 from gate.results import AuditOutcome, AuditResult, GateResult, Status, SuiteValidation
 from gate.suites.gx_suite import validate_checks
@@ -101,6 +104,62 @@ def validate_with_gx(
     return gx, None
 
 
+def _run_audit(
+    name: str,
+    config: AuditConfig,
+    bundle: Bundle,
+    policy: Policy,
+    store: FeatureStore,
+    root_seed: int,
+    child: np.random.SeedSequence,
+    progress: Progress,
+) -> AuditOutcome:
+    """Run one audit and evaluate its checks; any error is the audit's outcome (never a
+    pass), not an exception."""
+    seed_info = {"entropy": root_seed, "spawn_key": list(child.spawn_key)}
+    context = AuditContext(
+        alpha=policy.alpha,
+        p=policy.membership.p,
+        rng=np.random.default_rng(child),
+        seed_entropy=root_seed,
+        seed_spawn_key=tuple(child.spawn_key),
+        progress=progress,
+        redact=policy.evidence.redact_witnesses,
+        max_witnesses=policy.evidence.max_witnesses,
+        features=store,
+    )
+    t0 = time.perf_counter()
+    result: AuditResult | None = None
+    checks: tuple[CheckResult, ...] = ()
+    error: str | None = None
+    citation = ""
+    try:
+        audit = create_audit(name)
+        citation = audit.citation
+        specs = audit_checks(name, config)
+        with progress.step(f"audit {name}"):
+            result = audit.run(bundle, config, context)
+        checks = tuple(evaluate_check(s, result.metric_values) for s in specs)
+    except ImportError as exc:
+        error = missing_dependency_message(exc, needed_by=f"audit {name!r}")
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    if error is not None:
+        status: Status = "error"
+    else:
+        status = "pass" if all(c.passed for c in checks) else "fail"
+    return AuditOutcome(
+        name=name,
+        status=status,
+        checks=checks,
+        result=result,
+        error=error,
+        seed=seed_info,
+        seconds=time.perf_counter() - t0,
+        citation=citation,
+    )
+
+
 def run_gate(
     policy: Policy | LoadedPolicy,
     bundle: Bundle,
@@ -136,51 +195,12 @@ def run_gate(
     enabled = policy_model.audits.enabled()
     children = np.random.SeedSequence(root_seed).spawn(len(enabled))
     outcomes: dict[str, AuditOutcome] = {}
-    store = FeatureStore(bundle, progress)
-    for (name, config), child in zip(enabled.items(), children, strict=True):
-        seed_info = {"entropy": root_seed, "spawn_key": list(child.spawn_key)}
-        context = AuditContext(
-            alpha=policy_model.alpha,
-            p=policy_model.membership.p,
-            rng=np.random.default_rng(child),
-            seed_entropy=root_seed,
-            seed_spawn_key=tuple(child.spawn_key),
-            progress=progress,
-            redact=policy_model.evidence.redact_witnesses,
-            max_witnesses=policy_model.evidence.max_witnesses,
-            features=store,
-        )
-        t0 = time.perf_counter()
-        result: AuditResult | None = None
-        checks: tuple[CheckResult, ...] = ()
-        error: str | None = None
-        citation = ""
-        try:
-            audit = create_audit(name)
-            citation = audit.citation
-            specs = audit_checks(name, config)
-            with progress.step(f"audit {name}"):
-                result = audit.run(bundle, config, context)
-            checks = tuple(evaluate_check(s, result.metric_values) for s in specs)
-        except ImportError as exc:
-            error = missing_dependency_message(exc, needed_by=f"audit {name!r}")
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        if error is not None:
-            status: Status = "error"
-        else:
-            status = "pass" if all(c.passed for c in checks) else "fail"
-        outcomes[name] = AuditOutcome(
-            name=name,
-            status=status,
-            checks=checks,
-            result=result,
-            error=error,
-            seed=seed_info,
-            seconds=time.perf_counter() - t0,
-            citation=citation,
-        )
-
+    with create_engine(policy_model.engine) as engine:
+        store = FeatureStore(bundle, progress, engine)
+        for (name, config), child in zip(enabled.items(), children, strict=True):
+            outcomes[name] = _run_audit(
+                name, config, bundle, policy_model, store, root_seed, child, progress
+            )
     with progress.step("validating thresholds (Great Expectations)"):
         gx, gx_error = validate_with_gx(
             outcomes, suite_name=f"gate-{policy_model.name}", data_docs_dir=data_docs_dir
@@ -239,12 +259,15 @@ def check_release(
     tracking_uri: str | None = None,
     mlflow_timeout: float = 30.0,
     data_docs: str | Path | None = None,
+    engine: str | None = None,
+    spark_master: str | None = None,
 ) -> CheckOutcome:
     """Files in; verdict and evidence out (what ``gate check`` runs): ``out_dir`` gets
     report.json, report.html, junit.xml, summary.md, witnesses.csv, the GX suite and
     validation result and plots; MLflow gets a run with all of them unless ``mlflow`` is
     False or the policy disables it. ``model`` names a released model directory that the
-    profile audit's surprisal attack probes.
+    profile audit's surprisal attack probes. ``engine`` and ``spark_master`` override the
+    policy's ``engine.name`` and ``engine.spark_master``.
 
     Raises:
         InputError: the policy, the bundle or ``out_dir`` is bad (exit 2); nothing is
@@ -268,6 +291,8 @@ def check_release(
         mlflow_timeout=mlflow_timeout,
         data_docs=data_docs,
         only=None,
+        engine=engine,
+        spark_master=spark_master,
     )
 
 
@@ -311,6 +336,8 @@ def audit_canaries(
         model=None,
         data_docs=None,
         only="canary",
+        engine=None,
+        spark_master=None,
     )
 
 
@@ -325,6 +352,33 @@ def _only_audit(loaded: LoadedPolicy, name: str) -> LoadedPolicy:
         )
     audits = type(loaded.policy.audits).model_construct(**{name: config})
     return replace(loaded, policy=loaded.policy.model_copy(update={"audits": audits}))
+
+
+def _with_engine(
+    loaded: LoadedPolicy, engine: str | None, spark_master: str | None
+) -> LoadedPolicy:
+    """The policy with ``--engine``/``--spark-master`` applied, its engine known here."""
+    settings = loaded.policy.engine
+    update = {
+        key: value
+        for key, value in (("name", engine), ("spark_master", spark_master))
+        if value is not None
+    }
+    if update:
+        try:
+            settings = EngineSettings.model_validate({**settings.model_dump(), **update})
+        except ValidationError as exc:
+            flags = " / ".join(
+                f"--{key.replace('name', 'engine').replace('_', '-')}" for key in update
+            )
+            raise InputError(f"{flags}: {exc.errors()[0]['msg']}") from exc
+        loaded = replace(loaded, policy=loaded.policy.model_copy(update={"engine": settings}))
+    if settings.name not in ENGINES.names():
+        raise InputError(
+            f"{loaded.path}: engine.name: no engine {settings.name!r} in this installation "
+            f"(available: {', '.join(ENGINES.names())})"
+        )
+    return loaded
 
 
 def _gate_files(
@@ -345,6 +399,8 @@ def _gate_files(
     mlflow_timeout: float,
     data_docs: str | Path | None,
     only: str | None,
+    engine: str | None,
+    spark_master: str | None,
 ) -> CheckOutcome:
     from gate.evidence.writer import (
         MlflowSettings,
@@ -357,7 +413,7 @@ def _gate_files(
     with out_dir_lock(Path(out_dir)) as out:
         docs = _data_docs_dir(data_docs, out)
         prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
-        loaded = load_policy(policy)
+        loaded = _with_engine(load_policy(policy), engine, spark_master)
         if only is not None:
             loaded = _only_audit(loaded, only)
         canary = loaded.policy.audits.canary

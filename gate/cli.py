@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
         "generator checkpoint) for the profile audit's surprisal attack",
     )
     check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
+    check.add_argument(
+        "--engine", help="where the heavy steps run: local or spark (default: the policy's)"
+    )
+    check.add_argument(
+        "--spark-master",
+        help="spark engine: local[N], spark://host:port or sc://host:port (default: local[2])",
+    )
 
     canary = sub.add_parser(
         "canary",
@@ -131,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     policy_sub.add_parser("schema", help="print the policy JSON Schema")
 
     sub.add_parser(
-        "audits", help="list the audits, disclosure classes and membership scorers installed"
+        "audits",
+        help="list the installed audits, disclosure classes, scorers, generators and engines",
     )
     return parser
 
@@ -186,7 +194,12 @@ def _check(args: argparse.Namespace) -> int:
         outcome = audit_canaries(**common)
     else:
         outcome = check_release(
-            **common, synthetic=args.synthetic, model=args.model, data_docs=args.data_docs
+            **common,
+            synthetic=args.synthetic,
+            model=args.model,
+            data_docs=args.data_docs,
+            engine=args.engine,
+            spark_master=args.spark_master,
         )
     return _print_outcome(outcome)
 
@@ -313,13 +326,14 @@ def _policy(args: argparse.Namespace) -> int:
 
 
 def _audits(args: argparse.Namespace) -> int:
-    from gate.plugins import AUDITS, DISCLOSURE_CLASSES, GENERATORS, MEMBERSHIP_SCORERS
+    from gate.plugins import AUDITS, DISCLOSURE_CLASSES, ENGINES, GENERATORS, MEMBERSHIP_SCORERS
 
     for title, registry in (
         ("audits", AUDITS),
         ("disclosure classes", DISCLOSURE_CLASSES),
         ("membership scorers", MEMBERSHIP_SCORERS),
         ("generators", GENERATORS),
+        ("engines", ENGINES),
     ):
         print(f"{title}: {' '.join(registry.names())}")
     return 0

@@ -7,7 +7,8 @@
   ``gate.audits.membership.MembershipScorer``;
 - ``REWRITE_ATTACKS`` (``gate.rewrite_attacks``): subclasses of
   ``gate.audits.distinguishability.RewriteAttack``;
-- ``GENERATORS`` (``gate.generators``): subclasses of ``gate.generators.base.Generator``.
+- ``GENERATORS`` (``gate.generators``): subclasses of ``gate.generators.base.Generator``;
+- ``ENGINES`` (``gate.engines``): subclasses of ``gate.engines.base.Engine``.
 
 Each plug-in carries its typed configuration model (``config_model``), which the policy
 loader uses to validate the policy's block for it. Built-ins are imported lazily.
@@ -65,4 +66,10 @@ GENERATORS: Registry[Any] = Registry(
     "generator",
     group="gate.generators",
     builtins={"reference": "gate.generators.reference"},
+)
+
+ENGINES: Registry[Any] = Registry(
+    "engine",
+    group="gate.engines",
+    builtins={"local": "gate.engines.local", "spark": "gate.engines.spark"},
 )

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Create .venv and install gate into it (editable) with the extras in GATE_EXTRAS
-# (default: dev,text,evidence,remediation). Safe to run again: it only installs what is missing.
+# (default: dev,text,evidence,remediation,spark). Safe to run again: it only installs what is missing.
 #   bash scripts/setup.sh                          # everything `gate check` and the tests use
 #   GATE_EXTRAS=text,evidence bash scripts/setup.sh  # no test tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${GATE_EXTRAS:-dev,text,evidence,remediation}"
+extras="${GATE_EXTRAS:-dev,text,evidence,remediation,spark}"
 python="${PYTHON:-python3}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 

@@ -17,8 +17,7 @@ from gate.audits.feature_store import (
 )
 from gate.data.bundle import Bundle
 from gate.features.matching import coded_disclosures
-from gate.features.ngram import ngram_disclosures
-from gate.features.tokenize import split_corpus, tokenize
+from gate.features.tokenize import tokenize
 from gate.plugins import DISCLOSURE_CLASSES
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures
 
@@ -31,30 +30,27 @@ class NgramClass(DisclosureClass[NgramFeatures]):
     def disclosures(
         self, bundle: Bundle, config: NgramFeatures, store: FeatureStore
     ) -> ClassDisclosures:
-        source_texts = bundle.source["text"].tolist()
-        corpus = tokenize(
-            source_texts + bundle.synthetic["text"].tolist(),
-            tokenizer=config.tokenizer,
-            lowercase=config.lowercase,
-            strip_punctuation=config.strip_punctuation,
-        )
-        source, synthetic = split_corpus(corpus, len(source_texts))
-        found = ngram_disclosures(
-            source,
-            synthetic,
+        source_texts = bundle.source["text"].to_numpy()
+        found = store.engine.ngram_disclosures(
+            source_texts,
+            bundle.synthetic["text"].to_numpy(),
             users=bundle.user_codes,
-            n_min=config.n_min,
-            n_max=config.n_max,
-            max_users=config.max_users,
+            config=config,
             progress=store.progress,
         )
-        return counted_disclosures(
-            "ngram",
-            found,
-            lambda i: " ".join(
-                source.tokens(int(found.witness_position[i]), int(found.witness_length[i]))
-            ),
-        )
+
+        def witness_text(i: int) -> str:
+            record = tokenize(
+                [str(source_texts[found.witness_record[i]])],
+                tokenizer=config.tokenizer,
+                lowercase=config.lowercase,
+                strip_punctuation=config.strip_punctuation,
+            )
+            return " ".join(
+                record.tokens(int(found.witness_offset[i]), int(found.witness_length[i]))
+            )
+
+        return counted_disclosures("ngram", found, witness_text)
 
 
 @DISCLOSURE_CLASSES.register("pii")
@@ -65,19 +61,11 @@ class PiiClass(DisclosureClass[PiiFeatures]):
     def disclosures(
         self, bundle: Bundle, config: PiiFeatures, store: FeatureStore
     ) -> ClassDisclosures:
-        from gate.features.pii import PiiOccurrences, detect_pii
+        from gate.features.pii import PiiOccurrences
 
         def detect(texts: list[str], description: str) -> PiiOccurrences:
-            return detect_pii(
-                texts,
-                engine=config.engine,
-                spacy_model=config.spacy_model,
-                entities=config.entities,
-                score_threshold=config.score_threshold,
-                normalize=config.normalize,
-                processes=config.processes,
-                progress=store.progress,
-                description=description,
+            return store.engine.detect_pii(
+                texts, config=config, progress=store.progress, description=description
             )
 
         source = detect(bundle.source["text"].tolist(), "PII in source")

@@ -16,6 +16,7 @@ from gate.registry import PluginUnavailableError
 
 if TYPE_CHECKING:
     from gate.data.bundle import Bundle
+    from gate.engines.base import Engine
     from gate.features.embeddings import KnnSearch
     from gate.progress import Progress
 
@@ -140,13 +141,24 @@ class FeatureStore:
     never collide.
     """
 
-    def __init__(self, bundle: Bundle, progress: Progress) -> None:
+    def __init__(self, bundle: Bundle, progress: Progress, engine: Engine | None = None) -> None:
         self.bundle = bundle
         self.progress = progress
+        self._engine = engine
         self._disclosures: dict[tuple[str, str], ClassDisclosures] = {}
         self._embeddings: dict[tuple[str | None, str], tuple[np.ndarray, np.ndarray]] = {}
         self._indexes: dict[tuple[Any, ...], SemanticIndex] = {}
         self._densities: dict[tuple[Any, ...], tuple[np.ndarray, KnnSearch]] = {}
+
+    @property
+    def engine(self) -> Engine:
+        """Where the data-parallel steps run (the local engine unless the run gave one)."""
+        if self._engine is None:
+            from gate.engines.local import LocalEngine
+            from gate.policy.models import EngineSettings
+
+            self._engine = LocalEngine(EngineSettings())
+        return self._engine
 
     def disclosures(self, config: FeatureClassConfig) -> ClassDisclosures:
         """Disclosures of the class ``config`` configures."""
@@ -189,20 +201,12 @@ class FeatureStore:
     def embeddings(self, config: SemanticFeatures) -> tuple[np.ndarray, np.ndarray]:
         """Embeddings of the source and the release records under ``config.model`` and
         ``config.precision`` (computed once; how neighbours are searched does not matter)."""
-        from gate.features.embeddings import encode
-
         key = (config.model, config.precision)
         if key not in self._embeddings:
 
             def embed(texts: list[str], description: str) -> np.ndarray:
-                return encode(
-                    texts,
-                    model=config.model,
-                    batch_size=config.batch_size,
-                    precision=config.precision,
-                    cache_dir=config.cache_dir,
-                    progress=self.progress,
-                    description=description,
+                return self.engine.encode(
+                    texts, config=config, progress=self.progress, description=description
                 )
 
             self._embeddings[key] = (

@@ -15,8 +15,9 @@ disclosure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,25 +38,50 @@ def _powers(base: np.uint64, count: int) -> np.ndarray:
     return out
 
 
-class NgramHasher:
-    """Prefix sums of one corpus, shared by every n."""
+def hash_powers(count: int, *, base: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``B^-i`` and ``B^i`` for ``i < count`` (default base: the module's), to share
+    between hashers of corpora of at most ``count`` tokens."""
+    forward = _BASE if base is None else np.uint64(base)
+    inverse = _BASE_INV if base is None else np.uint64(pow(base, -1, 1 << 64))
+    return _powers(inverse, count), _powers(forward, count)
 
-    def __init__(self, corpus: TokenizedCorpus) -> None:
-        self.corpus = corpus
-        total = corpus.ids.size
+
+class NgramHasher:
+    """Prefix sums of one corpus (flat token ids and document starts), shared by every n."""
+
+    def __init__(
+        self,
+        ids: np.ndarray,
+        starts: np.ndarray,
+        *,
+        base: int | None = None,
+        powers: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        self.ids = ids
+        self.starts = starts
+        total = ids.size
+        inverse, forward = hash_powers(total, base=base) if powers is None else powers
         with np.errstate(over="ignore"):
             self.prefix = np.zeros(total + 1, dtype=np.uint64)
-            np.cumsum(corpus.ids.astype(np.uint64) * _powers(_BASE_INV, total), out=self.prefix[1:])
-        self.powers = _powers(_BASE, total)
-        self.doc = corpus.doc_of_position()
+            np.cumsum(ids.astype(np.uint64) * inverse[:total], out=self.prefix[1:])
+        self.powers = forward[:total]
+        self.doc = np.repeat(np.arange(starts.size - 1, dtype=np.int64), np.diff(starts))
+
+    @classmethod
+    def of(cls, corpus: TokenizedCorpus) -> NgramHasher:
+        return cls(corpus.ids, corpus.starts)
+
+    def doc_of(self, positions: np.ndarray) -> np.ndarray:
+        """Document of each position."""
+        return self.doc[positions]
 
     def doc_end(self, positions: np.ndarray) -> np.ndarray:
         """End (exclusive) of the document of each position."""
-        return self.corpus.starts[self.doc[positions] + 1]
+        return self.starts[self.doc[positions] + 1]
 
     def positions(self, n: int) -> np.ndarray:
         """Start positions of the n-grams that lie inside one document."""
-        total = self.corpus.ids.size
+        total = self.ids.size
         if total < n:
             return np.empty(0, dtype=np.int64)
         return self.fitting(np.arange(total - n + 1, dtype=np.int64), n)
@@ -75,19 +101,24 @@ class NgramHasher:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Positions of the n-grams in shard ``shard`` of ``shards`` (by the hash's top
         bits, so equal n-grams share a shard) and their hashes, in blocks of positions."""
-        total = self.corpus.ids.size - n + 1
+        total = self.ids.size - n + 1
         found_pos, found_hash = [], []
         for start in range(0, max(total, 0), block):
             pos = self.fitting(np.arange(start, min(start + block, total), dtype=np.int64), n)
             hashes = self.hashes(pos, n)
             if shards > 1:
-                keep = (hashes >> np.uint64(40)) % np.uint64(shards) == shard
+                keep = partition_of(hashes, shards) == shard
                 pos, hashes = pos[keep], hashes[keep]
             found_pos.append(pos)
             found_hash.append(hashes)
         if not found_pos:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
         return np.concatenate(found_pos), np.concatenate(found_hash)
+
+
+def partition_of(hashes: np.ndarray, partitions: int) -> np.ndarray:
+    """Hash partition (0..partitions-1) of each n-gram hash: equal n-grams share one."""
+    return ((hashes >> np.uint64(40)) % np.uint64(partitions)).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -103,7 +134,7 @@ def ngram_index(corpus: TokenizedCorpus, n: int) -> NgramIndex:
     """All n-grams of ``corpus`` that do not cross a document boundary."""
     if n < 1:
         raise ValueError(f"n must be >= 1; found {n}")
-    hasher = NgramHasher(corpus)
+    hasher = NgramHasher.of(corpus)
     positions = hasher.positions(n)
     return NgramIndex(hasher.hashes(positions, n), positions, hasher.doc[positions])
 
@@ -179,7 +210,8 @@ class NgramDisclosures:
     ``i``; ``user_counts[u]``: the same per user, the unit of membership (a feature in
     two records of one user counts once), i.e. the ``c_u`` of the feature-match test.
     ``witness_*`` hold, for each source record with ``c_i > 0``, its longest disclosed
-    n-gram: source position, length, and a synthetic document holding it.
+    n-gram (the first in the record among equally long ones): its token offset in the
+    record, its length, and the release record of its first occurrence in the release.
     """
 
     rare_features: int
@@ -187,9 +219,161 @@ class NgramDisclosures:
     record_counts: np.ndarray
     user_counts: np.ndarray
     witness_record: np.ndarray
-    witness_position: np.ndarray
+    witness_offset: np.ndarray
     witness_length: np.ndarray
     witness_synthetic: np.ndarray
+
+
+class Documents(Protocol):
+    """Where the documents of a flat token sequence begin and end."""
+
+    def doc_of(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def doc_end(self, positions: np.ndarray) -> np.ndarray: ...
+
+
+Confirm = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+
+class NgramTally:
+    """Counts of :func:`ngram_disclosures` accumulated over lengths and hash partitions
+    (every sum is over distinct n-grams, and equal n-grams always meet in one partition,
+    so partitions add up)."""
+
+    def __init__(self, *, n_records: int, n_users: int, n_max: int) -> None:
+        self.n_max = n_max
+        self.rare = 0
+        self.disclosed = 0
+        self.record_counts = np.zeros(n_records, dtype=np.int64)
+        self.user_counts = np.zeros(n_users, dtype=np.int64)
+        self.best_len = np.zeros(n_records, dtype=np.int64)
+        self.best_pos = np.full(n_records, -1, dtype=np.int64)
+        self.best_syn = np.full(n_records, -1, dtype=np.int64)
+        # unique_room[r]: n-grams that occur once in the source with r tokens to go in
+        # their document; each extends to one unique (hence rare) n-gram of every length
+        # up to r, so they are counted without being hashed again
+        self.unique_room = np.zeros(n_max + 2, dtype=np.int64)
+
+    def start_length(self, n: int) -> None:
+        """Count the rare n-grams that extend unique shorter ones."""
+        self.rare += int(self.unique_room[n:].sum())
+
+    def match_length(
+        self,
+        n: int,
+        *,
+        repeated_pos: np.ndarray,
+        repeated_hash: np.ndarray,
+        src_pos: np.ndarray,
+        src_hash: np.ndarray,
+        syn_pos: np.ndarray,
+        syn_hash: np.ndarray,
+        source: Documents,
+        synthetic: Documents,
+        users: np.ndarray,
+        max_users: int,
+        confirm: Confirm,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Count the rare and the disclosed n-grams of one length in one partition.
+
+        ``repeated_*``: source occurrences whose (n-1)-gram occurred more than once
+        (every occurrence at ``n == n_min``); ``src_*``/``syn_*``: source and release
+        occurrences whose (n-1)-gram occurred in both. Positions must be ascending.
+
+        Returns the source positions whose n-gram is repeated, and the source and the
+        release positions whose n-gram occurs in both: what length n + 1 must hash
+        (prefix pruning: the (n+1)-gram at a position extends the n-gram there, so it is
+        unique if the n-gram is and occurs in the other corpus only if the n-gram does).
+        """
+        empty = np.empty(0, dtype=np.int64)
+        rare, repeated = _count_rare(repeated_hash, users[source.doc_of(repeated_pos)], max_users)
+        self.rare += rare
+        unique = repeated_pos[~repeated]
+        room = np.minimum(source.doc_end(unique) - unique, self.n_max + 1)
+        self.unique_room += np.bincount(room, minlength=self.n_max + 2)
+        still_repeated = repeated_pos[repeated]
+        if src_pos.size == 0 or syn_pos.size == 0:
+            return still_repeated, empty, empty
+        # Source occurrences whose hash occurs in the release (all occurrences of such a
+        # hash survive the filter, so rarity can be computed on them alone).
+        cand = _bit_filter(syn_hash, src_hash)
+        cand = cand[_members(np.sort(syn_hash), src_hash[cand])]
+        if cand.size == 0:
+            return still_repeated, empty, empty
+        # release occurrences of the source's n-grams: their hashes are those of ``cand``
+        src_shared_hash = np.sort(src_hash[cand])
+        syn_shared = _bit_filter(src_shared_hash, syn_hash)
+        syn_shared = syn_shared[_members(src_shared_hash, syn_hash[syn_shared])]
+        shared = still_repeated, src_pos[cand], syn_pos[syn_shared]
+        src_user = users[source.doc_of(src_pos[cand])]
+        pair_hash, _ = _distinct_per_group(src_hash[cand], src_user)
+        distinct, holders = _runs(pair_hash)
+        rare_shared = distinct[holders <= max_users]
+        cand = cand[_members(rare_shared, src_hash[cand])]
+        if cand.size == 0:
+            return shared
+        # The first release occurrence of each disclosed hash, to confirm on tokens and cite.
+        syn_idx = syn_shared[_members(rare_shared, syn_hash[syn_shared])]
+        syn_order = syn_idx[np.argsort(syn_hash[syn_idx], kind="stable")]
+        syn_sorted = syn_hash[syn_order]
+        syn_occ = syn_order[np.searchsorted(syn_sorted, src_hash[cand])]
+        confirmed = confirm(src_pos[cand], syn_pos[syn_occ], n)
+        cand, syn_occ = cand[confirmed], syn_occ[confirmed]
+        if cand.size == 0:
+            return shared
+        hashes = src_hash[cand]
+        self.disclosed += _runs(np.sort(hashes))[0].size
+        docs = source.doc_of(src_pos[cand])
+        record_of_pair, _ = _distinct_per_group(docs, hashes)
+        self.record_counts += np.bincount(record_of_pair, minlength=self.record_counts.size)
+        user_of_pair, _ = _distinct_per_group(users[docs], hashes)
+        self.user_counts += np.bincount(user_of_pair, minlength=self.user_counts.size)
+        self._witness(n, docs, src_pos[cand], synthetic.doc_of(syn_pos[syn_occ]))
+        return shared
+
+    def _witness(self, n: int, docs: np.ndarray, pos: np.ndarray, syn_docs: np.ndarray) -> None:
+        """Keep, per record, the longest disclosed n-gram, the first in the record among
+        equally long ones (the same witness whatever the partitions)."""
+        order = np.lexsort((pos, docs))
+        docs, pos, syn_docs = docs[order], pos[order], syn_docs[order]
+        first = np.r_[True, docs[1:] != docs[:-1]]
+        docs, pos, syn_docs = docs[first], pos[first], syn_docs[first]
+        better = (n > self.best_len[docs]) | (
+            (n == self.best_len[docs]) & (pos < self.best_pos[docs])
+        )
+        docs = docs[better]
+        self.best_len[docs] = n
+        self.best_pos[docs] = pos[better]
+        self.best_syn[docs] = syn_docs[better]
+
+    def result(self, source_starts: np.ndarray) -> NgramDisclosures:
+        has = np.nonzero(self.record_counts > 0)[0]
+        return NgramDisclosures(
+            rare_features=self.rare,
+            disclosed_features=self.disclosed,
+            record_counts=self.record_counts,
+            user_counts=self.user_counts,
+            witness_record=has,
+            witness_offset=self.best_pos[has] - source_starts[has],
+            witness_length=self.best_len[has],
+            witness_synthetic=self.best_syn[has],
+        )
+
+
+def check_ngram_arguments(
+    *, n_records: int, users: np.ndarray, n_min: int, n_max: int, max_users: int
+) -> np.ndarray:
+    """Validate the arguments every n-gram engine takes; the users as int64."""
+    if not 1 <= n_min <= n_max:
+        raise ValueError(f"need 1 <= n_min <= n_max; found n_min={n_min}, n_max={n_max}")
+    if max_users < 1:
+        raise ValueError(f"max_users must be >= 1; found {max_users}")
+    users = np.asarray(users, dtype=np.int64)
+    if users.shape != (n_records,):
+        raise ValueError(f"users must have one entry per source document ({n_records})")
+    if users.size and users.min() < 0:
+        raise ValueError(f"users must be integer codes >= 0; found {users.min()}")
+    return users
 
 
 def ngram_disclosures(
@@ -204,37 +388,28 @@ def ngram_disclosures(
     progress: Any = None,
 ) -> NgramDisclosures:
     """Rare (held by at most ``max_users`` users) n-grams, ``n_min <= n <= n_max``, of the
-    source documents and their disclosure in the synthetic documents.
+    source documents and their disclosure in the synthetic documents, in memory.
 
     ``source`` and ``synthetic`` must share one vocabulary (tokenise them together).
     ``users[d]`` is the integer user (0..U-1) of source document ``d``. The work runs in
-    ``shards`` hash partitions (default: one per :data:`SHARD_POSITIONS` source tokens), so
-    that the working arrays of the n-gram steps hold one shard at a time; the counts do
-    not depend on the number of shards.
+    ``shards`` hash partitions of the n_min-grams (default: one per
+    :data:`SHARD_POSITIONS` source tokens), so that the working arrays of the n-gram steps
+    hold one shard at a time; the counts do not depend on the number of shards. (For
+    corpora beyond memory, :func:`gate.features.ngram_spill.spilled_ngram_disclosures`.)
     """
-    if not 1 <= n_min <= n_max:
-        raise ValueError(f"need 1 <= n_min <= n_max; found n_min={n_min}, n_max={n_max}")
-    if max_users < 1:
-        raise ValueError(f"max_users must be >= 1; found {max_users}")
-    users = np.asarray(users, dtype=np.int64)
-    if users.shape != (source.n_docs,):
-        raise ValueError(f"users must have one entry per source document ({source.n_docs})")
-    if users.size and users.min() < 0:
-        raise ValueError(f"users must be integer codes >= 0; found {users.min()}")
-    n_records = source.n_docs
-    n_users = int(users.max()) + 1 if users.size else 0
-    counts = np.zeros(n_records, dtype=np.int64)
-    per_user = np.zeros(n_users, dtype=np.int64)
-    best_len = np.zeros(n_records, dtype=np.int64)
-    best_pos = np.full(n_records, -1, dtype=np.int64)
-    best_syn = np.full(n_records, -1, dtype=np.int64)
-    rare_total = 0
-    disclosed_total = 0
-    src_hasher, syn_hasher = NgramHasher(source), NgramHasher(synthetic)
+    users = check_ngram_arguments(
+        n_records=source.n_docs, users=users, n_min=n_min, n_max=n_max, max_users=max_users
+    )
     if shards is None:
         shards = max(1, -(-source.ids.size // SHARD_POSITIONS))
     if shards < 1:
         raise ValueError(f"shards must be >= 1; found {shards}")
+    tally = NgramTally(
+        n_records=source.n_docs,
+        n_users=int(users.max()) + 1 if users.size else 0,
+        n_max=n_max,
+    )
+    src_hasher, syn_hasher = NgramHasher.of(source), NgramHasher.of(synthetic)
     lengths = range(n_min, n_max + 1)
     if progress is None:
         steps: Any = [(s, n) for s in range(shards) for n in lengths]
@@ -244,23 +419,20 @@ def ngram_disclosures(
             total=shards * len(lengths),
             description="n-grams" if shards == 1 else f"n-grams ({shards} shards)",
         )
-    empty = np.empty(0, dtype=np.int64)
-    shared_src = shared_syn = repeated_pos = empty  # state carried from n to n + 1
-    unique_room = np.zeros(n_max + 2, dtype=np.int64)
+
+    def confirm(src_pos: np.ndarray, syn_pos: np.ndarray, n: int) -> np.ndarray:
+        return same_tokens(source, src_pos, synthetic, syn_pos, n)
+
     # Each shard holds the n_min-grams whose hash falls in it and every longer n-gram that
     # extends them, so equal n-grams always meet in one shard and the shards add up.
-    # Within a shard, prefix pruning (the Apriori property): the (n+1)-gram at a position
-    # extends the n-gram there, so it is unique if the n-gram is, and it occurs in the
-    # other corpus only if the n-gram does. Each length hashes only the positions the
-    # previous length left open.
+    empty = np.empty(0, dtype=np.int64)
+    shared_src = shared_syn = repeated_pos = empty  # carried from n to n + 1
     for shard, n in steps:
         if n == n_min:
             src_pos, src_hash = src_hasher.shard(n_min, shard, shards)
             syn_pos, syn_hash = syn_hasher.shard(n_min, shard, shards)
             repeated_pos, repeated_hash = src_pos, src_hash
-            # n-grams that occur once are rare and need no sorting: count them by the room
-            # left in their document (unique_room[r]: unique n-grams with r tokens to go)
-            unique_room[:] = 0
+            tally.unique_room[:] = 0  # the room of this shard's unique n-grams
         else:
             repeated_pos = src_hasher.fitting(repeated_pos, n)
             repeated_hash = src_hasher.hashes(repeated_pos, n)
@@ -268,65 +440,19 @@ def ngram_disclosures(
             syn_pos = syn_hasher.fitting(shared_syn, n)
             src_hash = src_hasher.hashes(src_pos, n)
             syn_hash = syn_hasher.hashes(syn_pos, n)
-        rare, repeated = _count_rare(repeated_hash, users[src_hasher.doc[repeated_pos]], max_users)
-        rare_total += int(unique_room[n:].sum()) + rare
-        unique = repeated_pos[~repeated]
-        room = np.minimum(src_hasher.doc_end(unique) - unique, n_max + 1)
-        unique_room += np.bincount(room, minlength=n_max + 2)
-        repeated_pos = repeated_pos[repeated]
-
-        shared_src = shared_syn = empty
-        if src_pos.size == 0 or syn_pos.size == 0:
-            continue
-        # Source occurrences whose hash occurs in the release (all occurrences of such a
-        # hash survive the filter, so rarity can be computed on them alone).
-        cand = _bit_filter(syn_hash, src_hash)
-        cand = cand[_members(np.sort(syn_hash), src_hash[cand])]
-        if cand.size == 0:
-            continue
-        # release occurrences of the source's n-grams: their hashes are those of ``cand``
-        src_shared_hash = np.sort(src_hash[cand])
-        syn_shared = _bit_filter(src_shared_hash, syn_hash)
-        syn_shared = syn_shared[_members(src_shared_hash, syn_hash[syn_shared])]
-        shared_src, shared_syn = src_pos[cand], syn_pos[syn_shared]
-        src_user = users[src_hasher.doc[src_pos]]
-        pair_hash, _ = _distinct_per_group(src_hash[cand], src_user[cand])
-        shared, holders = _runs(pair_hash)
-        rare_shared = shared[holders <= max_users]
-        cand = cand[_members(rare_shared, src_hash[cand])]
-        if cand.size == 0:
-            continue
-        # One synthetic occurrence per disclosed hash, to confirm on tokens and cite.
-        syn_idx = syn_shared[_members(rare_shared, syn_hash[syn_shared])]
-        syn_order = syn_idx[np.argsort(syn_hash[syn_idx], kind="stable")]
-        syn_sorted = syn_hash[syn_order]
-        where = np.searchsorted(syn_sorted, src_hash[cand])
-        syn_occ = syn_order[where]
-        confirmed = same_tokens(source, src_pos[cand], synthetic, syn_pos[syn_occ], n)
-        cand, syn_occ = cand[confirmed], syn_occ[confirmed]
-        if cand.size == 0:
-            continue
-        hashes = src_hash[cand]
-        disclosed_total += _runs(np.sort(hashes))[0].size
-        docs = src_hasher.doc[src_pos[cand]]
-        record_of_pair, _ = _distinct_per_group(docs, hashes)
-        counts += np.bincount(record_of_pair, minlength=n_records)
-        user_of_pair, _ = _distinct_per_group(users[docs], hashes)
-        per_user += np.bincount(user_of_pair, minlength=n_users)
-        # Witness: the longest disclosed n-gram per record, over lengths and shards.
-        longer = n > best_len[docs]
-        docs, cand, syn_occ = docs[longer], cand[longer], syn_occ[longer]
-        best_len[docs] = n
-        best_pos[docs] = src_pos[cand]
-        best_syn[docs] = syn_hasher.doc[syn_pos[syn_occ]]
-    has = counts > 0
-    return NgramDisclosures(
-        rare_features=rare_total,
-        disclosed_features=disclosed_total,
-        record_counts=counts,
-        user_counts=per_user,
-        witness_record=np.nonzero(has)[0],
-        witness_position=best_pos[has],
-        witness_length=best_len[has],
-        witness_synthetic=best_syn[has],
-    )
+        tally.start_length(n)
+        repeated_pos, shared_src, shared_syn = tally.match_length(
+            n,
+            repeated_pos=repeated_pos,
+            repeated_hash=repeated_hash,
+            src_pos=src_pos,
+            src_hash=src_hash,
+            syn_pos=syn_pos,
+            syn_hash=syn_hash,
+            source=src_hasher,
+            synthetic=syn_hasher,
+            users=users,
+            max_users=max_users,
+            confirm=confirm,
+        )
+    return tally.result(source.starts[:-1])

@@ -847,6 +847,46 @@ class Remediation(StrictModel):
     rip: RipRemediation = Field(default_factory=RipRemediation)
 
 
+class EngineSettings(StrictModel):
+    """Where the heavy, data-parallel steps of the disclosure classes run (tokenising and
+    hashing, rarity counts, disclosure per record and per user); the statistics, checks
+    and evidence always run here, on the per-user counts."""
+
+    name: str = Field(
+        "local",
+        pattern=r"^[A-Za-z_][\w-]*$",
+        description="A registered engine: local (this process) or spark.",
+    )
+    memory_mb: float = Field(
+        32,
+        ge=0,
+        le=1 << 20,
+        description="local: source and release with at most this much text (MB) between "
+        "them are counted in memory (fastest when small); larger ones in chunks through hash "
+        "partitions on disk (bounded memory).",
+    )
+    chunk_mb: float = Field(
+        8, gt=0, le=1 << 20, description="local: text per chunk (MB) when counting on disk."
+    )
+    workdir: str | None = Field(
+        None, description="local: where the partitions are written; null = the temp directory."
+    )
+    spark_master: str = Field(
+        "local[2]",
+        min_length=1,
+        description="spark: local[N], spark://host:port (standalone) or sc://host:port "
+        "(Spark Connect).",
+    )
+    spark_partitions: int | None = Field(
+        None, ge=1, le=1 << 20, description="spark: partitions of each corpus; null = Spark's."
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="spark: Spark settings of a session the gate starts (not of Spark "
+        "Connect), over the gate's defaults (spark.driver.memory: 4g).",
+    )
+
+
 # ---------------------------------------------------------------------------- policy
 
 
@@ -860,6 +900,7 @@ class Policy(StrictModel):
     text: TextPolicy = Field(default_factory=TextPolicy)
     audits: Audits
     evidence: EvidencePolicy = Field(default_factory=EvidencePolicy)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
     remediation: Remediation | None = Field(
         None, description="Settings of `gate remediate`; null = its defaults."
     )

@@ -1,0 +1,326 @@
+"""N-gram disclosures of corpora larger than memory: the same counts as
+:func:`gate.features.ngram.ngram_disclosures`, with peak memory set by the chunk size.
+
+1. Each corpus is tokenised in chunks of records (Arrow kernels, as in memory) and each
+   token is replaced by a 64-bit hash of its text, so no vocabulary spans chunks; the
+   token hashes go to one file per corpus on disk.
+2. For each n from ``n_min`` to ``n_max``, every chunk hashes the n-grams at its open
+   positions and appends ``(hash, position)`` records to hash partitions on disk (equal
+   n-grams land in one partition); each partition is then reduced alone by the kernel of
+   the in-memory path (:class:`gate.features.ngram.NgramTally`), which also says which
+   positions stay open for n + 1 (prefix pruning).
+
+Resident: one chunk, one partition, the token flags (one byte per token) and the
+per-record and per-user counts. Disclosures are confirmed on the token hashes of both
+occurrences (read from the files), so a collision of n-gram hashes never counts.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from gate.features.ngram import (
+    NgramDisclosures,
+    NgramHasher,
+    NgramTally,
+    check_ngram_arguments,
+    hash_powers,
+    partition_of,
+)
+from gate.features.tokenize import tokenize
+
+CHUNK_BYTES = 8 * 2**20  # text per chunk of the spilled path
+PARTITION_RECORDS = 1_000_000  # n_min-gram records per partition (about 17 MB)
+CONFIRM_BATCH = 16_384  # disclosures confirmed per mapping of the token files (<= 128 MB read)
+_REPEATED, _SHARED = np.uint8(1), np.uint8(2)
+_SOURCE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8"), ("flags", "u1")])
+_RELEASE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8")])
+
+
+def token_hashes(tokens: Any) -> np.ndarray:
+    """64-bit hashes (never 0) of token strings (pandas' SipHash, fixed key)."""
+    values = np.asarray(tokens.to_numpy(zero_copy_only=False), dtype=object)
+    hashed = pd.util.hash_array(values, categorize=False)
+    hashed[hashed == 0] = 1
+    return hashed
+
+
+@dataclass(frozen=True)
+class SpilledCorpus:
+    """A corpus tokenised to disk: token hashes in ``path``, ``starts[d]`` the first token
+    of record ``d``, ``chunks[c]`` the first record of chunk ``c`` (plus the end)."""
+
+    path: Path
+    starts: np.ndarray
+    chunks: np.ndarray
+
+    @property
+    def tokens(self) -> int:
+        return int(self.starts[-1])
+
+    def doc_of(self, positions: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.starts, positions, side="right") - 1
+
+    def doc_end(self, positions: np.ndarray) -> np.ndarray:
+        return self.starts[self.doc_of(positions) + 1]
+
+    def read(self, first: int, stop: int) -> np.ndarray:
+        """Token hashes ``first .. stop-1``."""
+        return np.fromfile(self.path, dtype=np.uint64, count=stop - first, offset=8 * first)
+
+    def memmap(self) -> np.ndarray:
+        if self.tokens == 0:
+            return np.zeros(0, dtype=np.uint64)
+        return np.memmap(self.path, dtype=np.uint64, mode="r", shape=(self.tokens,))
+
+
+def chunk_bounds(texts: Sequence[str], chunk_bytes: int) -> np.ndarray:
+    """First record of each chunk of about ``chunk_bytes`` of text (and the end)."""
+    sizes = pd.Series(texts, dtype=object).str.len().fillna(0).to_numpy(dtype=np.int64)
+    ends = np.cumsum(sizes + 1)
+    cuts = np.searchsorted(ends, np.arange(chunk_bytes, ends[-1] if ends.size else 0, chunk_bytes))
+    return np.unique(np.r_[0, cuts, len(texts)]).astype(np.int64)
+
+
+def spill_tokens(
+    texts: Sequence[str],
+    path: Path,
+    *,
+    chunk_bytes: int,
+    tokenizer: Literal["whitespace", "word"],
+    lowercase: bool,
+    strip_punctuation: bool,
+    progress: Any = None,
+    description: str = "tokenise",
+) -> SpilledCorpus:
+    """Tokenise ``texts`` chunk by chunk into token hashes written to ``path``."""
+    chunks = chunk_bounds(texts, chunk_bytes)
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    steps: Any = range(chunks.size - 1)
+    if progress is not None:
+        steps = progress.track(steps, total=chunks.size - 1, description=description)
+    with open(path, "wb") as out:
+        for c in steps:
+            first, stop = int(chunks[c]), int(chunks[c + 1])
+            corpus = tokenize(
+                list(texts[first:stop]),
+                tokenizer=tokenizer,
+                lowercase=lowercase,
+                strip_punctuation=strip_punctuation,
+            )
+            token_hash = token_hashes(corpus.vocab)
+            out.write(token_hash[corpus.ids - 1].tobytes())
+            lengths[first:stop] = corpus.lengths
+    starts = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return SpilledCorpus(path=path, starts=starts, chunks=chunks)
+
+
+class _Partitions:
+    """Append-only record files, one per hash partition."""
+
+    def __init__(self, directory: Path, name: str, count: int, dtype: np.dtype) -> None:
+        self.paths = [directory / f"{name}-{p}.bin" for p in range(count)]
+        self.dtype = dtype
+        for path in self.paths:
+            path.write_bytes(b"")
+
+    def append(self, records: np.ndarray, partition: np.ndarray) -> None:
+        # a stable sort of small integers is a radix sort in numpy
+        small = np.uint16 if len(self.paths) <= 1 << 16 else np.int64
+        order = np.argsort(partition.astype(small), kind="stable")
+        bounds = np.searchsorted(partition[order], np.arange(len(self.paths) + 1))
+        records = records[order]
+        for p, path in enumerate(self.paths):
+            if bounds[p + 1] > bounds[p]:
+                with open(path, "ab") as out:
+                    out.write(records[bounds[p] : bounds[p + 1]].tobytes())
+
+    def take(self, p: int) -> np.ndarray:
+        """Partition ``p``'s records (positions ascending), and delete its file."""
+        records = np.fromfile(self.paths[p], dtype=self.dtype)
+        self.paths[p].unlink()
+        return records
+
+
+def _open_ngrams(
+    corpus: SpilledCorpus, open_flags: np.ndarray, n: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per chunk: the open positions whose n-gram fits in its record, and the n-gram hashes."""
+    tokens_per_chunk = np.diff(corpus.starts[corpus.chunks])
+    powers = hash_powers(int(tokens_per_chunk.max(initial=0)))
+    for c in range(corpus.chunks.size - 1):
+        first_doc, stop_doc = int(corpus.chunks[c]), int(corpus.chunks[c + 1])
+        first, stop = int(corpus.starts[first_doc]), int(corpus.starts[stop_doc])
+        if stop - first < n:
+            continue
+        local = np.nonzero(open_flags[first:stop])[0]
+        if local.size == 0:
+            continue
+        hasher = NgramHasher(
+            corpus.read(first, stop),
+            corpus.starts[first_doc : stop_doc + 1] - first,
+            powers=powers,
+        )
+        local = hasher.fitting(local, n)
+        yield local + first, hasher.hashes(local, n)
+
+
+def spilled_ngram_disclosures(
+    source_texts: Sequence[str],
+    synthetic_texts: Sequence[str],
+    *,
+    users: np.ndarray,
+    n_min: int,
+    n_max: int,
+    max_users: int,
+    tokenizer: Literal["whitespace", "word"] = "whitespace",
+    lowercase: bool = False,
+    strip_punctuation: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
+    partitions: int | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+    progress: Any = None,
+) -> NgramDisclosures:
+    """:func:`gate.features.ngram.ngram_disclosures` of texts, tokenised and counted in
+    chunks of ``chunk_bytes`` of text through hash partitions on disk (in a temporary
+    directory under ``workdir``, removed afterwards).
+
+    ``partitions`` defaults to one per :data:`PARTITION_RECORDS` source tokens. The
+    counts do not depend on the chunks or the partitions.
+    """
+    users = check_ngram_arguments(
+        n_records=len(source_texts), users=users, n_min=n_min, n_max=n_max, max_users=max_users
+    )
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be >= 1; found {chunk_bytes}")
+    options = {
+        "tokenizer": tokenizer,
+        "lowercase": lowercase,
+        "strip_punctuation": strip_punctuation,
+    }
+    with tempfile.TemporaryDirectory(prefix="gate-ngrams-", dir=workdir) as tmp:
+        directory = Path(tmp)
+        source = spill_tokens(
+            source_texts,
+            directory / "source.bin",
+            chunk_bytes=chunk_bytes,
+            progress=progress,
+            description="tokenise source",
+            **options,  # type: ignore[arg-type]
+        )
+        synthetic = spill_tokens(
+            synthetic_texts,
+            directory / "release.bin",
+            chunk_bytes=chunk_bytes,
+            progress=progress,
+            description="tokenise release",
+            **options,  # type: ignore[arg-type]
+        )
+        if partitions is None:
+            partitions = max(1, -(-source.tokens // PARTITION_RECORDS))
+        if partitions < 1:
+            raise ValueError(f"partitions must be >= 1; found {partitions}")
+        return _count(
+            source,
+            synthetic,
+            directory,
+            users=users,
+            n_min=n_min,
+            n_max=n_max,
+            max_users=max_users,
+            partitions=partitions,
+            progress=progress,
+        )
+
+
+def _count(
+    source: SpilledCorpus,
+    synthetic: SpilledCorpus,
+    directory: Path,
+    *,
+    users: np.ndarray,
+    n_min: int,
+    n_max: int,
+    max_users: int,
+    partitions: int,
+    progress: Any,
+) -> NgramDisclosures:
+    tally = NgramTally(
+        n_records=source.starts.size - 1,
+        n_users=int(users.max()) + 1 if users.size else 0,
+        n_max=n_max,
+    )
+    # open positions: source bit 1 = the n-gram so far is repeated, bit 2 = it occurs in
+    # the release; release: it occurs in the source. Every position is open at n_min.
+    src_flags = np.full(source.tokens, _REPEATED | _SHARED, dtype=np.uint8)
+    syn_flags = np.ones(synthetic.tokens, dtype=bool)
+
+    def confirm(src_pos: np.ndarray, syn_pos: np.ndarray, n: int) -> np.ndarray:
+        offsets = np.arange(n, dtype=np.int64)
+        order = np.argsort(src_pos)  # read the source file in order
+        same = np.empty(src_pos.size, dtype=bool)
+        for first in range(0, order.size, CONFIRM_BATCH):
+            batch = order[first : first + CONFIRM_BATCH]
+            # mapped per batch: the pages read leave the resident set with the map
+            src_tokens, syn_tokens = source.memmap(), synthetic.memmap()
+            same[batch] = (
+                src_tokens[src_pos[batch][:, None] + offsets]
+                == syn_tokens[syn_pos[batch][:, None] + offsets]
+            ).all(axis=1)
+            del src_tokens, syn_tokens
+        return same
+
+    lengths: Any = range(n_min, n_max + 1)
+    if progress is not None:
+        lengths = progress.track(
+            lengths, total=n_max - n_min + 1, description=f"n-grams ({partitions} partitions)"
+        )
+    exhausted = False  # no source n-gram is open: nothing longer can be disclosed
+    for n in lengths:
+        tally.start_length(n)
+        if exhausted:
+            continue
+        src_parts = _Partitions(directory, f"source-{n}", partitions, _SOURCE_RECORD)
+        syn_parts = _Partitions(directory, f"release-{n}", partitions, _RELEASE_RECORD)
+        for pos, hashes in _open_ngrams(source, src_flags, n):
+            records = np.empty(pos.size, dtype=_SOURCE_RECORD)
+            records["hash"], records["pos"], records["flags"] = hashes, pos, src_flags[pos]
+            src_parts.append(records, partition_of(hashes, partitions))
+        for pos, hashes in _open_ngrams(synthetic, syn_flags, n):
+            records = np.empty(pos.size, dtype=_RELEASE_RECORD)
+            records["hash"], records["pos"] = hashes, pos
+            syn_parts.append(records, partition_of(hashes, partitions))
+        src_flags[:] = 0
+        syn_flags[:] = False
+        for p in range(partitions):
+            src, syn = src_parts.take(p), syn_parts.take(p)
+            repeated = (src["flags"] & _REPEATED) > 0
+            shared = (src["flags"] & _SHARED) > 0
+            still_repeated, shared_src, shared_syn = tally.match_length(
+                n,
+                repeated_pos=src["pos"][repeated],
+                repeated_hash=src["hash"][repeated],
+                src_pos=src["pos"][shared],
+                src_hash=src["hash"][shared],
+                syn_pos=syn["pos"],
+                syn_hash=syn["hash"],
+                source=source,
+                synthetic=synthetic,
+                users=users,
+                max_users=max_users,
+                confirm=confirm,
+            )
+            src_flags[still_repeated] |= _REPEATED
+            src_flags[shared_src] |= _SHARED
+            syn_flags[shared_syn] = True
+        exhausted = not src_flags.any()
+    return tally.result(source.starts[:-1])

@@ -1,0 +1,329 @@
+"""Engines: the local engine in memory and spilled to disk, and the Spark engine on a local
+session and on a Spark Connect server, give the same counts, metrics and verdicts."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gate.engines.local as local_module
+from gate.api import check_release
+from gate.cli import main
+from gate.engines.base import create_engine
+from gate.engines.local import LocalEngine
+from gate.errors import InputError
+from gate.features.ngram import NgramDisclosures
+from gate.policy.models import EngineSettings, NgramFeatures
+from gate.progress import NullProgress
+from gate.registry import PluginUnavailableError
+
+from .conftest import REPO, check_args, read_report, write_policy
+from .test_ngram import WITNESS_FIELDS, copied_span_corpus, reference
+
+NGRAM_POLICY = """\
+version: 1
+name: engines
+engine:
+  name: {engine}
+  memory_mb: {memory_mb}
+  chunk_mb: 0.01
+audits:
+  disclosure:
+    features:
+      - class: ngram
+    thresholds:
+      max_epsilon: 0.5
+"""
+EXAMPLE = REPO / "examples" / "bundle"
+
+
+def assert_same(found: NgramDisclosures, expected: NgramDisclosures) -> None:
+    assert (found.rare_features, found.disclosed_features) == (
+        expected.rare_features,
+        expected.disclosed_features,
+    )
+    for name in ("record_counts", "user_counts", *WITNESS_FIELDS):
+        assert np.array_equal(getattr(found, name), getattr(expected, name)), name
+
+
+def engine_counts(engine, seed: int) -> tuple[NgramDisclosures, tuple]:
+    source, synthetic, users, k = copied_span_corpus(seed)
+    found = engine.ngram_disclosures(
+        source,
+        synthetic,
+        users=users,
+        config=NgramFeatures(n_min=2, n_max=10, max_users=k),
+        progress=NullProgress(),
+    )
+    return found, reference(source, synthetic, users.tolist(), 2, 10, k)
+
+
+def test_local_engine_spills_above_one_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spilled = []
+    real = local_module.spilled_ngram_disclosures
+
+    def counting(*args, **kwargs):
+        spilled.append(kwargs["chunk_bytes"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(local_module, "spilled_ngram_disclosures", counting)
+    in_memory, expected = engine_counts(LocalEngine(EngineSettings()), 0)
+    assert spilled == []
+    small = EngineSettings(memory_mb=0, chunk_mb=0.0002, workdir=str(tmp_path))  # 209 B chunks
+    found, _ = engine_counts(LocalEngine(small), 0)
+    assert spilled == [209]
+    counts, rare, disclosed, user_counts = expected
+    assert found.record_counts.tolist() == counts and found.user_counts.tolist() == user_counts
+    assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
+    assert_same(found, in_memory)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_local_engine_workdir_must_exist(tmp_path: Path) -> None:
+    engine = LocalEngine(EngineSettings(memory_mb=0, workdir=str(tmp_path / "missing")))
+    with pytest.raises(InputError, match=r"engine.workdir: .*missing is not a directory"):
+        engine_counts(engine, 0)
+
+
+def test_unknown_engine_is_bad_input(bundle_files: dict[str, Path], tmp_path: Path, capsys) -> None:
+    assert main(check_args(bundle_files, tmp_path / "out", engine="nope")) == 2
+    assert "engine.name: no engine 'nope' in this installation" in capsys.readouterr().err
+    with pytest.raises(PluginUnavailableError, match="engine 'nope' is not available"):
+        create_engine(EngineSettings(name="nope"))
+
+
+def example_check(tmp_path: Path, name: str, *, memory_mb: float = 32, **kw) -> dict:
+    """``gate check`` of the bundled example under an n-gram policy (``kw`` go to
+    :func:`check_release`, e.g. ``engine="spark"``)."""
+    policy = write_policy(
+        tmp_path / f"{name}.yaml", NGRAM_POLICY.format(engine="local", memory_mb=memory_mb)
+    )
+    outcome = check_release(
+        policy=policy,
+        manifest=EXAMPLE / "split" / "split-manifest.json",
+        synthetic=EXAMPLE / "synthetic.jsonl",
+        out_dir=tmp_path / name,
+        mlflow=False,
+        **kw,
+    )
+    report = read_report(tmp_path / name)
+    assert outcome.result.status == report["status"]
+    return report
+
+
+def comparable(report: dict) -> dict:
+    """Verdict, metrics and witnesses (without the witness hash, keyed per process)."""
+    audit = report["audits"]["disclosure"]
+    return {
+        "status": report["status"],
+        "metrics": audit["metrics"],
+        "witnesses": [
+            {k: v for k, v in w.items() if k != "feature_hash"} for w in audit["witnesses"]
+        ],
+    }
+
+
+def test_bundled_example_same_verdict_in_memory_and_spilled(tmp_path: Path) -> None:
+    in_memory = example_check(tmp_path, "memory")
+    spilled = example_check(tmp_path, "spilled", memory_mb=0)  # 10 kB chunks
+    assert in_memory["status"] == "fail"
+    assert in_memory["audits"]["disclosure"]["metrics"]["ngram.train_disclosures"] > 0
+    assert comparable(spilled) == comparable(in_memory)
+    assert spilled["policy"]["effective"]["engine"]["memory_mb"] == 0  # how it ran
+
+
+# ---------------------------------------------------------------------------- spark
+
+pyspark = pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="module")
+def spark_engine():
+    with create_engine(EngineSettings(name="spark", spark_partitions=3)) as engine:
+        yield engine
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_spark_matches_local_on_random_corpora(spark_engine, seed: int) -> None:
+    found, _ = engine_counts(spark_engine, seed)
+    expected, (counts, rare, disclosed, user_counts) = engine_counts(
+        LocalEngine(EngineSettings()), seed
+    )
+    assert found.record_counts.tolist() == counts and found.user_counts.tolist() == user_counts
+    assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
+    assert_same(found, expected)
+
+
+def test_bundled_example_same_verdict_on_spark(tmp_path: Path, spark_engine) -> None:
+    local = example_check(tmp_path, "local")
+    spark = example_check(tmp_path, "spark", engine="spark")  # --engine over the policy
+    assert spark["policy"]["effective"]["engine"]["name"] == "spark"
+    assert comparable(spark) == comparable(local)
+    # the run used the session that was active in this process, and left it running
+    assert spark_engine.session.range(3).count() == 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def connect_server(tmp_path: Path):
+    """A real Spark Connect server on 127.0.0.1, started here and stopped by PID."""
+    home = Path(pyspark.__file__).parent
+    port = _free_port()
+    log = (tmp_path / "connect.log").open("w")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(home)}
+    server = subprocess.Popen(
+        [
+            str(home / "bin" / "spark-submit"),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+            "spark-internal",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(
+                    f"the Connect server exited: {(tmp_path / 'connect.log').read_text()}"
+                )
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Connect server did not listen within 120 s")
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def test_gate_check_through_a_spark_connect_server(connect_server: str, tmp_path: Path) -> None:
+    """`gate check --engine spark --spark-master sc://...` in its own process (a Connect
+    client marks its whole process as remote), against the local engine's report."""
+    policy = write_policy(tmp_path / "p.yaml", NGRAM_POLICY.format(engine="local", memory_mb=32))
+    args = [
+        "check",
+        "--quiet",
+        "--no-mlflow",
+        "--policy",
+        str(policy),
+        "--manifest",
+        str(EXAMPLE / "split" / "split-manifest.json"),
+        "--synthetic",
+        str(EXAMPLE / "synthetic.jsonl"),
+    ]
+    remote = ["--engine", "spark", "--spark-master", connect_server]
+    done = subprocess.run(
+        [sys.executable, "-m", "gate", *args, "--out", str(tmp_path / "connect"), *remote],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""  # Spark's chatter stays out of the terminal
+    assert main([*args, "--out", str(tmp_path / "local")]) == 1
+    remote, local = read_report(tmp_path / "connect"), read_report(tmp_path / "local")
+    assert remote["policy"]["effective"]["engine"]["spark_master"] == connect_server
+    assert comparable(remote) == comparable(local)
+
+
+PII_TEXTS = [
+    "Write to jane.roe@example.org or call 415-555-0134 before Friday.",
+    "no contact details here",
+    "Mail bob@example.com, cc jane.roe@example.org; fax 212 555 0199.",
+    "",
+    "Visit https://example.net/path or mail ops@example.net.",
+] * 3
+
+
+def test_spark_pii_detection_is_the_local_one(spark_engine) -> None:
+    from gate.policy.models import PiiFeatures
+
+    config = PiiFeatures(engine="patterns")
+    local = LocalEngine(EngineSettings()).detect_pii(
+        PII_TEXTS, config=config, progress=NullProgress(), description="PII"
+    )
+    found = spark_engine.detect_pii(
+        PII_TEXTS, config=config, progress=NullProgress(), description="PII"
+    )
+    assert len(local.values) >= 12
+    assert found.docs.tolist() == local.docs.tolist()
+    assert (found.entity_types, found.raw, found.values) == (
+        local.entity_types,
+        local.raw,
+        local.values,
+    )
+
+
+def test_spark_embeddings_are_the_local_ones(spark_engine) -> None:
+    from gate.policy.models import SemanticFeatures
+
+    texts = [
+        f"record {i}: the patient reported {'mild ' * (i % 4)}pain on day {i}" for i in range(12)
+    ]
+    config = SemanticFeatures()
+    local = LocalEngine(EngineSettings()).encode(
+        texts, config=config, progress=NullProgress(), description="embed"
+    )
+    found = spark_engine.encode(texts, config=config, progress=NullProgress(), description="embed")
+    assert found.shape == local.shape == (12, 384)
+    assert np.min(np.sum(found * local, axis=1)) > 0.9999  # same vectors, other batches
+
+
+@pytest.mark.slow
+def test_standard_policy_same_verdict_on_spark(tmp_path: Path, spark_engine) -> None:
+    """Every class of the standard policy (n-grams, PII with spaCy, MiniLM embeddings) on
+    Spark against the local engine, on the bundled example."""
+
+    def run(name: str, **kw) -> dict:
+        check_release(
+            policy=REPO / "policies" / "standard.yaml",
+            manifest=EXAMPLE / "split" / "split-manifest.json",
+            synthetic=EXAMPLE / "synthetic.jsonl",
+            out_dir=tmp_path / name,
+            mlflow=False,
+            **kw,
+        )
+        return read_report(tmp_path / name)
+
+    local, spark = run("local"), run("spark", engine="spark")
+    assert spark["status"] == local["status"] == "fail"
+    for audit in ("disclosure", "membership"):
+        ours, theirs = spark["audits"][audit]["metrics"], local["audits"][audit]["metrics"]
+        assert ours.keys() == theirs.keys()
+        for key, value in theirs.items():
+            if isinstance(value, float):  # embeddings of other batches: equal to ~1e-6
+                assert ours[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+            else:
+                assert ours[key] == value, key
