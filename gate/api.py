@@ -374,9 +374,15 @@ def _with_engine(
             raise InputError(f"{flags}: {exc.errors()[0]['msg']}") from exc
         loaded = replace(loaded, policy=loaded.policy.model_copy(update={"engine": settings}))
     if settings.name not in ENGINES.names():
+        where = "--engine" if engine is not None else f"{loaded.path}: engine.name"
         raise InputError(
-            f"{loaded.path}: engine.name: no engine {settings.name!r} in this installation "
+            f"{where}: no engine {settings.name!r} in this installation "
             f"(available: {', '.join(ENGINES.names())})"
+        )
+    if spark_master is not None and settings.name != "spark":
+        raise InputError(
+            f"--spark-master applies to the spark engine; the engine is {settings.name!r} "
+            "(add --engine spark)"
         )
     return loaded
 

@@ -96,7 +96,14 @@ def test_local_engine_workdir_must_exist(tmp_path: Path) -> None:
 
 def test_unknown_engine_is_bad_input(bundle_files: dict[str, Path], tmp_path: Path, capsys) -> None:
     assert main(check_args(bundle_files, tmp_path / "out", engine="nope")) == 2
-    assert "engine.name: no engine 'nope' in this installation" in capsys.readouterr().err
+    assert "--engine: no engine 'nope' in this installation" in capsys.readouterr().err
+    args = check_args(bundle_files, tmp_path / "out", **{"spark-master": "local[1]"})
+    assert main(args) == 2
+    assert "--spark-master applies to the spark engine" in capsys.readouterr().err
+    policy = bundle_files["policy"]
+    policy.write_text(policy.read_text() + "engine:\n  name: nope\n")
+    assert main(check_args(bundle_files, tmp_path / "out")) == 2
+    assert f"{policy}: engine.name: no engine 'nope'" in capsys.readouterr().err
     with pytest.raises(PluginUnavailableError, match="engine 'nope' is not available"):
         create_engine(EngineSettings(name="nope"))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
 
 import gate.features.ngram as ngram_module
@@ -308,3 +310,34 @@ def test_spilled_validation() -> None:
         spilled_ngram_disclosures(
             ["a b"], ["a b"], users=np.array([0, 1]), n_min=1, n_max=2, max_users=1
         )
+
+
+def test_crafted_token_hash_collisions_cannot_hide_a_copy() -> None:
+    """Two tokens whose SipHash values under pandas' public default key agree in the low 38
+    bits: a Thue–Morse sequence of 64 of them and its complement have the same n-gram hash
+    (v2(Π (1 - B^{2^i})) >= 26 for odd B). Under that key the spilled path would merge
+    the two 64-grams (not rare) and miss the copy; its token hashes are keyed by a secret
+    drawn for each run, so it finds the copy like the in-memory path."""
+    words = np.array([f"w{i}" for i in range(1 << 20)], dtype=object)
+    low = pd.util.hash_array(words, categorize=False) & np.uint64((1 << 38) - 1)
+    order = np.argsort(low, kind="stable")
+    first = int(np.nonzero(low[order][1:] == low[order][:-1])[0][0])
+    a, b = words[order[first]], words[order[first + 1]]
+    pattern = [bin(x).count("1") % 2 for x in range(64)]
+    s1 = " ".join(a if t == 0 else b for t in pattern)
+    s2 = " ".join(b if t == 0 else a for t in pattern)
+    # under the public key the two 64-grams collide: the attack is real
+    ids = ngram_spill.token_hashes(pa.array(s1.split() + s2.split()), key="0123456789123456")
+    hasher = ngram_module.NgramHasher(ids, np.array([0, 64, 128]))
+    assert hasher.hashes(np.array([0]), 64) == hasher.hashes(np.array([64]), 64)
+    users = np.array([0, 1])
+    # the copy of a rare 64-gram alone, then after a colliding decoy in the release
+    for source, synthetic, rare in (([s1, s2], [s1], 2), ([s1, "q r s"], [s2, s1], 1)):
+        src, syn = corpora(source, synthetic)
+        expected = ngram_disclosures(src, syn, users=users, n_min=64, n_max=64, max_users=1)
+        found = spilled_ngram_disclosures(
+            source, synthetic, users=users, n_min=64, n_max=64, max_users=1
+        )
+        assert expected.record_counts.tolist() == [1, 0]
+        assert found.record_counts.tolist() == [1, 0]
+        assert (found.rare_features, found.disclosed_features) == (rare, 1)

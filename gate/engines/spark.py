@@ -3,12 +3,14 @@
 
 Each partition of records is tokenised and hashed by the numpy kernels of the local
 engine inside ``mapInArrow`` (no Python function per row): every n-gram that fits in its
-record becomes a row ``(n, h1, h2, record, offset)`` with two independent 64-bit
-polynomial hashes over 64-bit token hashes. Rarity, release membership and the counts
-per record and per user are ``groupBy``/joins on ``(n, h1, h2)``; only the per-record
-and per-user counts and one witness per record come back to the driver. With 128 bits
-of hash a collision is not expected in any corpus (the local engine confirms on tokens
-instead), so both engines give the same counts.
+record becomes a row ``(n, h1, h2, record, offset)`` with two 64-bit polynomial hashes
+(independent bases) over 64-bit token hashes keyed by a secret drawn for the run.
+Rarity, release membership and the counts per record and per user are
+``groupBy``/joins on ``(n, h1, h2)``; only the per-record and per-user counts and one
+witness per record come back to the driver. The rows are not confirmed on tokens (the
+local engine does): with keyed token hashes a collision can neither be crafted nor is one
+expected, so both engines give the same counts. PII detection and embeddings run in
+``mapInPandas``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd
 
 from gate.engines.base import Engine
 from gate.features.ngram import NgramDisclosures, NgramHasher, check_ngram_arguments
-from gate.features.ngram_spill import token_hashes
+from gate.features.ngram_spill import hash_key, token_hashes
 from gate.features.tokenize import tokenize
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
@@ -36,7 +38,9 @@ if TYPE_CHECKING:
 
 SECOND_BASE = 0xC2B2AE3D27D4EB4F  # odd; the base of h2, independent of h1's
 _KEY = ["n", "h1", "h2"]
-_CONNECT_ENVIRON = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
+# set for the whole process when a session starts (Spark Connect marks the process as
+# remote; workers run on PYSPARK_PYTHON); close() restores them
+_SESSION_ENVIRON = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "PYSPARK_PYTHON")
 
 
 def ngram_rows(
@@ -48,9 +52,11 @@ def ngram_rows(
     lowercase: bool,
     strip_punctuation: bool,
     with_user: bool,
+    key: str,
 ) -> Any:
     """One Arrow record batch of records (``doc``, ``text`` and maybe ``user``) to the
-    rows of every n-gram that fits in its record (an Arrow table)."""
+    rows of every n-gram that fits in its record (an Arrow table); token hashes under
+    ``key`` (:func:`gate.features.ngram_spill.hash_key`)."""
     import pyarrow as pa
 
     corpus = tokenize(
@@ -59,7 +65,7 @@ def ngram_rows(
         lowercase=lowercase,
         strip_punctuation=strip_punctuation,
     )
-    ids = token_hashes(corpus.vocab)[corpus.ids - 1] if corpus.ids.size else corpus.ids
+    ids = token_hashes(corpus.vocab, key=key)[corpus.ids - 1] if corpus.ids.size else corpus.ids
     first, second = (
         NgramHasher(ids, corpus.starts),
         NgramHasher(ids, corpus.starts, base=SECOND_BASE),
@@ -107,15 +113,17 @@ class SparkEngine(Engine):
         if self._session is None:
             from pyspark.sql import SparkSession
 
-            active = None
-            if not self.settings.spark_master.startswith("sc://"):
+            active: Any
+            if self.settings.spark_master.startswith("sc://"):
+                from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+                active = RemoteSession.getActiveSession()
+            else:
                 active = SparkSession.getActiveSession()
             if active is not None:
                 self._session = active
                 return active
-            # a Spark Connect session marks the whole process as remote through these
-            # variables (and does not unmark it when it stops); restored by close()
-            self._environ = {name: os.environ.get(name) for name in _CONNECT_ENVIRON}
+            self._environ = {name: os.environ.get(name) for name in _SESSION_ENVIRON}
             self._session, self._log = start_session(
                 self.settings.spark_master, self.settings.spark_conf
             )
@@ -123,18 +131,21 @@ class SparkEngine(Engine):
         return self._session
 
     def close(self) -> None:
-        if self._session is not None and self._owned:
-            self._session.stop()
+        try:
+            if self._session is not None and self._owned:
+                self._session.stop()
+        finally:
+            if self._owned:
+                for name, value in self._environ.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
             self._owned = False
-            for name, value in self._environ.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-        self._session = None
-        if self._log is not None:
-            self._log.unlink(missing_ok=True)
-            self._log = None
+            self._session = None
+            if self._log is not None:
+                self._log.unlink(missing_ok=True)
+                self._log = None
 
     def _frame(self, frame: pd.DataFrame) -> Any:
         df = self.session.createDataFrame(frame)
@@ -263,6 +274,7 @@ class SparkEngine(Engine):
             "tokenizer": config.tokenizer,
             "lowercase": config.lowercase,
             "strip_punctuation": config.strip_punctuation,
+            "key": hash_key(),  # secret, one per run: collisions cannot be crafted
         }
 
         def rows(with_user: bool) -> Any:
@@ -272,60 +284,68 @@ class SparkEngine(Engine):
 
             return mapper
 
-        with progress.step(f"spark ({self.settings.spark_master}): n-grams of the records"):
-            source = self._frame(
-                pd.DataFrame(
-                    {
-                        "doc": np.arange(n_records, dtype=np.int64),
-                        "user": users,
-                        "text": pd.Series(source_texts, dtype=object).astype(str),
-                    }
+        cached: list[Any] = []
+
+        def cache(frame: Any) -> Any:
+            cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
+            return cached[-1]
+
+        try:
+            with progress.step(f"spark ({self.settings.spark_master}): n-grams of the records"):
+                source = self._frame(
+                    pd.DataFrame(
+                        {
+                            "doc": np.arange(n_records, dtype=np.int64),
+                            "user": users,
+                            "text": pd.Series(source_texts, dtype=object).astype(str),
+                        }
+                    )
+                ).mapInArrow(rows(True), _schema(True))
+                release = self._frame(
+                    pd.DataFrame(
+                        {
+                            "doc": np.arange(len(synthetic_texts), dtype=np.int64),
+                            "text": pd.Series(synthetic_texts, dtype=object).astype(str),
+                        }
+                    )
+                ).mapInArrow(rows(False), _schema(False))
+                source = cache(source)
+            with progress.step("spark: rarity and release membership"):
+                rare = (
+                    source.groupBy(*_KEY)
+                    .agg(F.countDistinct("user").alias("holders"))
+                    .where(F.col("holders") <= config.max_users)
+                    .select(*_KEY)
                 )
-            ).mapInArrow(rows(True), _schema(True))
-            release = self._frame(
-                pd.DataFrame(
-                    {
-                        "doc": np.arange(len(synthetic_texts), dtype=np.int64),
-                        "text": pd.Series(synthetic_texts, dtype=object).astype(str),
-                    }
+                rare = cache(rare)
+                rare_features = rare.count()
+                # the first release occurrence of each n-gram (smallest record, then offset)
+                first_release = release.groupBy(*_KEY).agg(
+                    F.min(F.struct("doc", "offset")).getField("doc").alias("release_doc")
                 )
-            ).mapInArrow(rows(False), _schema(False))
-            source = source.persist(StorageLevel.MEMORY_AND_DISK)
-        with progress.step("spark: rarity and release membership"):
-            rare = (
-                source.groupBy(*_KEY)
-                .agg(F.countDistinct("user").alias("holders"))
-                .where(F.col("holders") <= config.max_users)
-                .select(*_KEY)
-                .persist(StorageLevel.MEMORY_AND_DISK)
-            )
-            rare_features = rare.count()
-            # the first release occurrence of each n-gram (smallest record, then offset)
-            first_release = release.groupBy(*_KEY).agg(
-                F.min(F.struct("doc", "offset")).getField("doc").alias("release_doc")
-            )
-            disclosed = rare.join(first_release, on=_KEY).persist(StorageLevel.MEMORY_AND_DISK)
-            disclosed_features = disclosed.count()
-        with progress.step("spark: disclosures per record and per user"):
-            hits = source.join(disclosed, on=_KEY).persist(StorageLevel.MEMORY_AND_DISK)
-            per_record = hits.select("doc", *_KEY).distinct().groupBy("doc").count().toPandas()
-            per_user = hits.select("user", *_KEY).distinct().groupBy("user").count().toPandas()
-            best = F.max(F.struct("n", (-F.col("offset")).alias("first"), "release_doc")).alias(
-                "best"
-            )
-            witness = (
-                hits.groupBy("doc")
-                .agg(best)
-                .select(
-                    "doc",
-                    F.col("best.n").alias("n"),
-                    (-F.col("best.first")).alias("offset"),
-                    F.col("best.release_doc").alias("release_doc"),
+                disclosed = cache(rare.join(first_release, on=_KEY))
+                disclosed_features = disclosed.count()
+            with progress.step("spark: disclosures per record and per user"):
+                hits = cache(source.join(disclosed, on=_KEY))
+                per_record = hits.select("doc", *_KEY).distinct().groupBy("doc").count().toPandas()
+                per_user = hits.select("user", *_KEY).distinct().groupBy("user").count().toPandas()
+                best = F.max(F.struct("n", (-F.col("offset")).alias("first"), "release_doc")).alias(
+                    "best"
                 )
-                .toPandas()
-                .sort_values("doc")
-            )
-            for frame in (hits, disclosed, rare, source):
+                witness = (
+                    hits.groupBy("doc")
+                    .agg(best)
+                    .select(
+                        "doc",
+                        F.col("best.n").alias("n"),
+                        (-F.col("best.first")).alias("offset"),
+                        F.col("best.release_doc").alias("release_doc"),
+                    )
+                    .toPandas()
+                    .sort_values("doc")
+                )
+        finally:  # the session may be the caller's: leave nothing cached in it
+            for frame in cached:
                 frame.unpersist()
         record_counts = np.zeros(n_records, dtype=np.int64)
         record_counts[per_record["doc"].to_numpy()] = per_record["count"].to_numpy()

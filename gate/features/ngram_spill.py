@@ -10,14 +10,18 @@
    the in-memory path (:class:`gate.features.ngram.NgramTally`), which also says which
    positions stay open for n + 1 (prefix pruning).
 
-Resident: one chunk, one partition, the token flags (one byte per token) and the
-per-record and per-user counts. Disclosures are confirmed on the token hashes of both
-occurrences (read from the files), so a collision of n-gram hashes never counts.
+Resident besides the texts (which the caller holds): one chunk, one partition, the token
+flags (one byte per token), the record starts and the per-record and per-user counts.
+Disclosures are confirmed on the token hashes of both occurrences (read from the files),
+so a collision of n-gram hashes never counts as a disclosure; the token hashes are keyed
+by a secret drawn for each run, so collisions cannot be crafted either. Sizes of text are
+counted in characters.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,18 +41,27 @@ from gate.features.ngram import (
 )
 from gate.features.tokenize import tokenize
 
-CHUNK_BYTES = 8 * 2**20  # text per chunk of the spilled path
-PARTITION_RECORDS = 1_000_000  # n_min-gram records per partition (about 17 MB)
-CONFIRM_BATCH = 16_384  # disclosures confirmed per mapping of the token files (<= 128 MB read)
+CHUNK_BYTES = 8 * 2**20  # characters of text per chunk of the spilled path
+PARTITION_RECORDS = 1_000_000  # source n_min-grams per partition (17 MB, plus the release's)
+CONFIRM_BATCH = 16_384  # disclosures confirmed per mapping of the token files
 _REPEATED, _SHARED = np.uint8(1), np.uint8(2)
 _SOURCE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8"), ("flags", "u1")])
 _RELEASE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8")])
 
 
-def token_hashes(tokens: Any) -> np.ndarray:
-    """64-bit hashes (never 0) of token strings (pandas' SipHash, fixed key)."""
+def hash_key() -> str:
+    """A secret key for :func:`token_hashes`, new for every run: with a known key, two
+    tokens whose hashes agree in their low bits can be found, and a Thue–Morse sequence of
+    them collides with its complement under the n-gram hash (a crafted release could hide
+    a copy that way)."""
+    return secrets.token_hex(8)
+
+
+def token_hashes(tokens: Any, *, key: str) -> np.ndarray:
+    """64-bit hashes (never 0) of token strings: SipHash (pandas) under ``key``, a string
+    of 16 characters (:func:`hash_key`)."""
     values = np.asarray(tokens.to_numpy(zero_copy_only=False), dtype=object)
-    hashed = pd.util.hash_array(values, categorize=False)
+    hashed = pd.util.hash_array(values, hash_key=key, categorize=False)
     hashed[hashed == 0] = 1
     return hashed
 
@@ -98,10 +111,12 @@ def spill_tokens(
     tokenizer: Literal["whitespace", "word"],
     lowercase: bool,
     strip_punctuation: bool,
+    key: str,
     progress: Any = None,
     description: str = "tokenise",
 ) -> SpilledCorpus:
-    """Tokenise ``texts`` chunk by chunk into token hashes written to ``path``."""
+    """Tokenise ``texts`` chunk by chunk into token hashes (under ``key``) written to
+    ``path``."""
     chunks = chunk_bounds(texts, chunk_bytes)
     lengths = np.zeros(len(texts), dtype=np.int64)
     steps: Any = range(chunks.size - 1)
@@ -116,7 +131,7 @@ def spill_tokens(
                 lowercase=lowercase,
                 strip_punctuation=strip_punctuation,
             )
-            token_hash = token_hashes(corpus.vocab)
+            token_hash = token_hashes(corpus.vocab, key=key)
             out.write(token_hash[corpus.ids - 1].tobytes())
             lengths[first:stop] = corpus.lengths
     starts = np.zeros(len(texts) + 1, dtype=np.int64)
@@ -206,6 +221,7 @@ def spilled_ngram_disclosures(
         "tokenizer": tokenizer,
         "lowercase": lowercase,
         "strip_punctuation": strip_punctuation,
+        "key": hash_key(),  # one key for both corpora
     }
     with tempfile.TemporaryDirectory(prefix="gate-ngrams-", dir=workdir) as tmp:
         directory = Path(tmp)
