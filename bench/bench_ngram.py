@@ -166,7 +166,7 @@ def main() -> None:
             n_min=8,
             n_max=16,
             max_users=1,
-            chunk_bytes=int(args.chunk_mb * 2**20),
+            chunk_chars=int(args.chunk_mb * 2**20),
         )
         t_tok, t_ngram = 0.0, time.perf_counter() - t0  # tokenising is part of the spill
         tokens = 0

@@ -72,7 +72,7 @@ def test_local_engine_spills_above_one_chunk(
     real = local_module.spilled_ngram_disclosures
 
     def counting(*args, **kwargs):
-        spilled.append(kwargs["chunk_bytes"])
+        spilled.append(kwargs["chunk_chars"])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(local_module, "spilled_ngram_disclosures", counting)

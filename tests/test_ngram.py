@@ -232,7 +232,7 @@ def test_spilled_path_matches_memory_and_reference(
     counts, rare, disclosed, user_counts = reference(source, synthetic, users.tolist(), 2, 10, k)
     src, syn = corpora(source, synthetic)
     in_memory = ngram_disclosures(src, syn, users=users, n_min=2, n_max=10, max_users=k)
-    for chunk_bytes, partitions in ((1, 1), (60, 3), (400, 7), (10**6, 2)):
+    for chunk_chars, partitions in ((1, 1), (60, 3), (400, 7), (10**6, 2)):
         found = spilled_ngram_disclosures(
             source,
             synthetic,
@@ -240,7 +240,7 @@ def test_spilled_path_matches_memory_and_reference(
             n_min=2,
             n_max=10,
             max_users=k,
-            chunk_bytes=chunk_bytes,
+            chunk_chars=chunk_chars,
             partitions=partitions,
             workdir=tmp_path,
         )
@@ -260,7 +260,7 @@ def test_spilled_hand_case_and_normalisation() -> None:
         n_min=2,
         n_max=3,
         max_users=1,
-        chunk_bytes=8,
+        chunk_chars=8,
     )
     assert (found.rare_features, found.disclosed_features) == (17, 8)
     assert found.record_counts.tolist() == [4, 3, 1]
@@ -276,7 +276,7 @@ def test_spilled_hand_case_and_normalisation() -> None:
         max_users=1,
         lowercase=True,
         strip_punctuation=True,
-        chunk_bytes=4,
+        chunk_chars=4,
     )
     assert found.record_counts.tolist() == [1]
 
@@ -291,16 +291,16 @@ def test_spilled_collisions_never_become_disclosures(monkeypatch: pytest.MonkeyP
     both = ngram_index(tokenize(source + synthetic), 4)
     assert np.unique(both.hashes).size < both.hashes.size  # 'a b c d' collides with 'b a c d'
     found = spilled_ngram_disclosures(
-        source, synthetic, users=np.array([0, 1]), n_min=3, n_max=4, max_users=1, chunk_bytes=5
+        source, synthetic, users=np.array([0, 1]), n_min=3, n_max=4, max_users=1, chunk_chars=5
     )
     assert (found.rare_features, found.disclosed_features) == (6, 0)
     assert found.record_counts.tolist() == [0, 0]
 
 
 def test_spilled_validation() -> None:
-    with pytest.raises(ValueError, match="chunk_bytes must be >= 1; found 0"):
+    with pytest.raises(ValueError, match="chunk_chars must be >= 1; found 0"):
         spilled_ngram_disclosures(
-            ["a b"], ["a b"], users=np.array([0]), n_min=1, n_max=2, max_users=1, chunk_bytes=0
+            ["a b"], ["a b"], users=np.array([0]), n_min=1, n_max=2, max_users=1, chunk_chars=0
         )
     with pytest.raises(ValueError, match="partitions must be >= 1; found 0"):
         spilled_ngram_disclosures(

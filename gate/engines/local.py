@@ -67,7 +67,7 @@ class LocalEngine(Engine):
             n_min=config.n_min,
             n_max=config.n_max,
             max_users=config.max_users,
-            chunk_bytes=chunk,
+            chunk_chars=chunk,
             workdir=workdir,
             progress=progress,
             **options,  # type: ignore[arg-type]

@@ -41,7 +41,7 @@ from gate.features.ngram import (
 )
 from gate.features.tokenize import tokenize
 
-CHUNK_BYTES = 8 * 2**20  # characters of text per chunk of the spilled path
+CHUNK_CHARS = 8 * 2**20  # characters of text per chunk of the spilled path
 PARTITION_RECORDS = 1_000_000  # source n_min-grams per partition (17 MB, plus the release's)
 CONFIRM_BATCH = 16_384  # disclosures confirmed per mapping of the token files
 _REPEATED, _SHARED = np.uint8(1), np.uint8(2)
@@ -95,11 +95,11 @@ class SpilledCorpus:
         return np.memmap(self.path, dtype=np.uint64, mode="r", shape=(self.tokens,))
 
 
-def chunk_bounds(texts: Sequence[str], chunk_bytes: int) -> np.ndarray:
-    """First record of each chunk of about ``chunk_bytes`` of text (and the end)."""
+def chunk_bounds(texts: Sequence[str], chunk_chars: int) -> np.ndarray:
+    """First record of each chunk of about ``chunk_chars`` characters (and the end)."""
     sizes = pd.Series(texts, dtype=object).str.len().fillna(0).to_numpy(dtype=np.int64)
     ends = np.cumsum(sizes + 1)
-    cuts = np.searchsorted(ends, np.arange(chunk_bytes, ends[-1] if ends.size else 0, chunk_bytes))
+    cuts = np.searchsorted(ends, np.arange(chunk_chars, ends[-1] if ends.size else 0, chunk_chars))
     return np.unique(np.r_[0, cuts, len(texts)]).astype(np.int64)
 
 
@@ -107,7 +107,7 @@ def spill_tokens(
     texts: Sequence[str],
     path: Path,
     *,
-    chunk_bytes: int,
+    chunk_chars: int,
     tokenizer: Literal["whitespace", "word"],
     lowercase: bool,
     strip_punctuation: bool,
@@ -117,7 +117,7 @@ def spill_tokens(
 ) -> SpilledCorpus:
     """Tokenise ``texts`` chunk by chunk into token hashes (under ``key``) written to
     ``path``."""
-    chunks = chunk_bounds(texts, chunk_bytes)
+    chunks = chunk_bounds(texts, chunk_chars)
     lengths = np.zeros(len(texts), dtype=np.int64)
     steps: Any = range(chunks.size - 1)
     if progress is not None:
@@ -200,13 +200,13 @@ def spilled_ngram_disclosures(
     tokenizer: Literal["whitespace", "word"] = "whitespace",
     lowercase: bool = False,
     strip_punctuation: bool = False,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_chars: int = CHUNK_CHARS,
     partitions: int | None = None,
     workdir: str | os.PathLike[str] | None = None,
     progress: Any = None,
 ) -> NgramDisclosures:
     """:func:`gate.features.ngram.ngram_disclosures` of texts, tokenised and counted in
-    chunks of ``chunk_bytes`` of text through hash partitions on disk (in a temporary
+    chunks of ``chunk_chars`` of text through hash partitions on disk (in a temporary
     directory under ``workdir``, removed afterwards).
 
     ``partitions`` defaults to one per :data:`PARTITION_RECORDS` source tokens. The
@@ -215,8 +215,8 @@ def spilled_ngram_disclosures(
     users = check_ngram_arguments(
         n_records=len(source_texts), users=users, n_min=n_min, n_max=n_max, max_users=max_users
     )
-    if chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes must be >= 1; found {chunk_bytes}")
+    if chunk_chars < 1:
+        raise ValueError(f"chunk_chars must be >= 1; found {chunk_chars}")
     options = {
         "tokenizer": tokenizer,
         "lowercase": lowercase,
@@ -228,7 +228,7 @@ def spilled_ngram_disclosures(
         source = spill_tokens(
             source_texts,
             directory / "source.bin",
-            chunk_bytes=chunk_bytes,
+            chunk_chars=chunk_chars,
             progress=progress,
             description="tokenise source",
             **options,  # type: ignore[arg-type]
@@ -236,7 +236,7 @@ def spilled_ngram_disclosures(
         synthetic = spill_tokens(
             synthetic_texts,
             directory / "release.bin",
-            chunk_bytes=chunk_bytes,
+            chunk_chars=chunk_chars,
             progress=progress,
             description="tokenise release",
             **options,  # type: ignore[arg-type]
