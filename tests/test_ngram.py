@@ -119,21 +119,7 @@ def test_matches_reference_over_many_lengths_with_copied_spans(seed: int) -> Non
     """Spans copied between users and into the release, over n = 2..10: every length
     after the first hashes only what the previous one left open (prefix pruning), which
     must not change any count."""
-    rng = np.random.default_rng(100 + seed)
-    vocab = [f"t{i}" for i in range(30)]
-    source = [" ".join(rng.choice(vocab, size=rng.integers(0, 30))) for _ in range(60)]
-    for _ in range(20):  # a span of one record reappears in another (another user, maybe)
-        a, b = rng.integers(0, 60, size=2)
-        words = source[a].split()
-        start = int(rng.integers(0, max(1, len(words) - 4)))
-        source[b] = " ".join(words[start : start + int(rng.integers(3, 12))]) + " " + source[b]
-    synthetic = [" ".join(rng.choice(vocab, size=rng.integers(0, 20))) for _ in range(20)]
-    for i in range(20):  # the release copies spans of source records
-        words = source[int(rng.integers(0, 60))].split()
-        start = int(rng.integers(0, max(1, len(words) - 2)))
-        synthetic[i] += " " + " ".join(words[start : start + int(rng.integers(2, 14))])
-    users = rng.integers(0, 40, size=60)
-    k = int(rng.integers(1, 4))
+    source, synthetic, users, k = copied_span_corpus(seed)
     src, syn = corpora(source, synthetic)
     counts, rare, disclosed, user_counts = reference(source, synthetic, users.tolist(), 2, 10, k)
     lengths = None

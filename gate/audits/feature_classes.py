@@ -41,10 +41,7 @@ class NgramClass(DisclosureClass[NgramFeatures]):
 
         def witness_text(i: int) -> str:
             record = tokenize(
-                [str(source_texts[found.witness_record[i]])],
-                tokenizer=config.tokenizer,
-                lowercase=config.lowercase,
-                strip_punctuation=config.strip_punctuation,
+                [str(source_texts[found.witness_record[i]])], **config.tokenizer_options()
             )
             return " ".join(
                 record.tokens(int(found.witness_offset[i]), int(found.witness_length[i]))

@@ -7,22 +7,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from gate.engines.base import Engine
 from gate.errors import InputError
 from gate.features.ngram import NgramDisclosures, ngram_disclosures
-from gate.features.ngram_spill import spilled_ngram_disclosures
+from gate.features.ngram_spill import spilled_ngram_disclosures, text_sizes
 from gate.features.tokenize import split_corpus, tokenize
 from gate.plugins import ENGINES
 from gate.policy.models import NgramFeatures
 from gate.progress import Progress
-
-
-def text_size(texts: Sequence[str]) -> int:
-    """Characters of ``texts`` (one more per record, for the separator)."""
-    sizes = pd.Series(texts, dtype=object).str.len().fillna(0)
-    return int(sizes.sum()) + len(texts)
 
 
 @ENGINES.register("local")
@@ -40,13 +33,10 @@ class LocalEngine(Engine):
     ) -> NgramDisclosures:
         in_memory = self.settings.memory_mb * 2**20
         chunk = max(1, int(self.settings.chunk_mb * 2**20))
-        options = {
-            "tokenizer": config.tokenizer,
-            "lowercase": config.lowercase,
-            "strip_punctuation": config.strip_punctuation,
-        }
-        if text_size(source_texts) + text_size(synthetic_texts) <= in_memory:
-            corpus = tokenize(list(source_texts) + list(synthetic_texts), **options)  # type: ignore[arg-type]
+        options = config.tokenizer_options()
+        size = int(text_sizes(source_texts).sum() + text_sizes(synthetic_texts).sum())
+        if size <= in_memory:
+            corpus = tokenize(list(source_texts) + list(synthetic_texts), **options)
             source, synthetic = split_corpus(corpus, len(source_texts))
             return ngram_disclosures(
                 source,
@@ -70,5 +60,5 @@ class LocalEngine(Engine):
             chunk_chars=chunk,
             workdir=workdir,
             progress=progress,
-            **options,  # type: ignore[arg-type]
+            **options,
         )

@@ -271,9 +271,7 @@ class SparkEngine(Engine):
         options: dict[str, Any] = {
             "n_min": config.n_min,
             "n_max": config.n_max,
-            "tokenizer": config.tokenizer,
-            "lowercase": config.lowercase,
-            "strip_punctuation": config.strip_punctuation,
+            **config.tokenizer_options(),
             "key": hash_key(),  # secret, one per run: collisions cannot be crafted
         }
 

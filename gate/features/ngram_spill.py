@@ -95,10 +95,14 @@ class SpilledCorpus:
         return np.memmap(self.path, dtype=np.uint64, mode="r", shape=(self.tokens,))
 
 
+def text_sizes(texts: Sequence[str]) -> np.ndarray:
+    """Characters of each text, plus one for the separator."""
+    return pd.Series(texts, dtype=object).str.len().fillna(0).to_numpy(dtype=np.int64) + 1
+
+
 def chunk_bounds(texts: Sequence[str], chunk_chars: int) -> np.ndarray:
     """First record of each chunk of about ``chunk_chars`` characters (and the end)."""
-    sizes = pd.Series(texts, dtype=object).str.len().fillna(0).to_numpy(dtype=np.int64)
-    ends = np.cumsum(sizes + 1)
+    ends = np.cumsum(text_sizes(texts))
     cuts = np.searchsorted(ends, np.arange(chunk_chars, ends[-1] if ends.size else 0, chunk_chars))
     return np.unique(np.r_[0, cuts, len(texts)]).astype(np.int64)
 
@@ -139,6 +143,11 @@ def spill_tokens(
     return SpilledCorpus(path=path, starts=starts, chunks=chunks)
 
 
+def chunk_powers(corpus: SpilledCorpus) -> tuple[np.ndarray, np.ndarray]:
+    """The hash powers every chunk of ``corpus`` needs (those of its longest chunk)."""
+    return hash_powers(int(np.diff(corpus.starts[corpus.chunks]).max(initial=0)))
+
+
 class _Partitions:
     """Append-only record files, one per hash partition."""
 
@@ -167,11 +176,13 @@ class _Partitions:
 
 
 def _open_ngrams(
-    corpus: SpilledCorpus, open_flags: np.ndarray, n: int
+    corpus: SpilledCorpus,
+    open_flags: np.ndarray,
+    n: int,
+    powers: tuple[np.ndarray, np.ndarray],
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per chunk: the open positions whose n-gram fits in its record, and the n-gram hashes."""
-    tokens_per_chunk = np.diff(corpus.starts[corpus.chunks])
-    powers = hash_powers(int(tokens_per_chunk.max(initial=0)))
+    """Per chunk: the open positions whose n-gram fits in its record, and the n-gram hashes
+    (``powers``: :func:`chunk_powers` of the corpus)."""
     for c in range(corpus.chunks.size - 1):
         first_doc, stop_doc = int(corpus.chunks[c]), int(corpus.chunks[c + 1])
         first, stop = int(corpus.starts[first_doc]), int(corpus.starts[stop_doc])
@@ -222,7 +233,7 @@ def spilled_ngram_disclosures(
         "lowercase": lowercase,
         "strip_punctuation": strip_punctuation,
         "key": hash_key(),  # one key for both corpora
-    }
+    }  # the keyword arguments of spill_tokens
     with tempfile.TemporaryDirectory(prefix="gate-ngrams-", dir=workdir) as tmp:
         directory = Path(tmp)
         source = spill_tokens(
@@ -277,6 +288,7 @@ def _count(
     )
     # open positions: source bit 1 = the n-gram so far is repeated, bit 2 = it occurs in
     # the release; release: it occurs in the source. Every position is open at n_min.
+    src_powers, syn_powers = chunk_powers(source), chunk_powers(synthetic)
     src_flags = np.full(source.tokens, _REPEATED | _SHARED, dtype=np.uint8)
     syn_flags = np.ones(synthetic.tokens, dtype=bool)
 
@@ -307,11 +319,11 @@ def _count(
             continue
         src_parts = _Partitions(directory, f"source-{n}", partitions, _SOURCE_RECORD)
         syn_parts = _Partitions(directory, f"release-{n}", partitions, _RELEASE_RECORD)
-        for pos, hashes in _open_ngrams(source, src_flags, n):
+        for pos, hashes in _open_ngrams(source, src_flags, n, src_powers):
             records = np.empty(pos.size, dtype=_SOURCE_RECORD)
             records["hash"], records["pos"], records["flags"] = hashes, pos, src_flags[pos]
             src_parts.append(records, partition_of(hashes, partitions))
-        for pos, hashes in _open_ngrams(synthetic, syn_flags, n):
+        for pos, hashes in _open_ngrams(synthetic, syn_flags, n, syn_powers):
             records = np.empty(pos.size, dtype=_RELEASE_RECORD)
             records["hash"], records["pos"] = hashes, pos
             syn_parts.append(records, partition_of(hashes, partitions))

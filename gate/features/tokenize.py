@@ -37,9 +37,6 @@ class TokenizedCorpus:
     def lengths(self) -> np.ndarray:
         return np.diff(self.starts)
 
-    def doc_of_position(self) -> np.ndarray:
-        return np.repeat(np.arange(self.n_docs, dtype=np.int64), self.lengths)
-
     def tokens(self, position: int, n: int) -> list[str]:
         """The ``n`` tokens starting at corpus ``position``."""
         return [

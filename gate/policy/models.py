@@ -130,6 +130,14 @@ class NgramFeatures(FeatureClassConfig):
     lowercase: bool = Field(False, description="Case-fold tokens before matching.")
     strip_punctuation: bool = Field(False, description="Drop punctuation before tokenising.")
 
+    def tokenizer_options(self) -> dict[str, typing.Any]:
+        """The keyword arguments of ``gate.features.tokenize.tokenize`` this class sets."""
+        return {
+            "tokenizer": self.tokenizer,
+            "lowercase": self.lowercase,
+            "strip_punctuation": self.strip_punctuation,
+        }
+
     @model_validator(mode="after")
     def _n_range(self) -> NgramFeatures:
         if self.n_min > self.n_max:
