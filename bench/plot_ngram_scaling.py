@@ -1,9 +1,11 @@
 """Plot the n-gram path's time and peak memory against corpus size (README figure).
 
-    .venv/bin/python bench/plot_ngram_scaling.py bench/ngram-scaling.jsonl docs/bench-ngram-scaling.png
+    .venv/bin/python bench/plot_ngram_scaling.py bench/ngram-scaling.jsonl \
+        bench/ngram-scaling-spark.jsonl docs/bench-ngram-scaling.png
 
-Reads the JSON lines ``bench/bench_ngram.py --json`` appends and fits the scaling exponent
-of time in tokens by least squares on log-log axes.
+Reads the JSON lines ``bench/bench_ngram.py --json`` appends (one or more files) and fits
+the scaling exponent of time in tokens by least squares on log-log axes. Spark runs are
+drawn for time only: the peak RSS measured is the driver's, not the JVM's.
 """
 
 from __future__ import annotations
@@ -17,17 +19,18 @@ from matplotlib.figure import Figure
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("runs")
+    parser.add_argument("runs", nargs="+")
     parser.add_argument("out")
     args = parser.parse_args()
-    with open(args.runs, encoding="utf-8") as handle:
-        rows = sorted(
-            (json.loads(line) for line in handle if line.strip()), key=lambda r: r["tokens"]
-        )
+    rows = []
+    for name in args.runs:
+        with open(name, encoding="utf-8") as handle:
+            rows += [json.loads(line) for line in handle if line.strip()]
+    rows.sort(key=lambda r: r["tokens"])
     fig = Figure(figsize=(10, 4))
     left, right = fig.subplots(1, 2)
-    labels = {"memory": "in memory", "spill": "spilled to disk"}
-    for path, style in (("memory", "o-"), ("spill", "s-")):
+    labels = {"memory": "in memory", "spill": "spilled to disk", "spark": "Spark local[2]"}
+    for path, style in (("memory", "o-"), ("spill", "s-"), ("spark", "^-")):
         runs = [r for r in rows if r.get("path", "memory") == path]
         if not runs:
             continue
@@ -36,7 +39,8 @@ def main() -> None:
         peak = np.array([r["peak_rss_gb"] for r in runs])
         slope = np.polyfit(np.log(tokens), np.log(total), 1)[0] if len(runs) > 1 else np.nan
         left.loglog(tokens / 1e6, total, style, label=f"{labels[path]} (slope {slope:.2f})")
-        right.plot(tokens / 1e6, peak, style, label=labels[path])
+        if path != "spark":
+            right.plot(tokens / 1e6, peak, style, label=labels[path])
         print(f"{path}: time ~ tokens^{slope:.3f} over {len(runs)} runs")
     corpus = [r for r in rows if r.get("path", "memory") == "spill"] or rows
     right.plot(

