@@ -119,6 +119,13 @@ def main() -> None:
         help="in memory, chunks and hash partitions on disk (bounded memory), or the spark engine",
     )
     parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the Spark session (repeatable), e.g. spark.driver.memory=12g",
+    )
     parser.add_argument("--chunk-mb", type=float, default=8, help="text per chunk of --path spill")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
@@ -145,7 +152,11 @@ def main() -> None:
     elif args.path == "spark":
         from gate.engines.spark import SparkEngine
 
-        settings = EngineSettings(name="spark", spark_master=args.spark_master)
+        settings = EngineSettings(
+            name="spark",
+            spark_master=args.spark_master,
+            spark_conf=dict(item.split("=", 1) for item in args.spark_conf),
+        )
         with SparkEngine(settings) as engine:
             engine.session  # noqa: B018 (start-up, outside the clock)
             t0 = time.perf_counter()
@@ -196,6 +207,7 @@ def main() -> None:
                 "shards": args.shards,
                 "path": args.path,
                 "chunk_mb": args.chunk_mb if args.path == "spill" else None,
+                **({"spark_conf": args.spark_conf} if args.path == "spark" else {}),
                 "tokens": int(tokens),
                 "tokenise_s": round(t_tok, 3),
                 "ngrams_s": round(t_ngram, 3),

@@ -162,13 +162,14 @@ def spark_engine():
 
 
 @pytest.mark.parametrize(
-    ("seed", "n_min", "n_max"), [(0, 2, 10), (1, 2, 10), (2, 1, 6), (3, 4, 14)]
+    ("seed", "n_min", "n_max"), [(0, 2, 10), (1, 2, 10), (2, 1, 6), (3, 4, 14), (4, 3, 3)]
 )
 def test_spark_matches_local_on_random_corpora(
     spark_engine, seed: int, n_min: int, n_max: int
 ) -> None:
-    """Including unigrams (a longer n-gram's window of 1-grams may cross a record's end)
-    and lengths beyond most shared spans (the pruning from the shortest length)."""
+    """Including unigrams (a longer n-gram's window of 1-grams may cross a record's end),
+    lengths beyond most shared spans (the pruning from the shortest length) and one
+    length only (nothing longer to hash)."""
     found, _ = engine_counts(spark_engine, seed, n_min, n_max)
     expected, (counts, rare, disclosed, user_counts) = engine_counts(
         LocalEngine(EngineSettings()), seed, n_min, n_max
@@ -342,3 +343,43 @@ def test_standard_policy_same_verdict_on_spark(tmp_path: Path, spark_engine) -> 
                 assert ours[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
             else:
                 assert ours[key] == value, key
+
+
+def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path) -> None:
+    """The JVM of a session the engine started is killed (as the kernel's OOM killer or
+    the JVM's own OutOfMemoryError would end it): the step raises one error that names
+    spark.driver.memory and Spark's log, which is kept, and closing the engine does not
+    hide it. In its own process: a killed JVM cannot be replaced in this one."""
+    code = """
+import numpy as np
+from gate.engines.spark import SparkEngine
+from gate.policy.models import EngineSettings, NgramFeatures
+from gate.progress import NullProgress
+
+engine = SparkEngine(EngineSettings(name="spark", spark_master="local[1]"))
+try:
+    with engine:
+        gateway = engine.session.sparkContext._gateway
+        log = engine._log
+        gateway.proc.kill()
+        gateway.proc.wait()
+        engine.ngram_disclosures(
+            ["a b c"], ["a b c"], users=np.array([0]),
+            config=NgramFeatures(n_min=1, n_max=2), progress=NullProgress(),
+        )
+except RuntimeError as error:
+    print("ERROR", error)
+    print("LOG KEPT", log is not None and log.exists())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "stopped answering during ngram_disclosures" in done.stdout
+    assert "spark.driver.memory" in done.stdout and "Spark's log: " in done.stdout
+    assert "LOG KEPT True" in done.stdout

@@ -90,6 +90,10 @@ HAND_MADE = [
     "IBAN DE89 3704 0044 0532 0130 00, card 4111 1111 1111 1111, ssn 078-05-1120",
     "\u0663\u0664\u0665\u0666\u0667\u0668\u0669\u0660\u0661\u0662 Arabic-Indic digits",
     "WWW.EXAMPLE.COM and www.example.\u212az",
+    # characters the standard library's \s holds and the regex module's does not
+    "see example.com/a\x1cb now",
+    "x example.com/path\x1fmore.org y",
+    "mail a\x1db@example.com or 10.0.0.1\x1e1 or ::1\x1f",
 ]
 
 
@@ -144,6 +148,11 @@ def test_same_detections_on_random_adversarial_texts(analyzers) -> None:
         "john@",
         "mail.org",
         " " * 40,
+        "\x1c",
+        "\x1f",
+        "\x85",
+        "\u2028",
+        "\u00a0",
     ]
     rng = np.random.default_rng(11)
     total = 0
@@ -165,6 +174,14 @@ def test_presidio_imports_without_torch_for_a_pipeline_that_does_not_need_it() -
         "text='Call John Smith at 555-123-4567.', language='en')\n"
         "assert {r.entity_type for r in found} >= {'PERSON', 'PHONE_NUMBER'}, found\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
+        "import gate.features.pii as pii\n"
+        "pii.spacy_pipeline_needs_torch = lambda model: True  # as a transformer pipeline\n"
+        "try:\n"
+        "    pii.build_analyzer('spacy', 'another_pipeline')\n"
+        "except RuntimeError as error:\n"
+        "    assert 'needs torch' in str(error) and 'own gate process' in str(error)\n"
+        "else:\n"
+        "    raise AssertionError('a torch pipeline after a torch-less import must fail')\n"
         "import torch\n"
         "print(torch.ones(2).sum().item())\n"
     )

@@ -18,12 +18,13 @@ counts. PII detection and embeddings run in ``mapInPandas``.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,16 @@ if TYPE_CHECKING:
 SECOND_BASE = 0xC2B2AE3D27D4EB4F  # odd; the base of h2, independent of h1's
 SHUFFLE_CHARS = 32 << 20  # characters of text per shuffle partition (sessions the gate starts)
 _KEY = ["n", "h1", "h2"]
+_ROW_DTYPES = {
+    "n": np.int32,
+    "h1": np.int64,
+    "h2": np.int64,
+    "doc": np.int64,
+    "offset": np.int32,
+    "user": np.int64,
+    "in_s": np.bool_,
+}
+T = TypeVar("T")
 # set for the whole process when a session starts (Spark Connect marks the process as
 # remote; workers run on PYSPARK_PYTHON); close() restores them
 _SESSION_ENVIRON = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "PYSPARK_PYTHON")
@@ -98,7 +109,12 @@ class _RowBuffer:
     def table(self) -> Any:
         import pyarrow as pa
 
-        return pa.table({k: np.concatenate(v) for k, v in self.columns.items()})
+        return pa.table(
+            {
+                k: np.concatenate(v) if v else np.empty(0, dtype=_ROW_DTYPES[k])
+                for k, v in self.columns.items()
+            }
+        )
 
 
 def ngram_rows(
@@ -198,6 +214,41 @@ def _schema(with_user: bool, with_flag: bool = False) -> str:
     return f"n int, h1 long, h2 long, doc long, offset int{user}{flag}"
 
 
+def _lost_jvm(exc: BaseException) -> bool:
+    """Py4J's errors, or a refused connection to the JVM's gateway (it is gone)."""
+    if isinstance(exc, ConnectionError):
+        return True
+    try:
+        from py4j.protocol import Py4JError
+    except ImportError:  # Spark Connect only: its errors carry their message
+        return False
+    return isinstance(exc, Py4JError)
+
+
+def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
+    """A step of :class:`SparkEngine` whose JVM connection fails (Py4J's errors: the JVM
+    died, most often out of memory, with nothing but "Answer from Java side is empty")
+    raises an error that says what to change and keeps Spark's log."""
+
+    @functools.wraps(step)
+    def run(self: SparkEngine, *args: Any, **kwargs: Any) -> T:
+        try:
+            return step(self, *args, **kwargs)
+        except Exception as exc:
+            if not _lost_jvm(exc):
+                raise
+            self._failed = True
+            log = f" Spark's log: {self._log}." if self._log is not None else ""
+            raise RuntimeError(
+                f"Spark ({self.settings.spark_master}) stopped answering during "
+                f"{step.__name__} ({type(exc).__name__}). If its JVM ran out of memory, raise "
+                "spark.driver.memory in the policy's engine.spark_conf (the gate's default "
+                f"is {SESSION_DEFAULTS['spark.driver.memory']}) or run on a cluster.{log}"
+            ) from exc
+
+    return run
+
+
 @ENGINES.register("spark")
 class SparkEngine(Engine):
     """Counts on Spark; the session starts on first use and stops with the engine."""
@@ -210,6 +261,7 @@ class SparkEngine(Engine):
         self._log: Path | None = None
         self._environ: dict[str, str | None] = {}
         self._owned = False  # started here, so stopped here
+        self._failed = False  # a step lost the JVM: keep Spark's log for the user
 
     @property
     def session(self) -> Any:
@@ -238,7 +290,11 @@ class SparkEngine(Engine):
     def close(self) -> None:
         try:
             if self._session is not None and self._owned:
-                self._session.stop()
+                try:
+                    self._session.stop()
+                except Exception:
+                    if not self._failed:  # a lost JVM cannot stop; its error was reported
+                        raise
         finally:
             if self._owned:
                 for name, value in self._environ.items():
@@ -248,9 +304,9 @@ class SparkEngine(Engine):
                         os.environ[name] = value
             self._owned = False
             self._session = None
-            if self._log is not None:
+            if self._log is not None and not self._failed:
                 self._log.unlink(missing_ok=True)
-                self._log = None
+            self._log = None
 
     def _size_shuffles(self, characters: int) -> None:
         """In a classic session the engine started, unless ``spark_conf`` sets it: one
@@ -282,6 +338,7 @@ class SparkEngine(Engine):
             )
         )
 
+    @_explain_lost_jvm
     def detect_pii(
         self,
         texts: Sequence[str],
@@ -331,6 +388,7 @@ class SparkEngine(Engine):
             values=[str(v) for v in rows["value"]],
         )
 
+    @_explain_lost_jvm
     def encode(
         self,
         texts: Sequence[str],
@@ -366,6 +424,7 @@ class SparkEngine(Engine):
             )
         return np.stack(rows["embedding"].to_numpy()).astype(np.float32)
 
+    @_explain_lost_jvm
     def ngram_disclosures(
         self,
         source_texts: Sequence[str],
@@ -511,8 +570,13 @@ class SparkEngine(Engine):
                     .sort_values("doc")
                 )
         finally:  # the session may be the caller's: leave nothing cached in it
+            failing = sys.exc_info()[1] is not None
             for frame in cached:
-                frame.unpersist()
+                try:
+                    frame.unpersist()
+                except Exception:
+                    if not failing:  # else the step's own error is the one to report
+                        raise
         record_counts = np.zeros(n_records, dtype=np.int64)
         record_counts[per_record["doc"].to_numpy()] = per_record["count"].to_numpy()
         user_counts = np.zeros(n_users, dtype=np.int64)

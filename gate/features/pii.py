@@ -33,6 +33,7 @@ import json
 import multiprocessing
 import os
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -91,6 +92,15 @@ def build_analyzer(
             suffix_list_urls=(), cache_dir=None
         )
     needs_torch = engine == "spacy" and spacy_pipeline_needs_torch(spacy_model)
+    if needs_torch and _IMPORTED_WITHOUT_TORCH:
+        raise RuntimeError(
+            f"spaCy pipeline {spacy_model!r} needs torch, but Presidio was imported in this "
+            f"process without it (for {_IMPORTED_WITHOUT_TORCH[0]!r}), and spaCy's thinc "
+            "keeps that for the life of the process; run a pipeline that needs torch in its "
+            "own gate process"
+        )
+    if not needs_torch and not {"presidio_analyzer", "torch"} & set(sys.modules):
+        _IMPORTED_WITHOUT_TORCH.append(f"{engine}:{spacy_model}")
     with imports_blocked(() if needs_torch else _TORCH_STACK):
         from presidio_analyzer import AnalyzerEngine
         from presidio_analyzer.nlp_engine import NlpEngineProvider
@@ -123,6 +133,8 @@ def build_analyzer(
 # Presidio imports transformers (and with it torch, about 3 s) whenever it is installed,
 # for an NLP engine the gate never uses.
 _TORCH_STACK = ("torch", "transformers")
+# the analyzer for which this process imported Presidio with torch blocked, if it did
+_IMPORTED_WITHOUT_TORCH: list[str] = []
 
 
 def spacy_pipeline_needs_torch(spacy_model: str) -> bool:

@@ -11,9 +11,10 @@ separator, and shifts the results back to offsets in the text.
 
 Why the detections are the same as on the whole text:
 
-* URL, e-mail and IP matches hold no whitespace, and their patterns look at most one
-  character beyond a match (``\\b``, ``(?<![\\w:])``): each window is a whole
-  whitespace-delimited token, and the separator is a space;
+* URL, e-mail and IP matches hold no whitespace (as the ``regex`` module, which Presidio
+  matches with, defines it), and their patterns look at most one character beyond a
+  match (``\\b``, ``(?<![\\w:])``): each window is a whole whitespace-delimited token,
+  and the separator is a space;
 * a phone candidate of ``phonenumbers`` starts at most 10 characters before its first
   digit and ends at its last digit (or one ``#`` later); between digits it allows at most
   4 punctuation characters, or an extension label between runs of blanks, commas and
@@ -34,6 +35,7 @@ import re
 from typing import Any
 
 import numpy as np
+import regex
 from presidio_analyzer import RecognizerResult
 from presidio_analyzer.predefined_recognizers import (
     EmailRecognizer,
@@ -45,13 +47,16 @@ from presidio_analyzer.predefined_recognizers import (
 Span = tuple[int, int]
 
 PHONE_MARGIN = 32
+# phonenumbers matches with the standard library's ``re``; Presidio's pattern recognizers
+# with the ``regex`` module, whose ``\s`` differs (it excludes U+001C-U+001F): the
+# tokens are cut where Presidio's own patterns see whitespace
 _PHONE_TRIGGER = re.compile(r"[ \u00a0\t,\-]*\d+[ \u00a0\t,]*")
-_URL_TOKEN = re.compile(r"(?<!\S)\S*?\.\w\S*")
-_EMAIL_TOKEN = re.compile(r"(?<!\S)[^\s@]*@\S*")
-_IP_TOKEN = re.compile(r"(?<!\S)[^\s\d:]*[\d:]\S*")
+_URL_TOKEN = regex.compile(r"(?<!\S)\S*?\.\w\S*")
+_EMAIL_TOKEN = regex.compile(r"(?<!\S)[^\s@]*@\S*")
+_IP_TOKEN = regex.compile(r"(?<!\S)[^\s\d:]*[\d:]\S*")
 
 
-def token_windows(text: str, token: re.Pattern[str]) -> list[Span]:
+def token_windows(text: str, token: Any) -> list[Span]:
     """The whitespace-delimited tokens that ``token`` finds (it must match whole tokens)."""
     return [m.span() for m in token.finditer(text)]
 
