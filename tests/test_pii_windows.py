@@ -14,16 +14,9 @@ import pytest
 from gate.demo.corpora import email_threads, make_faker
 from gate.features.pii import build_analyzer, spacy_pipeline_needs_torch
 from gate.features.pii_windows import margin_windows, token_windows
+from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
 
-ENTITIES = [
-    "EMAIL_ADDRESS",
-    "PHONE_NUMBER",
-    "CREDIT_CARD",
-    "IBAN_CODE",
-    "US_SSN",
-    "IP_ADDRESS",
-    "URL",
-]
+ENTITIES = [e for e in DEFAULT_PII_ENTITIES if e not in NLP_ONLY_ENTITIES]
 
 
 def test_margin_windows_widen_clip_and_merge() -> None:

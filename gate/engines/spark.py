@@ -31,7 +31,7 @@ import pandas as pd
 
 from gate.engines.base import Engine
 from gate.features.ngram import NgramDisclosures, NgramHasher, check_ngram_arguments
-from gate.features.ngram_spill import hash_key, token_hashes
+from gate.features.ngram_spill import hash_key, text_sizes, token_hashes
 from gate.features.tokenize import tokenize
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
@@ -466,7 +466,7 @@ class SparkEngine(Engine):
 
         n_min = config.n_min
         shortest = {"n_min": n_min, "n_max": n_min}
-        self._size_shuffles(sum(map(len, source_texts)) + sum(map(len, synthetic_texts)))
+        self._size_shuffles(int(text_sizes(source_texts).sum() + text_sizes(synthetic_texts).sum()))
         try:
             with progress.step(f"spark ({self.settings.spark_master}): {n_min}-grams"):
                 source_records = cache(

@@ -84,12 +84,18 @@ def _joined(text: str, windows: list[Span], separator: str) -> tuple[str, np.nda
 
 
 class _Windowed:
-    """Runs the recognizer's own ``analyze`` on the windows of a text that can hold a match."""
+    """Runs the recognizer's own ``analyze`` on the windows of a text that can hold a match:
+    the whole tokens ``pattern`` finds, or (``margin`` set) its matches widened by
+    ``margin`` characters and merged."""
 
+    pattern: Any
+    margin: int | None = None
     separator = " "
 
     def windows(self, text: str) -> list[Span]:
-        raise NotImplementedError
+        if self.margin is None:
+            return token_windows(text, self.pattern)
+        return margin_windows(text, self.pattern, margin=self.margin)
 
     def analyze(
         self, text: str, entities: list[str], nlp_artifacts: Any = None, *args: Any, **kwargs: Any
@@ -118,25 +124,21 @@ class _Windowed:
 
 
 class WindowedPhoneRecognizer(_Windowed, PhoneRecognizer):
+    pattern = _PHONE_TRIGGER
+    margin = PHONE_MARGIN
     separator = "\n"
-
-    def windows(self, text: str) -> list[Span]:
-        return margin_windows(text, _PHONE_TRIGGER, margin=PHONE_MARGIN)
 
 
 class WindowedUrlRecognizer(_Windowed, UrlRecognizer):
-    def windows(self, text: str) -> list[Span]:
-        return token_windows(text, _URL_TOKEN)
+    pattern = _URL_TOKEN
 
 
 class WindowedEmailRecognizer(_Windowed, EmailRecognizer):
-    def windows(self, text: str) -> list[Span]:
-        return token_windows(text, _EMAIL_TOKEN)
+    pattern = _EMAIL_TOKEN
 
 
 class WindowedIpRecognizer(_Windowed, IpRecognizer):
-    def windows(self, text: str) -> list[Span]:
-        return token_windows(text, _IP_TOKEN)
+    pattern = _IP_TOKEN
 
 
 def _windowed_copy(recognizer: Any) -> Any | None:
