@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +22,7 @@ from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle, load_source
-from gate.engines.base import create_engine
+from gate.engines.base import Engine, create_engine
 from gate.errors import BundleError, InputError, missing_dependency_message
 from gate.plugins import ENGINES
 from gate.policy.checks import CheckResult, evaluate_check
@@ -167,6 +168,7 @@ def run_gate(
     seed: int | None = None,
     progress: Progress | None = None,
     data_docs_dir: Path | None = None,
+    engine: Engine | None = None,
 ) -> GateResult:
     """Run every audit the policy enables on ``bundle``, validate the thresholds as a
     Great Expectations suite, and decide PASS or FAIL.
@@ -177,6 +179,8 @@ def run_gate(
         seed: overrides ``policy.seed``; each audit gets its own child of this seed.
         progress: progress reporter; none by default.
         data_docs_dir: if given, GX builds a Data Docs site there.
+        engine: where the heavy steps run (the caller's, left open); by default the policy's
+            engine, started and closed here.
 
     Returns:
         The verdict: ``pass`` only if every audit ran to completion and the GX suite of the
@@ -195,8 +199,8 @@ def run_gate(
     enabled = policy_model.audits.enabled()
     children = np.random.SeedSequence(root_seed).spawn(len(enabled))
     outcomes: dict[str, AuditOutcome] = {}
-    with create_engine(policy_model.engine) as engine:
-        store = FeatureStore(bundle, progress, engine)
+    with nullcontext(engine) if engine is not None else create_engine(policy_model.engine) as used:
+        store = FeatureStore(bundle, progress, used)
         for (name, config), child in zip(enabled.items(), children, strict=True):
             outcomes[name] = _run_audit(
                 name, config, bundle, policy_model, store, root_seed, child, progress
@@ -443,19 +447,23 @@ def _gate_files(
                 from gate.profile.ngram_lbf import profile_generator
 
                 profile_generator(profile.ngram_lbf.generator)  # bad settings: exit 2 now
-        with progress.step("loading the release bundle"):
-            bundle = load_bundle(
-                synthetic=synthetic,
-                membership=loaded.policy.membership,
-                text=loaded.policy.text,
-                train=train,
-                holdout=holdout,
-                source=source,
-                manifest=manifest,
-                canary_source=canary_source,
-                model=model,
+        with create_engine(loaded.policy.engine) as data_engine:
+            with progress.step("loading the release bundle"):
+                bundle = load_bundle(
+                    synthetic=synthetic,
+                    membership=loaded.policy.membership,
+                    text=loaded.policy.text,
+                    train=train,
+                    holdout=holdout,
+                    source=source,
+                    manifest=manifest,
+                    canary_source=canary_source,
+                    model=model,
+                    read=data_engine.read_table,  # the spark engine also reads datasets
+                )
+            result = run_gate(
+                loaded, bundle, seed=seed, progress=progress, data_docs_dir=docs, engine=data_engine
             )
-        result = run_gate(loaded, bundle, seed=seed, progress=progress, data_docs_dir=docs)
         settings = MlflowSettings(
             enabled=mlflow and loaded.policy.evidence.mlflow.enabled,
             tracking_uri=tracking_uri,

@@ -6,10 +6,18 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from gate.api import split_warnings
 from gate.data.bundle import Bundle, load_bundle
+from gate.data.io import (
+    CORRUPT_COLUMN,
+    FILE_PATH_COLUMN,
+    ORDER_COLUMN,
+    dataset_format,
+    dataset_table,
+)
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, SplitCheck
 
@@ -237,3 +245,82 @@ def test_unknown_source_id(tmp_path: Path, bundle_files: dict[str, Path]) -> Non
     )
     with pytest.raises(BundleError, match=r"s.jsonl: line 2: source_id 'zz' is not a record_id"):
         load(bundle_files, synthetic=syn)
+
+
+def test_directories_and_uris_need_the_spark_engine(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    (tmp_path / "release.parquet").mkdir()
+    with pytest.raises(BundleError, match=r"release.parquet: is a directory.*--engine spark"):
+        load(bundle_files, synthetic=tmp_path / "release.parquet")
+    with pytest.raises(BundleError, match=r"^s3a://bucket/r.jsonl: is a URI.*--engine spark"):
+        load(bundle_files, synthetic="s3a://bucket/r.jsonl")
+
+
+def records_table(texts: list[str], files: list[str], order: list[int]) -> pa.Table:
+    """An engine's read of a dataset: records with the file each came from and its id."""
+    return pa.table(
+        {
+            "text": texts,
+            "record_id": [f"r{i}" for i in range(len(texts))],
+            FILE_PATH_COLUMN: files,
+            ORDER_COLUMN: pa.array(order, pa.int64()),
+        }
+    )
+
+
+def test_a_dataset_is_ordered_by_file_then_place_and_fingerprinted_by_its_records() -> None:
+    texts = ["a b", "c d", "e f", "g h"]
+    # part-1's records came first from the reader (its partition got the lower ids)
+    shuffled = records_table(
+        [texts[2], texts[3], texts[0], texts[1]],
+        ["f:/d/part-1", "f:/d/part-1", "f:/d/part-0", "f:/d/part-0"],
+        [0, 1, 8589934592, 8589934593],
+    ).set_column(1, "record_id", pa.array(["r2", "r3", "r0", "r1"]))
+    read = dataset_table("f:/d", shuffled, fmt="jsonl")
+    assert read.frame["text"].tolist() == texts
+    assert read.frame["record_id"].tolist() == ["r0", "r1", "r2", "r3"]
+    assert read.frame["__line__"].tolist() == [1, 2, 3, 4]
+    assert list(read.frame.columns) == ["record_id", "text", "__line__"]
+    assert read.format == "jsonl dataset" and read.size_bytes > 0
+    # the same records in one file: the same fingerprint; one changed record: another
+    one_file = dataset_table(
+        "g:/e", records_table(texts, ["g:/e/x"] * 4, [5, 6, 7, 9]), fmt="jsonl"
+    )
+    assert one_file.sha256 == read.sha256
+    changed = dataset_table(
+        "f:/d", records_table(["a b", "c d", "e f", "g H"], ["x"] * 4, [0, 1, 2, 3]), fmt="jsonl"
+    )
+    assert changed.sha256 != read.sha256
+
+
+def test_a_dataset_with_unparsed_lines_or_no_records_is_refused() -> None:
+    table = records_table(["a", "b", "c"], ["f:/d/p0", "f:/d/p1", "f:/d/p1"], [0, 1, 2])
+    corrupt = table.append_column(
+        CORRUPT_COLUMN, pa.array([None, None, '{"text": "c'], pa.string())
+    )
+    with pytest.raises(
+        BundleError,
+        match=r"^f:/d: 1 record\(s\) are not valid JSON objects, the first at "
+        r"record 2 of f:/d/p1$",
+    ):
+        dataset_table("f:/d", corrupt, fmt="jsonl")
+    clean = table.append_column(CORRUPT_COLUMN, pa.array([None] * 3, pa.string()))
+    assert "_corrupt_record" not in dataset_table("f:/d", clean, fmt="jsonl").frame.columns
+    with pytest.raises(BundleError, match="f:/d: the dataset holds no records"):
+        dataset_table("f:/d", table.slice(0, 0), fmt="parquet")
+
+
+def test_a_dataset_format_comes_from_its_suffix_or_its_files(tmp_path: Path) -> None:
+    assert dataset_format("hdfs://nn/corpora/train.parquet/") == "parquet"
+    assert dataset_format("s3a://bucket/release.jsonl") == "jsonl"
+    parts = tmp_path / "holdout"
+    parts.mkdir()
+    for name in ("part-00000.json", "part-00001.json", "_SUCCESS", ".part-00000.json.crc"):
+        (parts / name).write_text("")
+    assert dataset_format(str(parts)) == "jsonl"
+    (parts / "part-00002.parquet").write_text("")
+    with pytest.raises(BundleError, match=r"holdout: cannot tell the dataset's format"):
+        dataset_format(str(parts))
+    with pytest.raises(BundleError, match=r"s3a://bucket/holdout: name the dataset's format"):
+        dataset_format("s3a://bucket/holdout")

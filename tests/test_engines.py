@@ -188,6 +188,119 @@ def test_bundled_example_same_verdict_on_spark(tmp_path: Path, spark_engine) -> 
     assert spark_engine.session.range(3).count() == 3
 
 
+def write_parts(frame, directory: Path, fmt: str, parts: int) -> Path:
+    """``frame`` as a dataset of ``parts`` files, in order, as Spark writes one
+    (``part-0000i.parquet`` or ``part-0000i.json`` and a ``_SUCCESS`` marker)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True)
+    for i, piece in enumerate(np.array_split(np.arange(len(frame)), parts)):
+        rows = frame.iloc[piece]
+        if fmt == "parquet":
+            pq.write_table(
+                pa.Table.from_pandas(rows, preserve_index=False),
+                directory / f"part-{i:05d}.parquet",
+            )
+        else:
+            rows.to_json(directory / f"part-{i:05d}.json", orient="records", lines=True)
+    (directory / "_SUCCESS").write_text("")
+    return directory
+
+
+def dataset_check(tmp_path: Path, name: str, train, holdout, synthetic, **kw) -> dict:
+    """``gate check`` of the bundled example's records, given as ``train``, ``holdout``
+    and ``synthetic`` paths (files or datasets), under the n-gram policy."""
+    policy = write_policy(
+        tmp_path / f"{name}.yaml", NGRAM_POLICY.format(engine="local", memory_mb=32)
+    )
+    check_release(
+        policy=policy,
+        train=train,
+        holdout=holdout,
+        synthetic=synthetic,
+        out_dir=tmp_path / name,
+        mlflow=False,
+        **kw,
+    )
+    return read_report(tmp_path / name)
+
+
+def example_datasets(tmp_path: Path) -> dict[str, Path | str]:
+    """The bundled example's train as 3 Parquet part files, its holdout as 2 JSON Lines
+    part files (a directory without a suffix), its release as a ``file://`` URI."""
+    from gate.data.io import read_table
+
+    def frame(path: Path):
+        return read_table(path).frame.drop(columns="__line__")
+
+    split = EXAMPLE / "split"
+    return {
+        "train": write_parts(
+            frame(split / "train.jsonl"), tmp_path / "train.parquet", "parquet", 3
+        ),
+        "holdout": write_parts(frame(split / "holdout.jsonl"), tmp_path / "holdout", "jsonl", 2),
+        "synthetic": write_parts(
+            frame(EXAMPLE / "synthetic.jsonl"), tmp_path / "release.jsonl", "jsonl", 2
+        ).as_uri(),
+    }
+
+
+def test_spark_reads_datasets_of_part_files_and_uris(tmp_path: Path, spark_engine) -> None:
+    """Parquet and JSON Lines datasets read by Spark give the report of the files they
+    were written from (same records, in the same order); their fingerprints are of the
+    records, the same however many files hold them."""
+    local = dataset_check(
+        tmp_path,
+        "local",
+        EXAMPLE / "split" / "train.jsonl",
+        EXAMPLE / "split" / "holdout.jsonl",
+        EXAMPLE / "synthetic.jsonl",
+    )
+    paths = example_datasets(tmp_path / "parts")
+    spark = dataset_check(tmp_path, "spark", **paths, engine="spark")
+    assert comparable(spark) == comparable(local) and spark["status"] == "fail"
+    inputs = spark["inputs"]
+    assert inputs["train"]["format"] == "parquet dataset"
+    assert inputs["holdout"]["format"] == "jsonl dataset"
+    assert inputs["synthetic"]["path"].startswith("file:///")
+    for name in ("train", "holdout", "synthetic"):
+        assert inputs[name]["records"] == local["inputs"][name]["records"]
+        assert inputs[name]["users"] == local["inputs"][name]["users"]
+    regrouped = spark_engine.read_table(
+        write_parts(
+            spark_engine.read_table(paths["train"]).frame.drop(columns="__line__"),
+            tmp_path / "train-in-5.parquet",
+            "parquet",
+            5,
+        )
+    )
+    assert regrouped.sha256 == inputs["train"]["sha256"]
+
+
+def test_spark_names_the_dataset_it_cannot_read(tmp_path: Path, spark_engine) -> None:
+    from gate.errors import BundleError
+
+    missing = (tmp_path / "gone.parquet").as_uri()
+    with pytest.raises(
+        BundleError, match=rf"^{missing}: Spark cannot read it as a parquet dataset"
+    ):
+        spark_engine.read_table(missing)
+    broken = tmp_path / "broken.jsonl"
+    broken.mkdir()
+    (broken / "part-00000.json").write_text('{"text": "fine"}\n{"text": "cut\n{"text": "fine"}\n')
+    with pytest.raises(
+        BundleError,
+        match=r"broken.jsonl: 1 record\(s\) are not valid JSON objects, the first at record 2 of file:",
+    ):
+        spark_engine.read_table(broken)
+    # a local file is read as the local engine reads it: its bytes are the fingerprint
+    from gate.data.io import read_table
+
+    example = EXAMPLE / "synthetic.jsonl"
+    assert spark_engine.read_table(example).sha256 == read_table(example).sha256
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -246,31 +359,42 @@ def connect_server(tmp_path: Path):
 
 def test_gate_check_through_a_spark_connect_server(connect_server: str, tmp_path: Path) -> None:
     """`gate check --engine spark --spark-master sc://...` in its own process (a Connect
-    client marks its whole process as remote), against the local engine's report."""
+    client marks its whole process as remote) on datasets the server reads, against the
+    local engine's report of the files they were written from."""
     policy = write_policy(tmp_path / "p.yaml", NGRAM_POLICY.format(engine="local", memory_mb=32))
-    args = [
-        "check",
-        "--quiet",
-        "--no-mlflow",
-        "--policy",
-        str(policy),
-        "--manifest",
-        str(EXAMPLE / "split" / "split-manifest.json"),
-        "--synthetic",
-        str(EXAMPLE / "synthetic.jsonl"),
-    ]
+
+    def args(train, holdout, synthetic, out: str) -> list[str]:
+        return [
+            "check",
+            "--quiet",
+            "--no-mlflow",
+            "--policy",
+            str(policy),
+            "--train",
+            str(train),
+            "--holdout",
+            str(holdout),
+            "--synthetic",
+            str(synthetic),
+            "--out",
+            str(tmp_path / out),
+        ]
+
+    datasets = example_datasets(tmp_path / "parts")
     remote = ["--engine", "spark", "--spark-master", connect_server]
     done = subprocess.run(
-        [sys.executable, "-m", "gate", *args, "--out", str(tmp_path / "connect"), *remote],
+        [sys.executable, "-m", "gate", *args(**datasets, out="connect"), *remote],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""  # Spark's chatter stays out of the terminal
-    assert main([*args, "--out", str(tmp_path / "local")]) == 1
+    files = [EXAMPLE / "split" / "train.jsonl", EXAMPLE / "split" / "holdout.jsonl"]
+    assert main(args(*files, EXAMPLE / "synthetic.jsonl", out="local")) == 1
     remote, local = read_report(tmp_path / "connect"), read_report(tmp_path / "local")
     assert remote["policy"]["effective"]["engine"]["spark_master"] == connect_server
+    assert remote["inputs"]["train"]["format"] == "parquet dataset"
     assert comparable(remote) == comparable(local)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gate.data.io import RawTable, read_table, sha256_file
+from gate.data.io import RawTable, TableReader, read_table, sha256_file
 from gate.data.split import SplitManifest, read_manifest
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -301,8 +301,10 @@ def load_source(
     source: str | Path | None = None,
     manifest: str | Path | None = None,
     canary_source: str | Path | None = None,
+    read: TableReader = read_table,
 ) -> SourceRecords:
-    """Load and validate the source records (train and holdout) of a bundle.
+    """Load and validate the source records (train and holdout) of a bundle; ``read``
+    reads each table (an engine's reader may also read datasets).
 
     Raises:
         BundleError: the files are missing, unreadable or inconsistent.
@@ -326,7 +328,7 @@ def load_source(
     if source is not None:
         if train is not None or holdout is not None:
             raise BundleError("give either --source or --train/--holdout, not both")
-        table = read_table(source)
+        table = read(source)
         tables["source"] = table
         if "split" not in table.frame.columns:
             raise BundleError(
@@ -352,8 +354,8 @@ def load_source(
             raise BundleError(
                 "source records are missing: give --train and --holdout, --source, or --manifest"
             )
-        tables["train"] = read_table(train)
-        tables["holdout"] = read_table(holdout)
+        tables["train"] = read(train)
+        tables["holdout"] = read(holdout)
         if split_manifest is not None:
             _verify_manifest(split_manifest, tables, Path(manifest), membership.p)  # type: ignore[arg-type]
         frame = pd.concat(
@@ -369,7 +371,7 @@ def load_source(
     _reject_blank_sides(frame)
     canary_frame = None
     if canary_source is not None:
-        table = read_table(canary_source)
+        table = read(canary_source)
         if canary_sha256 is not None and table.sha256 != canary_sha256:
             raise BundleError(
                 f"{manifest}: the canary-source file does not match the manifest (sha256 "
@@ -424,6 +426,7 @@ def load_bundle(
     manifest: str | Path | None = None,
     canary_source: str | Path | None = None,
     model: str | Path | None = None,
+    read: TableReader = read_table,
 ) -> Bundle:
     """Load and validate a release bundle.
 
@@ -431,7 +434,9 @@ def load_bundle(
     a ``split`` column, or from the files a ``gate split`` manifest names. ``synthetic``
     None gives an empty release (for audits that sample their own, like the canary audit);
     ``canary_source`` (or the manifest's canary split) gives the canary audit's records;
-    ``model`` a released model directory (the profile audit's surprisal attack).
+    ``model`` a released model directory (the profile audit's surprisal attack); ``read``
+    reads each table (:func:`gate.data.io.read_table`, or an engine's reader, which may
+    also read datasets).
 
     Raises:
         BundleError: the bundle is incomplete, unreadable or inconsistent.
@@ -444,13 +449,14 @@ def load_bundle(
         source=source,
         manifest=manifest,
         canary_source=canary_source,
+        read=read,
     )
     frame, tables, split_manifest = loaded.frame, dict(loaded.tables), loaded.manifest
     fingerprints: dict[str, Fingerprint] = {}
     if synthetic is None:  # audits that make their own release (canary) need none
         synthetic_frame = pd.DataFrame({"record_id": pd.Series(dtype=str), "text": ""})
     else:
-        tables["synthetic"] = read_table(synthetic)
+        tables["synthetic"] = read(synthetic)
         synthetic_frame = _synthetic_frame(tables["synthetic"])
         synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text or TextPolicy())
         _reject_copied_files(tables)

@@ -8,6 +8,7 @@ import io
 import json
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,13 +30,36 @@ FORMATS = {
 
 @dataclass(frozen=True)
 class RawTable:
-    """A table as read from disk, with the fingerprint of its bytes."""
+    """A table as read, with its fingerprint: of a file's bytes, or, for a dataset an
+    engine read (:func:`dataset_table`), of its records."""
 
     path: str
     format: str
     sha256: str
     size_bytes: int
     frame: pd.DataFrame
+
+
+TableReader = Callable[[str | Path], RawTable]
+"""How a bundle's tables are read: :func:`read_table` for files; an engine may also read
+datasets (``Engine.read_table``)."""
+
+DATASET_FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+}
+FILE_PATH_COLUMN = "__file_path__"  # the file a dataset's record came from
+ORDER_COLUMN = "__order__"  # increasing with the record's place in its file
+CORRUPT_COLUMN = "_corrupt_record"  # a JSON line Spark could not parse
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def is_uri(path: str | Path) -> bool:
+    """``scheme://…`` (``hdfs://``, ``s3a://``, ``file://``), not a local path."""
+    return bool(_URI.match(str(path)))
 
 
 def table_format(path: str | Path) -> str:
@@ -133,13 +157,21 @@ def require_regular_file(path: Path, what: str = "file") -> None:
     except OSError as exc:
         raise BundleError(f"{path}: cannot read: {exc.strerror}") from None
     if stat.S_ISDIR(mode):
-        raise BundleError(f"{path}: is a directory, expected a {what}")
+        raise BundleError(
+            f"{path}: is a directory, expected a {what} (`gate check --engine spark` reads "
+            "a dataset of part files)"
+        )
     if not stat.S_ISREG(mode):
         raise BundleError(f"{path}: not a regular file (a pipe or device?); expected a {what}")
 
 
 def read_table(path: str | Path) -> RawTable:
     """Read a table; ``__line__`` holds the 1-based line (JSONL) or data row (CSV/Parquet)."""
+    if is_uri(path):
+        raise BundleError(
+            f"{path}: is a URI; the gate reads local files (`gate check --engine spark` "
+            "reads Parquet and JSON Lines datasets at any URI its cluster can)"
+        )
     p = Path(path)
     fmt = table_format(p)
     require_regular_file(p)
@@ -188,3 +220,71 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def dataset_format(path: str) -> str:
+    """``parquet`` or ``jsonl``, from the suffix of a dataset's path (``…/train.parquet``),
+    else, for a local directory, from the suffix its data files share (Spark's
+    ``part-*.parquet`` or ``part-*.json``)."""
+    name = path.rstrip("/")
+    suffix = Path(name.rsplit("/", 1)[-1]).suffix.lower()
+    if suffix in DATASET_FORMATS:
+        return DATASET_FORMATS[suffix]
+    if not is_uri(path) and Path(path).is_dir():
+        found = {
+            DATASET_FORMATS.get(f.suffix.lower(), f.suffix or "(none)")
+            for f in Path(path).rglob("*")
+            if f.is_file() and not f.name.startswith(("_", ".")) and f.suffix != ".crc"
+        }
+        if len(found) == 1 and found <= {"parquet", "jsonl"}:
+            return found.pop()
+        raise BundleError(
+            f"{path}: cannot tell the dataset's format from its files ({sorted(found)}); "
+            f"name it with a suffix ({', '.join(sorted(DATASET_FORMATS))})"
+        )
+    raise BundleError(
+        f"{path}: name the dataset's format with a suffix ({', '.join(sorted(DATASET_FORMATS))})"
+    )
+
+
+def dataset_table(path: str, table: pa.Table, *, fmt: str) -> RawTable:
+    """A dataset an engine read (many files, any URI) as a :class:`RawTable`.
+
+    ``table`` holds the records with :data:`FILE_PATH_COLUMN` and :data:`ORDER_COLUMN`
+    (and, from a JSON reader, :data:`CORRUPT_COLUMN` where a line did not parse). The
+    records are put in the order of their files' paths, then of their place in the file,
+    whatever the partitioning; ``__line__`` is the 1-based row in that order. The
+    fingerprint is the SHA-256 of the records (the Arrow IPC stream of the ordered
+    columns, sorted by name), so the same records give the same fingerprint however they
+    are split into files; ``size_bytes`` is the records' size in Arrow.
+
+    Raises:
+        BundleError: a record did not parse, or the dataset holds none.
+    """
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        raise BundleError(f"{path}: the dataset holds no records")
+    table = table.sort_by([(FILE_PATH_COLUMN, "ascending"), (ORDER_COLUMN, "ascending")])
+    if CORRUPT_COLUMN in table.column_names:
+        bad = pc.is_valid(table[CORRUPT_COLUMN])
+        if pc.any(bad).as_py():
+            first = int(pc.index(bad, True).as_py())
+            file = table[FILE_PATH_COLUMN][first].as_py()
+            rank = int(pc.sum(pc.equal(table[FILE_PATH_COLUMN].slice(0, first + 1), file)).as_py())
+            raise BundleError(
+                f"{path}: {pc.sum(bad).as_py()} record(s) are not valid JSON objects, the "
+                f"first at record {rank} of {file}"
+            )
+        table = table.drop_columns([CORRUPT_COLUMN])
+    table = table.drop_columns([FILE_PATH_COLUMN, ORDER_COLUMN])
+    table = table.select(sorted(table.column_names)).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    digest = hashlib.sha256(memoryview(sink.getvalue())).hexdigest()
+    frame = table.to_pandas()
+    frame["__line__"] = range(1, len(frame) + 1)
+    return RawTable(
+        path=path, format=f"{fmt} dataset", sha256=digest, size_bytes=table.nbytes, frame=frame
+    )

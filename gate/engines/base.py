@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from gate.data.io import RawTable, read_table
 from gate.features.ngram import NgramDisclosures
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
@@ -95,6 +97,11 @@ class Engine(ABC):
             progress=progress,
             description=description,
         )
+
+    def read_table(self, path: str | Path) -> RawTable:
+        """One table of a bundle (:func:`gate.data.io.read_table`: a local file). Engines
+        that run on a cluster may also read datasets there."""
+        return read_table(path)
 
     def close(self) -> None:  # noqa: B027 (optional hook: most engines hold nothing)
         """Release what the engine holds."""

@@ -29,7 +29,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from gate.data.io import (
+    CORRUPT_COLUMN,
+    FILE_PATH_COLUMN,
+    ORDER_COLUMN,
+    RawTable,
+    dataset_format,
+    dataset_table,
+    is_uri,
+    read_table,
+)
 from gate.engines.base import Engine
+from gate.errors import BundleError
 from gate.features.ngram import NgramDisclosures, NgramHasher, check_ngram_arguments
 from gate.features.ngram_spill import hash_key, text_sizes, token_hashes
 from gate.features.tokenize import tokenize
@@ -321,6 +332,46 @@ class SparkEngine(Engine):
         cores = int(session.sparkContext.defaultParallelism)
         partitions = max(2 * cores, -(-characters // SHUFFLE_CHARS))
         session.conf.set("spark.sql.shuffle.partitions", str(partitions))
+
+    def read_table(self, path: str | Path) -> RawTable:
+        """A local file as the local engine reads it (same bytes, fingerprint and lines); a
+        directory of part files or a URI the cluster can read (``hdfs://``, ``s3a://``,
+        ``file://``, …) read by Spark as a Parquet or JSON Lines dataset and collected to
+        the driver through Arrow, ordered by file path, then by place in the file
+        (:func:`gate.data.io.dataset_table`)."""
+        name = str(path)
+        if not is_uri(name) and not Path(name).is_dir():
+            return read_table(path)
+        fmt = dataset_format(name)
+        return dataset_table(name, self._read_dataset(name, fmt), fmt=fmt)
+
+    @_explain_lost_jvm
+    def _read_dataset(self, path: str, fmt: str) -> Any:
+        """The records of a dataset as an Arrow table, with the file each came from and an
+        id that increases with its place in the file."""
+        from pyspark.errors import AnalysisException
+        from pyspark.sql import functions as F
+
+        reader = self.session.read
+        try:
+            if fmt == "parquet":
+                frame = reader.parquet(path)
+            else:
+                frame = (
+                    reader.option("mode", "PERMISSIVE")
+                    .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+                    .json(path)
+                )
+            return frame.select(
+                "*",
+                F.col("_metadata.file_path").alias(FILE_PATH_COLUMN),
+                F.monotonically_increasing_id().alias(ORDER_COLUMN),
+            ).toArrow()
+        except AnalysisException as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BundleError(
+                f"{path}: Spark cannot read it as a {fmt} dataset: {reason}"
+            ) from None
 
     def _frame(self, frame: pd.DataFrame) -> Any:
         df = self.session.createDataFrame(frame)

@@ -15,17 +15,19 @@ from typing import TYPE_CHECKING
 from gate.atomic import atomic_write
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from gate.metrics import Metric
     from gate.results import Curve, GateResult
 
 
-def _pyplot():
-    import matplotlib
+def new_figure(*, figsize: tuple[float, float], dpi: float = 110) -> Figure:
+    """A figure outside pyplot, saved with the Agg renderer: the gate leaves the
+    process's matplotlib backend as it was (a notebook's stays interactive) and no figure
+    lives on in pyplot's registry."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=figsize, dpi=dpi)
 
 
 def _file_name(chart: str) -> str:
@@ -34,12 +36,12 @@ def _file_name(chart: str) -> str:
 
 def bar_chart(title: str, metrics: list[Metric], path: Path) -> Path:
     """One group of bars per subject, one bar per metric (in declaration order)."""
-    plt = _pyplot()
     subjects = list(dict.fromkeys(m.subject or "" for m in metrics))
     names = list(dict.fromkeys(m.spec.name for m in metrics))
     meaning = {m.spec.name: m.spec.meaning for m in metrics}
     value = {(m.subject or "", m.spec.name): m.value for m in metrics}
-    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=110)
+    fig = new_figure(figsize=(6.4, 3.8))
+    ax = fig.subplots()
     width = 0.8 / len(names)
     for j, name in enumerate(names):
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(subjects))]
@@ -51,13 +53,13 @@ def bar_chart(title: str, metrics: list[Metric], path: Path) -> Path:
         ax.set_yscale("symlog")
     ax.margins(y=0.25)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def curve_chart(title: str, curves: list[Curve], path: Path) -> Path:
     """Curves of one chart in one plot (straight segments between measured points)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.2, 4.6), dpi=110)
+    fig = new_figure(figsize=(5.2, 4.6))
+    ax = fig.subplots()
     if any(c.diagonal for c in curves):
         ax.plot([0, 1], [0, 1], linestyle="--", color="#999999", label="chance")
     for c in curves:
@@ -72,7 +74,7 @@ def curve_chart(title: str, curves: list[Curve], path: Path) -> Path:
     ax.set_ylabel(curves[0].y_label)
     ax.set_title(title[:1].upper() + title[1:])
     ax.legend(fontsize=8, loc="best")
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def epsilon_plot(result: GateResult, path: Path) -> Path | None:
@@ -87,8 +89,8 @@ def epsilon_plot(result: GateResult, path: Path) -> Path | None:
                 bounds.append((f"{outcome.name}: {m.name}", m.value, limits.get(m.name)))
     if not bounds:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.2, 0.45 * len(bounds) + 1.6), dpi=110)
+    fig = new_figure(figsize=(7.2, 0.45 * len(bounds) + 1.6))
+    ax = fig.subplots()
     labels = [b[0] for b in bounds]
     values = [min(b[1], 50.0) for b in bounds]
     ax.barh(labels, values, color="#2980b9", label="lower bound on epsilon")
@@ -107,13 +109,12 @@ def epsilon_plot(result: GateResult, path: Path) -> Path | None:
     ax.set_xlabel("epsilon")
     ax.invert_yaxis()
     ax.legend(fontsize=7, loc="lower right")
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
-def _save(plt, fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
-    plt.close(fig)
     return path
 
 

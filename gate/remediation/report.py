@@ -110,17 +110,15 @@ def remediation_dict(result: RemediationResult) -> dict[str, Any]:
 def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
     """Per round: privacy (accountant ε, the gate's ε̂ per class and canary signal, AUC per
     scorer and canary signal) and utility (holdout perplexity, Fréchet embedding distance)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from gate.evidence.plots import new_figure
 
     labels = [
         f"{r.plan.index}: {r.plan.label.replace(' (non-private)', '')}\n{r.status.upper()}"
         for r in rounds
     ]
     x = list(range(len(rounds)))
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    fig = new_figure(figsize=(15, 3.8), dpi=100)
+    axes = fig.subplots(1, 4)
     ax = axes[0]
     classes = sorted({c for r in rounds for c in r.gate["epsilon_lower"]})
     for c in classes:
@@ -149,13 +147,7 @@ def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
             ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
 
-    def save(tmp: Path) -> None:
-        fig.savefig(tmp, format="png", dpi=110)
-
-    try:
-        atomic_write(path, save)
-    finally:
-        plt.close(fig)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
     return path
 
 
