@@ -6,9 +6,9 @@ dataset reader (README numbers).
 Writes ``records`` records (~100 tokens of text each, as in ``bench_ngram.py``, with a
 record and a user id) as one JSON Lines file, one Parquet file, and Parquet and JSON Lines
 datasets of ``parts`` part files, then times ``gate.data.io.read_table`` on the files and
-the spark engine's ``read_table`` (Spark reads, the records come to the driver through
-Arrow, ordered and fingerprinted) on the datasets; the session starts, and reads a small
-dataset of each format, outside the clock.
+the spark engine's ``read_table`` on the datasets (Spark lists the data files and fetches
+their bytes to the driver through Arrow; the gate parses each file as it parses a single
+file); the session starts, and reads a small dataset of each format, outside the clock.
 Every reader must return the same records in the same order.
 """
 

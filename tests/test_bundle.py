@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gate.api import split_warnings
 from gate.data.bundle import Bundle, load_bundle
-from gate.data.io import (
-    CORRUPT_COLUMN,
-    FILE_PATH_COLUMN,
-    ORDER_COLUMN,
-    dataset_format,
-    dataset_table,
-)
+from gate.data.io import dataset_format, dataset_table
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, SplitCheck
 
@@ -257,58 +255,73 @@ def test_directories_and_uris_need_the_spark_engine(
         load(bundle_files, synthetic="s3a://bucket/r.jsonl")
 
 
-def records_table(texts: list[str], files: list[str], order: list[int]) -> pa.Table:
-    """An engine's read of a dataset: records with the file each came from and its id."""
-    return pa.table(
-        {
-            "text": texts,
-            "record_id": [f"r{i}" for i in range(len(texts))],
-            FILE_PATH_COLUMN: files,
-            ORDER_COLUMN: pa.array(order, pa.int64()),
-        }
-    )
+def jsonl_bytes(*texts: str) -> bytes:
+    return "".join(json.dumps({"text": t, "record_id": t}) + "\n" for t in texts).encode()
 
 
-def test_a_dataset_is_ordered_by_file_then_place_and_fingerprinted_by_its_records() -> None:
-    texts = ["a b", "c d", "e f", "g h"]
-    # part-1's records came first from the reader (its partition got the lower ids)
-    shuffled = records_table(
-        [texts[2], texts[3], texts[0], texts[1]],
-        ["f:/d/part-1", "f:/d/part-1", "f:/d/part-0", "f:/d/part-0"],
-        [0, 1, 8589934592, 8589934593],
-    ).set_column(1, "record_id", pa.array(["r2", "r3", "r0", "r1"]))
-    read = dataset_table("f:/d", shuffled, fmt="jsonl")
-    assert read.frame["text"].tolist() == texts
-    assert read.frame["record_id"].tolist() == ["r0", "r1", "r2", "r3"]
-    assert read.frame["__line__"].tolist() == [1, 2, 3, 4]
-    assert list(read.frame.columns) == ["record_id", "text", "__line__"]
-    assert read.format == "jsonl dataset" and read.size_bytes > 0
-    # the same records in one file: the same fingerprint; one changed record: another
-    one_file = dataset_table(
-        "g:/e", records_table(texts, ["g:/e/x"] * 4, [5, 6, 7, 9]), fmt="jsonl"
-    )
-    assert one_file.sha256 == read.sha256
-    changed = dataset_table(
-        "f:/d", records_table(["a b", "c d", "e f", "g H"], ["x"] * 4, [0, 1, 2, 3]), fmt="jsonl"
-    )
-    assert changed.sha256 != read.sha256
+def parquet_bytes(*texts: str) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"text": list(texts), "record_id": list(texts)}), sink)
+    return sink.getvalue()
 
 
-def test_a_dataset_with_unparsed_lines_or_no_records_is_refused() -> None:
-    table = records_table(["a", "b", "c"], ["f:/d/p0", "f:/d/p1", "f:/d/p1"], [0, 1, 2])
-    corrupt = table.append_column(
-        CORRUPT_COLUMN, pa.array([None, None, '{"text": "c'], pa.string())
+def test_a_dataset_is_its_files_in_path_order_each_read_as_a_file() -> None:
+    part0, part1 = jsonl_bytes("a b", "c d"), jsonl_bytes("e f")
+    files = [("file:/d/x.jsonl/part-1.json", part1), ("file:/d/x.jsonl/part-0.json", part0)]
+    read = dataset_table("/d/x.jsonl", files, fmt="jsonl")
+    assert read.frame["text"].tolist() == ["a b", "c d", "e f"]
+    assert read.frame["__line__"].tolist() == [1, 2, 3]
+    assert (read.path, read.format, read.size_bytes) == (
+        "/d/x.jsonl",
+        "jsonl dataset",
+        len(part0) + len(part1),
     )
-    with pytest.raises(
-        BundleError,
-        match=r"^f:/d: 1 record\(s\) are not valid JSON objects, the first at "
-        r"record 2 of f:/d/p1$",
-    ):
-        dataset_table("f:/d", corrupt, fmt="jsonl")
-    clean = table.append_column(CORRUPT_COLUMN, pa.array([None] * 3, pa.string()))
-    assert "_corrupt_record" not in dataset_table("f:/d", clean, fmt="jsonl").frame.columns
-    with pytest.raises(BundleError, match="f:/d: the dataset holds no records"):
-        dataset_table("f:/d", table.slice(0, 0), fmt="parquet")
+    digests = hashlib.sha256(hashlib.sha256(part0).digest() + hashlib.sha256(part1).digest())
+    assert read.sha256 == digests.hexdigest()
+    moved = [("s3a://b/y/part-0.json", part0), ("s3a://b/y/part-1.json", part1)]
+    assert dataset_table("s3a://b/y", moved, fmt="jsonl").sha256 == read.sha256
+    edited = [("file:/d/part-0.json", part0), ("file:/d/part-1.json", jsonl_bytes("e F"))]
+    assert dataset_table("/d", edited, fmt="jsonl").sha256 != read.sha256
+    empty_part = [
+        ("f:/p/part-0.parquet", parquet_bytes()),
+        ("f:/p/part-1.parquet", parquet_bytes("g")),
+    ]
+    assert dataset_table("/p", empty_part, fmt="parquet").frame["text"].tolist() == ["g"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"text": "ok"}\n{"text": \n', r"part-1.json: line 2: not valid JSON"),
+        (
+            b'{"text": "ok"}\n[{"text": "a"}]\n',
+            r"part-1.json: line 2: each line must be a JSON object",
+        ),
+        (
+            b'{"text": "\\ud800"}\n',
+            r"part-1.json: line 1: field 'text' holds an unpaired surrogate",
+        ),
+        (b'{"text": "caf\xe9"}\n', r"part-1.json: line 1: bytes that are not UTF-8"),
+    ],
+)
+def test_each_file_of_a_dataset_gets_the_checks_of_a_file(raw: bytes, message: str) -> None:
+    files = [("file:/d/part-0.json", jsonl_bytes("fine")), ("file:/d/part-1.json", raw)]
+    with pytest.raises(BundleError, match=f"^file:/d/{message}"):
+        dataset_table("/d", files, fmt="jsonl")
+
+
+def test_a_dataset_of_other_files_partitions_or_nothing_is_refused() -> None:
+    ok = ("file:/d/part-0.json", jsonl_bytes("fine"))
+    with pytest.raises(BundleError, match=r"^file:/d/notes.csv: not a jsonl file, in the jsonl"):
+        dataset_table("/d", [ok, ("file:/d/notes.csv", b"a,b\n")], fmt="jsonl")
+    with pytest.raises(BundleError, match=r"part-1.json.gz: compressed data files are not read"):
+        dataset_table("/d", [ok, ("file:/d/part-1.json.gz", b"")], fmt="jsonl")
+    with pytest.raises(BundleError, match=r"user=u1/part-0.json: a key=value partition directory"):
+        dataset_table("/d", [("file:/d/user=u1/part-0.json", jsonl_bytes("x"))], fmt="jsonl")
+    with pytest.raises(BundleError, match=r"^/d: the dataset holds no data files$"):
+        dataset_table("/d", [], fmt="parquet")
+    with pytest.raises(BundleError, match=r"^/d: the dataset holds no records$"):
+        dataset_table("/d", [("file:/d/part-0.json", b"\n")], fmt="jsonl")
 
 
 def test_a_dataset_format_comes_from_its_suffix_or_its_files(tmp_path: Path) -> None:
@@ -324,3 +337,23 @@ def test_a_dataset_format_comes_from_its_suffix_or_its_files(tmp_path: Path) -> 
         dataset_format(str(parts))
     with pytest.raises(BundleError, match=r"s3a://bucket/holdout: name the dataset's format"):
         dataset_format("s3a://bucket/holdout")
+
+
+def test_a_manifest_is_not_checked_against_a_dataset(tmp_path: Path) -> None:
+    from gate.data.io import read_table
+
+    split = Path(__file__).parents[1] / "examples" / "bundle" / "split"
+    train = split / "train.jsonl"
+
+    def read(path):  # an engine that reads the train file as a dataset of that one file
+        if Path(path) != train:
+            return read_table(path)
+        return dataset_table(str(path), [(train.as_uri(), train.read_bytes())], fmt="jsonl")
+
+    with pytest.raises(BundleError, match=r"split-manifest.json: a manifest names the files"):
+        load_bundle(
+            synthetic=None,
+            membership=MembershipPolicy(p=0.5),
+            manifest=split / "split-manifest.json",
+            read=read,
+        )

@@ -570,6 +570,11 @@ def _verify_manifest(
 ) -> None:
     for name in ("train", "holdout"):
         expected = getattr(manifest, name).sha256
+        if name in tables and tables[name].format.endswith(" dataset"):
+            raise BundleError(
+                f"{path}: a manifest names the files `gate split` wrote; {tables[name].path} "
+                f"is a dataset (give the {name} file the manifest names)"
+            )
         if name not in tables or tables[name].sha256 != expected:
             found = tables[name].sha256 if name in tables else "(not given)"
             raise BundleError(

@@ -8,7 +8,7 @@ import io
 import json
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +31,7 @@ FORMATS = {
 @dataclass(frozen=True)
 class RawTable:
     """A table as read, with its fingerprint: of a file's bytes, or, for a dataset an
-    engine read (:func:`dataset_table`), of its records."""
+    engine read (:func:`dataset_table`), of its files' fingerprints in order."""
 
     path: str
     format: str
@@ -51,9 +51,7 @@ DATASET_FORMATS = {
     ".json": "jsonl",
     ".ndjson": "jsonl",
 }
-FILE_PATH_COLUMN = "__file_path__"  # the file a dataset's record came from
-ORDER_COLUMN = "__order__"  # increasing with the record's place in its file
-CORRUPT_COLUMN = "_corrupt_record"  # a JSON line Spark could not parse
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".snappy", ".deflate", ".zip")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
@@ -72,7 +70,7 @@ def table_format(path: str | Path) -> str:
     return FORMATS[suffix]
 
 
-def _decode(path: Path, raw: bytes) -> str:
+def _decode(path: str | Path, raw: bytes) -> str:
     """UTF-8 (a leading byte-order mark is dropped). The error names the offset and the
     offending bytes in hex, never the text around them."""
     try:
@@ -88,7 +86,7 @@ def _decode(path: Path, raw: bytes) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _reject_surrogates(path: Path, number: int, row: dict) -> None:
+def _reject_surrogates(path: str | Path, number: int, row: dict) -> None:
     """JSON can escape a lone UTF-16 surrogate (``"\\ud800"``), which is no Unicode text:
     refuse it here, naming the line and field, not deep inside a feature class."""
     for key, value in row.items():
@@ -99,7 +97,7 @@ def _reject_surrogates(path: Path, number: int, row: dict) -> None:
             )
 
 
-def _read_jsonl(path: Path, text: str) -> pd.DataFrame:
+def _read_jsonl(path: str | Path, text: str) -> pd.DataFrame:
     """One JSON object per ``\n``-terminated line, as JSON Lines says: a raw U+2028 or
     other Unicode line separator inside a JSON string is part of the string."""
     rows = []
@@ -137,7 +135,7 @@ def _read_csv(path: Path, text: str) -> pd.DataFrame:
     return frame
 
 
-def _read_parquet(path: Path, raw: bytes) -> pd.DataFrame:
+def _read_parquet(path: str | Path, raw: bytes) -> pd.DataFrame:
     try:
         table = pq.read_table(pa.BufferReader(raw))
     except (pa.ArrowInvalid, OSError) as exc:
@@ -247,44 +245,57 @@ def dataset_format(path: str) -> str:
     )
 
 
-def dataset_table(path: str, table: pa.Table, *, fmt: str) -> RawTable:
-    """A dataset an engine read (many files, any URI) as a :class:`RawTable`.
+def dataset_table(path: str, files: Sequence[tuple[str, bytes]], *, fmt: str) -> RawTable:
+    """A dataset (the data files of a directory, listed and fetched by an engine) as one
+    :class:`RawTable`: each file parsed by the reader of a single file of that format (the
+    same checks, errors naming the file and its line), the records in the order of the
+    files' paths, then of their place in the file. ``__line__`` is the 1-based row in that
+    order. The fingerprint is the SHA-256 of the files' SHA-256s in that order;
+    ``size_bytes`` the files' total size.
 
-    ``table`` holds the records with :data:`FILE_PATH_COLUMN` and :data:`ORDER_COLUMN`
-    (and, from a JSON reader, :data:`CORRUPT_COLUMN` where a line did not parse). The
-    records are put in the order of their files' paths, then of their place in the file,
-    whatever the partitioning; ``__line__`` is the 1-based row in that order. The
-    fingerprint is the SHA-256 of the records (the Arrow IPC stream of the ordered
-    columns, sorted by name), so the same records give the same fingerprint however they
-    are split into files; ``size_bytes`` is the records' size in Arrow.
+    Args:
+        path: the dataset as the user named it.
+        files: ``(path, bytes)`` of every data file (hidden and ``_``-prefixed files
+            already left out, as Spark lists them).
+        fmt: ``parquet`` or ``jsonl``.
 
     Raises:
-        BundleError: a record did not parse, or the dataset holds none.
+        BundleError: a file of another kind, compressed, in a ``key=value`` partition
+            directory, or failing its reader's checks; no file; no record.
     """
-    import pyarrow.compute as pc
-
-    if table.num_rows == 0:
-        raise BundleError(f"{path}: the dataset holds no records")
-    table = table.sort_by([(FILE_PATH_COLUMN, "ascending"), (ORDER_COLUMN, "ascending")])
-    if CORRUPT_COLUMN in table.column_names:
-        bad = pc.is_valid(table[CORRUPT_COLUMN])
-        if pc.any(bad).as_py():
-            first = int(pc.index(bad, True).as_py())
-            file = table[FILE_PATH_COLUMN][first].as_py()
-            rank = int(pc.sum(pc.equal(table[FILE_PATH_COLUMN].slice(0, first + 1), file)).as_py())
+    if not files:
+        raise BundleError(f"{path}: the dataset holds no data files")
+    frames = []
+    digest = hashlib.sha256()
+    for name, raw in sorted(files):
+        suffix = Path(name).suffix.lower()
+        if suffix in _COMPRESSED:
             raise BundleError(
-                f"{path}: {pc.sum(bad).as_py()} record(s) are not valid JSON objects, the "
-                f"first at record {rank} of {file}"
+                f"{name}: compressed data files are not read ({suffix}); write the dataset "
+                "uncompressed or as Parquet (its own compression is fine)"
             )
-        table = table.drop_columns([CORRUPT_COLUMN])
-    table = table.drop_columns([FILE_PATH_COLUMN, ORDER_COLUMN])
-    table = table.select(sorted(table.column_names)).combine_chunks()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as stream:
-        stream.write_table(table)
-    digest = hashlib.sha256(memoryview(sink.getvalue())).hexdigest()
-    frame = table.to_pandas()
+        if DATASET_FORMATS.get(suffix) != fmt:
+            raise BundleError(f"{name}: not a {fmt} file, in the {fmt} dataset {path}")
+        folders = name.rstrip("/").split("/")[:-1]
+        if folders and "=" in folders[-1]:
+            raise BundleError(
+                f"{name}: a key=value partition directory; partition columns would be lost, "
+                "so partitioned datasets are not read (write the columns into the files)"
+            )
+        if fmt == "jsonl":
+            frame = _read_jsonl(name, _decode(name, raw))
+        else:
+            frame = _read_parquet(name, raw)
+        frames.append(frame.drop(columns="__line__", errors="ignore"))
+        digest.update(hashlib.sha256(raw).digest())
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if len(frame) == 0:
+        raise BundleError(f"{path}: the dataset holds no records")
     frame["__line__"] = range(1, len(frame) + 1)
     return RawTable(
-        path=path, format=f"{fmt} dataset", sha256=digest, size_bytes=table.nbytes, frame=frame
+        path=path,
+        format=f"{fmt} dataset",
+        sha256=digest.hexdigest(),
+        size_bytes=sum(len(raw) for _, raw in files),
+        frame=frame,
     )

@@ -13,7 +13,9 @@ counts per record and per user are ``groupBy``/joins on ``(n, h1, h2)``; only th
 per-record and per-user counts and one witness per record come back to the driver. The
 rows are not confirmed on tokens (the local engine does): with keyed token hashes a
 collision can neither be crafted nor is one expected, so both engines give the same
-counts. PII detection and embeddings run in ``mapInPandas``.
+counts. PII detection and embeddings run in ``mapInPandas``. Bundle tables given as
+datasets (directories of part files, ``hdfs://``/``s3a://``/``file://`` URIs) are listed
+and fetched by Spark (``binaryFile``) and parsed by the gate's file readers.
 """
 
 from __future__ import annotations
@@ -29,16 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from gate.data.io import (
-    CORRUPT_COLUMN,
-    FILE_PATH_COLUMN,
-    ORDER_COLUMN,
-    RawTable,
-    dataset_format,
-    dataset_table,
-    is_uri,
-    read_table,
-)
+from gate.data.io import RawTable, dataset_format, dataset_table, is_uri, read_table
 from gate.engines.base import Engine
 from gate.errors import BundleError
 from gate.features.ngram import NgramDisclosures, NgramHasher, check_ngram_arguments
@@ -225,6 +218,14 @@ def _schema(with_user: bool, with_flag: bool = False) -> str:
     return f"n int, h1 long, h2 long, doc long, offset int{user}{flag}"
 
 
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message, at most ``limit`` characters (Spark's run
+    to stack traces)."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def _lost_jvm(exc: BaseException) -> bool:
     """Py4J's errors, or a refused connection to the JVM's gateway (it is gone)."""
     if isinstance(exc, ConnectionError):
@@ -334,44 +335,51 @@ class SparkEngine(Engine):
         session.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
     def read_table(self, path: str | Path) -> RawTable:
-        """A local file as the local engine reads it (same bytes, fingerprint and lines); a
-        directory of part files or a URI the cluster can read (``hdfs://``, ``s3a://``,
-        ``file://``, …) read by Spark as a Parquet or JSON Lines dataset and collected to
-        the driver through Arrow, ordered by file path, then by place in the file
-        (:func:`gate.data.io.dataset_table`)."""
+        """A local file as the local engine reads it. A dataset, a directory of part files
+        or a URI the cluster can read (``hdfs://``, ``s3a://``, ``file://``, …): Spark
+        lists its data files and fetches their bytes (``binaryFile``), and each is parsed
+        by the gate's reader of that format, as a single file would be
+        (:func:`gate.data.io.dataset_table`). A local directory is handed to Spark as a
+        ``file://`` URI, so a cluster whose default file system is HDFS, or a Spark
+        Connect server, reads that path, not a namesake of its own."""
         name = str(path)
-        if not is_uri(name) and not Path(name).is_dir():
+        if is_uri(name):
+            location = name
+        elif Path(name).is_dir():
+            location = Path(name).resolve().as_uri()
+        else:
             return read_table(path)
         fmt = dataset_format(name)
-        return dataset_table(name, self._read_dataset(name, fmt), fmt=fmt)
+        return dataset_table(name, self._data_files(name, location), fmt=fmt)
 
     @_explain_lost_jvm
-    def _read_dataset(self, path: str, fmt: str) -> Any:
-        """The records of a dataset as an Arrow table, with the file each came from and an
-        id that increases with its place in the file."""
-        from pyspark.errors import AnalysisException
-        from pyspark.sql import functions as F
+    def _data_files(self, name: str, location: str) -> list[tuple[str, bytes]]:
+        """``(path, bytes)`` of every data file under ``location`` (subdirectories
+        included; hidden and ``_``-prefixed files left out, as Spark lists them)."""
+        from pyspark.errors import PySparkException
 
-        reader = self.session.read
+        answered: tuple[type[Exception], ...] = (PySparkException,)  # the JVM's errors
         try:
-            if fmt == "parquet":
-                frame = reader.parquet(path)
-            else:
-                frame = (
-                    reader.option("mode", "PERMISSIVE")
-                    .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-                    .json(path)
-                )
-            return frame.select(
-                "*",
-                F.col("_metadata.file_path").alias(FILE_PATH_COLUMN),
-                F.monotonically_increasing_id().alias(ORDER_COLUMN),
-            ).toArrow()
-        except AnalysisException as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            from py4j.protocol import Py4JJavaError
+
+            answered += (Py4JJavaError,)
+        except ImportError:  # a Spark Connect client without py4j
+            pass
+        try:
+            files = (
+                self.session.read.format("binaryFile")
+                .option("recursiveFileLookup", "true")
+                .load(location)
+                .select("path", "content")
+                .toArrow()
+            )
+        except answered as exc:  # a read error, not a lost JVM
             raise BundleError(
-                f"{path}: Spark cannot read it as a {fmt} dataset: {reason}"
+                f"{name}: Spark cannot read the dataset: {_first_line(exc)}"
             ) from None
+        return list(
+            zip(files.column("path").to_pylist(), files.column("content").to_pylist(), strict=True)
+        )
 
     def _frame(self, frame: pd.DataFrame) -> Any:
         df = self.session.createDataFrame(frame)
