@@ -21,8 +21,9 @@ Throughput (the cost that dominates a gate run on real-length text):
   a match (:mod:`gate.features.pii_windows`), with the same detections;
 * Presidio is imported without torch and transformers (it imports both, about 3 s, for an
   NLP engine the gate does not use) unless the spaCy pipeline needs them;
-* documents are split over worker processes (one analyzer each) when there are enough
-  of them to pay for the workers' start-up (about 1 s).
+* documents are split over processes (one analyzer each) when there are enough of them
+  to pay for the workers' start-up (about 1 s): the calling process analyses too, from
+  the other end of the queue, while the spawned workers start.
 """
 
 from __future__ import annotations
@@ -264,9 +265,9 @@ def detect_pii(
         texts: the documents.
         engine, spacy_model, entities, score_threshold, normalize: as in the policy's
             ``pii`` class.
-        processes: worker processes; None = one per available CPU when each gets at least
-            300 unique documents (2,000 with the patterns engine), else the calling process
-            alone.
+        processes: processes that analyse, this one included (``processes - 1`` workers
+            are spawned); None = one per available CPU when each gets at least 100 unique
+            documents (500 with the patterns engine), else the calling process alone.
         progress: a progress reporter (``track``), or None.
         description: the progress bar's label.
     """
@@ -289,9 +290,10 @@ def detect_pii(
         else max(1, min(available_cpus(), len(unique_texts) // _DOCUMENTS_PER_WORKER[engine]))
     )
     jobs: list[_Job] = [(c, engine, spacy_model, tuple(entities), score_threshold) for c in chunks]
-    per_text: list[list[Detection]] = []
-    for done in _track(_chunk_results(jobs, workers), len(chunks), progress, description):
-        per_text.extend(done)
+    per_chunk: list[list[list[Detection]]] = [[] for _ in chunks]
+    for index, done in _track(_chunk_results(jobs, workers), len(chunks), progress, description):
+        per_chunk[index] = done
+    per_text = [detections for chunk in per_chunk for detections in chunk]
     return _occurrences(texts, codes, unique_texts, per_text, normalize=normalize)
 
 
@@ -309,15 +311,23 @@ def _worker_pool(workers: int) -> ProcessPoolExecutor:
     return pool
 
 
-def _chunk_results(jobs: list[_Job], workers: int) -> Iterator[list[list[Detection]]]:
+def _chunk_results(jobs: list[_Job], workers: int) -> Iterator[tuple[int, list[list[Detection]]]]:
+    """Each chunk's detections with its index, as they are done. With ``workers`` > 1
+    this process is one of them: ``workers - 1`` spawned workers take the chunks from the
+    front while this process, whose analyzer is loaded, takes them from the back until
+    the two meet (it works while they start up, instead of waiting for them)."""
     if workers <= 1 or len(jobs) <= 1:
-        yield from map(_analyze_chunk, jobs)
+        yield from enumerate(map(_analyze_chunk, jobs))
         return
-    pool = _worker_pool(workers)
+    pool = _worker_pool(workers - 1)
     futures = [pool.submit(_analyze_chunk, job) for job in jobs]
     try:
-        for future in futures:
-            yield future.result()
+        remaining = len(jobs)
+        while remaining > 0 and futures[remaining - 1].cancel():  # not taken by a worker yet
+            remaining -= 1
+            yield remaining, _analyze_chunk(jobs[remaining])
+        for index in range(remaining):
+            yield index, futures[index].result()
     finally:
         for future in futures:
             future.cancel()

@@ -192,8 +192,8 @@ class PiiFeatures(FeatureClassConfig):
         None,
         ge=1,
         le=512,
-        description="Worker processes for detection; null = one per CPU when there are "
-        "enough documents to pay for their start-up.",
+        description="Processes that run detection, the gate's own included; null = one per "
+        "CPU when there are enough documents to pay for the workers' start-up.",
     )
 
     @model_validator(mode="before")
