@@ -148,6 +148,22 @@ def test_worker_processes_find_what_one_process_finds() -> None:
         detect_pii(texts, processes=0, **kwargs)  # type: ignore[arg-type]
 
 
+def test_the_gates_process_analyses_from_the_back_while_workers_start() -> None:
+    """Split over two processes, the gate's own takes the last chunk at once (its
+    analyzer is loaded; the worker is still starting) and every chunk is done once, with
+    the detections of its own texts."""
+    from gate.features.pii import _analyze_chunk, _chunk_results
+
+    jobs = [
+        ([f"{'x ' * i}mail user{i}@example.com"], "patterns", "unused", ("EMAIL_ADDRESS",), 0.35)
+        for i in range(20)
+    ]
+    done = list(_chunk_results(jobs, 2))  # type: ignore[arg-type]
+    assert done[0][0] == 19
+    assert sorted(index for index, _ in done) == list(range(20))
+    assert all(found == _analyze_chunk(jobs[index]) for index, found in done)  # type: ignore[arg-type]
+
+
 def test_missing_spacy_model_is_a_clear_error() -> None:
     with pytest.raises(
         ModuleNotFoundError, match="spaCy pipeline 'no_such_model' is not installed"
