@@ -460,6 +460,25 @@ def test_standard_policy_same_verdict_on_spark(tmp_path: Path, spark_engine) -> 
                 assert ours[key] == value, key
 
 
+def test_only_a_gone_jvm_counts_as_lost() -> None:
+    """A Java exception the JVM answered with (a failed read or query) keeps its own
+    message; a broken or refused gateway connection is the lost-JVM error."""
+    from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
+
+    from gate.engines.spark import _lost_jvm
+
+    class JavaObjectId:  # the reference Py4J keeps to the Java exception object
+        def __init__(self, target_id: str) -> None:
+            self._target_id = target_id
+
+    assert _lost_jvm(Py4JNetworkError("Answer from Java side is empty"))
+    assert _lost_jvm(Py4JError("An error occurred while calling o42.count"))
+    assert _lost_jvm(ConnectionRefusedError(111, "Connection refused"))
+    answered = Py4JJavaError("An error occurred while calling o7.load", JavaObjectId("o8"))
+    assert not _lost_jvm(answered)
+    assert not _lost_jvm(ValueError("not the JVM"))
+
+
 def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path) -> None:
     """The JVM of a session the engine started is killed (as the kernel's OOM killer or
     the JVM's own OutOfMemoryError would end it): the step raises one error that names

@@ -288,7 +288,7 @@ def dataset_table(path: str, files: Sequence[tuple[str, bytes]], *, fmt: str) ->
             frame = _read_parquet(name, raw)
         frames.append(frame.drop(columns="__line__", errors="ignore"))
         digest.update(hashlib.sha256(raw).digest())
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    frame = pd.concat(frames, ignore_index=True)
     if len(frame) == 0:
         raise BundleError(f"{path}: the dataset holds no records")
     frame["__line__"] = range(1, len(frame) + 1)

@@ -226,15 +226,28 @@ def _first_line(exc: BaseException, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _answered_errors() -> tuple[type[Exception], ...]:
+    """The errors of a JVM that answered (PySpark's, and Py4J's Java exceptions where the
+    client has Py4J): a failed read or query, not a lost connection."""
+    from pyspark.errors import PySparkException
+
+    try:
+        from py4j.protocol import Py4JJavaError
+    except ImportError:  # a Spark Connect client without Py4J
+        return (PySparkException,)
+    return (PySparkException, Py4JJavaError)
+
+
 def _lost_jvm(exc: BaseException) -> bool:
-    """Py4J's errors, or a refused connection to the JVM's gateway (it is gone)."""
+    """Py4J's errors other than a Java exception the JVM answered with, or a refused
+    connection to the JVM's gateway: the JVM is gone."""
     if isinstance(exc, ConnectionError):
         return True
     try:
-        from py4j.protocol import Py4JError
+        from py4j.protocol import Py4JError, Py4JJavaError
     except ImportError:  # Spark Connect only: its errors carry their message
         return False
-    return isinstance(exc, Py4JError)
+    return isinstance(exc, Py4JError) and not isinstance(exc, Py4JJavaError)
 
 
 def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
@@ -356,15 +369,6 @@ class SparkEngine(Engine):
     def _data_files(self, name: str, location: str) -> list[tuple[str, bytes]]:
         """``(path, bytes)`` of every data file under ``location`` (subdirectories
         included; hidden and ``_``-prefixed files left out, as Spark lists them)."""
-        from pyspark.errors import PySparkException
-
-        answered: tuple[type[Exception], ...] = (PySparkException,)  # the JVM's errors
-        try:
-            from py4j.protocol import Py4JJavaError
-
-            answered += (Py4JJavaError,)
-        except ImportError:  # a Spark Connect client without py4j
-            pass
         try:
             files = (
                 self.session.read.format("binaryFile")
@@ -373,7 +377,7 @@ class SparkEngine(Engine):
                 .select("path", "content")
                 .toArrow()
             )
-        except answered as exc:  # a read error, not a lost JVM
+        except _answered_errors() as exc:  # a read error, not a lost JVM
             raise BundleError(
                 f"{name}: Spark cannot read the dataset: {_first_line(exc)}"
             ) from None
