@@ -16,7 +16,9 @@ from gate.features.embeddings import (
     encode,
     knn_inner_product,
     knn_search,
+    load_encoder,
     neighbour_density,
+    token_lengths,
 )
 from gate.features.matching import coded_disclosures
 from gate.features.pii import detect_pii, normalise
@@ -207,6 +209,16 @@ def test_embeddings_are_normalised_and_cached(tmp_path) -> None:
     assert set(store.get(EmbeddingCache.keys(texts))) == set(EmbeddingCache.keys(texts))
     again = encode(texts[::-1], cache_dir=str(tmp_path))
     np.testing.assert_array_equal(again, first[::-1])
+
+
+def test_texts_are_batched_by_word_pieces_and_returned_in_order() -> None:
+    texts = ["hello", "a " * 600, "", "the parcel was left at the door", "hello there", "x"]
+    # [CLS] + word pieces + [SEP], cut at MiniLM's window of 256
+    assert token_lengths(load_encoder(None), texts).tolist() == [3, 256, 2, 9, 4, 3]
+    batched = encode(texts, batch_size=2)  # encoded longest first, in pairs
+    one_by_one = np.vstack([encode([t]) for t in texts])
+    np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
+    assert (batched @ batched.T)[np.triu_indices(len(texts), 1)].max() < 0.999
 
 
 def test_bfloat16_embeddings_agree_with_float32_and_are_cached_apart(tmp_path) -> None:

