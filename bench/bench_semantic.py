@@ -1,4 +1,4 @@
-"""Embedding throughput of the semantic class on real-length e-mails (README numbers).
+"""Embedding throughput of the semantic class on e-mails or chats (README numbers).
 
     .venv/bin/python bench/bench_semantic.py --records 600 [--corpus emails|chats]
 

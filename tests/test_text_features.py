@@ -211,14 +211,22 @@ def test_embeddings_are_normalised_and_cached(tmp_path) -> None:
     np.testing.assert_array_equal(again, first[::-1])
 
 
-def test_texts_are_batched_by_word_pieces_and_returned_in_order() -> None:
+def test_texts_are_batched_by_word_pieces_and_returned_in_order(tmp_path) -> None:
     texts = ["hello", "a " * 600, "", "the parcel was left at the door", "hello there", "x"]
-    # [CLS] + word pieces + [SEP], cut at MiniLM's window of 256
-    assert token_lengths(load_encoder(None), texts).tolist() == [3, 256, 2, 9, 4, 3]
-    batched = encode(texts, batch_size=2)  # encoded longest first, in pairs
+    texts += ["\u6570\u636e" * 1500, "  \t "]  # 3,000 CJK characters, one word piece each
+    # [CLS] + word pieces + [SEP], cut at MiniLM's window of 256 (the text without spaces
+    # is measured on its first 2,048 characters, which fill the window too)
+    lengths = token_lengths(load_encoder(None), texts)
+    assert lengths.tolist() == [3, 256, 2, 9, 4, 3, 256, 2]
+    assert token_lengths(object(), texts) is None  # no tokenizer: the caller keeps its order
     one_by_one = np.vstack([encode([t]) for t in texts])
+    batched = encode(texts, batch_size=2)  # encoded longest first, in pairs
     np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
-    assert (batched @ batched.T)[np.triu_indices(len(texts), 1)].max() < 0.999
+    assert (batched[:6] @ batched[:6].T)[np.triu_indices(6, 1)].max() < 0.999
+    # some already cached: the rest are ordered and written back to their own rows
+    encode(texts[1::3], cache_dir=str(tmp_path))
+    again = encode(texts, batch_size=2, cache_dir=str(tmp_path))
+    np.testing.assert_allclose(again, one_by_one, atol=1e-5)
 
 
 def test_bfloat16_embeddings_agree_with_float32_and_are_cached_apart(tmp_path) -> None:

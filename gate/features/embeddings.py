@@ -175,20 +175,24 @@ def encode(
     return out
 
 
-_LENGTH_CHUNK = 4096  # texts tokenised at a time to measure their lengths
+_LENGTH_CHUNK = 1024  # texts tokenised at a time to measure their lengths
+_LENGTH_PREFIX = 8  # characters per window position tokenised to measure a text
 
 
 def token_lengths(encoder: Any, texts: Sequence[str]) -> np.ndarray | None:
-    """The number of word pieces the encoder reads of each text (special tokens included,
+    """About how many word pieces the encoder reads of each text (special tokens included,
     cut at its ``max_seq_length``), or None if it has no Hugging Face tokenizer.
 
     ``encode`` batches texts of equal or nearly equal word-piece length together:
     sentence-transformers sorts the texts of one call by their length in *characters*,
     which on texts shorter than the window leaves word-piece lengths mixed within a batch
-    and pads them. A text of at least as many whitespace-separated words as the window
-    fills it (every word is one word piece or more) and is not tokenised here; the
-    lengths only order the texts, so a word that tokenises to nothing costs padding,
-    never a different embedding.
+    and pads them. The lengths only order the texts (a wrong one costs padding, never a
+    different embedding), so they are measured cheaply: a text of at least ``window - 2``
+    whitespace-separated words is taken to fill the window (BERT's word pieces number at
+    least its words, except words of invisible or combining characters alone) and is not
+    tokenised; the others are tokenised up to ``8 * window`` characters, so that a text
+    without spaces (Chinese, URLs, encoded data) does not hold its whole tokenisation in
+    memory.
     """
     tokenizer = getattr(encoder, "tokenizer", None)
     if tokenizer is None or not callable(tokenizer):
@@ -199,10 +203,11 @@ def token_lengths(encoder: Any, texts: Sequence[str]) -> np.ndarray | None:
     ).to_numpy(zero_copy_only=False)
     out = np.full(len(texts), window if window is not None else 0, dtype=np.int64)
     short = np.flatnonzero(words + 2 < window) if window is not None else np.arange(len(texts))
+    cut = None if window is None else _LENGTH_PREFIX * window
     for start in range(0, short.size, _LENGTH_CHUNK):
         part = short[start : start + _LENGTH_CHUNK]
         out[part] = tokenizer(
-            [texts[i] for i in part.tolist()],
+            [texts[i][:cut] for i in part.tolist()],
             truncation=window is not None,
             max_length=window,
             return_length=True,
