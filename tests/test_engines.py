@@ -423,13 +423,15 @@ def test_spark_embeddings_are_the_local_ones(spark_engine) -> None:
     texts = [
         f"record {i}: the patient reported {'mild ' * (i % 4)}pain on day {i}" for i in range(12)
     ]
+    texts += texts[3:6]  # repeated texts are sent once and come back to every row
     config = SemanticFeatures()
     local = LocalEngine(EngineSettings()).encode(
         texts, config=config, progress=NullProgress(), description="embed"
     )
     found = spark_engine.encode(texts, config=config, progress=NullProgress(), description="embed")
-    assert found.shape == local.shape == (12, 384)
+    assert found.shape == local.shape == (15, 384)
     assert np.min(np.sum(found * local, axis=1)) > 0.9999  # same vectors, other batches
+    np.testing.assert_array_equal(found[12:], found[3:6])
 
 
 @pytest.mark.slow

@@ -229,6 +229,23 @@ def test_texts_are_batched_by_word_pieces_and_returned_in_order(tmp_path) -> Non
     np.testing.assert_allclose(again, one_by_one, atol=1e-5)
 
 
+def test_identical_texts_are_embedded_once(monkeypatch) -> None:
+    encoder = load_encoder(None)
+    seen: list[str] = []
+    original = encoder.encode
+
+    def recording(sentences, **kwargs):
+        seen.extend(sentences)
+        return original(sentences, **kwargs)
+
+    monkeypatch.setattr(encoder, "encode", recording)
+    texts = ["my card was charged twice", "hello", "my card was charged twice", "hello", "x"]
+    out = encode(texts, batch_size=2)
+    assert sorted(seen) == sorted(set(texts))
+    np.testing.assert_array_equal(out[[0, 1]], out[[2, 3]])
+    np.testing.assert_allclose(out, np.vstack([encode([t]) for t in texts]), atol=1e-5)
+
+
 def test_bfloat16_embeddings_agree_with_float32_and_are_cached_apart(tmp_path) -> None:
     rows = support_records(40, rng=np.random.default_rng(0), fake=make_faker(0))
     texts = [r["text"] for r in rows]

@@ -203,16 +203,15 @@ class FeatureStore:
         ``config.precision`` (computed once; how neighbours are searched does not matter)."""
         key = (config.model, config.precision)
         if key not in self._embeddings:
-
-            def embed(texts: list[str], description: str) -> np.ndarray:
-                return self.engine.encode(
-                    texts, config=config, progress=self.progress, description=description
-                )
-
-            self._embeddings[key] = (
-                embed(self.bundle.source["text"].tolist(), "embed source"),
-                embed(self.bundle.synthetic["text"].tolist(), "embed release"),
+            source = self.bundle.source["text"].tolist()
+            # one call: a release text that repeats a source text is embedded once
+            both = self.engine.encode(
+                source + self.bundle.synthetic["text"].tolist(),
+                config=config,
+                progress=self.progress,
+                description="embed source and release",
             )
+            self._embeddings[key] = (both[: len(source)], both[len(source) :])
         return self._embeddings[key]
 
     def rare_records(self, config: SemanticFeatures) -> np.ndarray:

@@ -461,9 +461,10 @@ class SparkEngine(Engine):
         description: str,
     ) -> np.ndarray:
         """The encoder in ``mapInPandas``: each Python worker loads it once and embeds its
-        partitions (no on-disk cache on the workers)."""
+        partitions (no on-disk cache on the workers); identical texts are sent once."""
         if len(texts) == 0:
             return super().encode(texts, config=config, progress=progress, description=description)
+        codes, unique = pd.factorize(pd.Series(list(texts), dtype=object), sort=False)
         model, batch_size, precision = config.model, config.batch_size, config.precision
 
         def mapper(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -480,12 +481,12 @@ class SparkEngine(Engine):
 
         with progress.step(f"spark ({self.settings.spark_master}): {description}"):
             rows = (
-                self._records(texts)
+                self._records([str(t) for t in unique])
                 .mapInPandas(mapper, "doc long, embedding array<float>")
                 .toPandas()
                 .sort_values("doc")
             )
-        return np.stack(rows["embedding"].to_numpy()).astype(np.float32)
+        return np.stack(rows["embedding"].to_numpy()).astype(np.float32)[codes]
 
     @_explain_lost_jvm
     def ngram_disclosures(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -107,7 +108,8 @@ def encode(
     progress: Any = None,
     description: str = "embeddings",
 ) -> np.ndarray:
-    """L2-normalised float32 embeddings, one row per text (cached on disk if asked).
+    """L2-normalised float32 embeddings, one row per text (cached on disk if asked);
+    identical texts are embedded once.
 
     ``precision="bfloat16"`` runs the encoder under CPU autocast to bfloat16 (matrix
     products in bfloat16, normalisations and softmax in float32): on CPUs with AVX512-BF16
@@ -117,6 +119,17 @@ def encode(
     if precision not in ("float32", "bfloat16"):
         raise ValueError(f"precision must be 'float32' or 'bfloat16'; found {precision!r}")
     texts = list(texts)
+    codes, unique = pd.factorize(pd.Series(texts, dtype=object), sort=False)
+    if len(unique) < len(texts):  # identical texts are embedded once
+        return encode(
+            [str(t) for t in unique],
+            model=model,
+            batch_size=batch_size,
+            precision=precision,
+            cache_dir=cache_dir,
+            progress=progress,
+            description=description,
+        )[codes]
     out: np.ndarray | None = None
     todo = list(range(len(texts)))
     store = EmbeddingCache(cache_dir, model, precision) if cache_dir else None
