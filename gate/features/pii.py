@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 
+from gate.features.distinct import distinct_texts
 from gate.imports import imports_blocked
 
 _DIGITS = re.compile(r"\D+")
@@ -281,8 +281,7 @@ def detect_pii(
         )
     if processes is not None and processes < 1:
         raise ValueError(f"processes must be >= 1 or None; found {processes}")
-    codes, unique = pd.factorize(pd.Series(list(texts), dtype=object), sort=False)
-    unique_texts = [str(t) for t in unique]
+    codes, unique_texts = distinct_texts(texts)
     chunks = [unique_texts[i : i + _CHUNK] for i in range(0, len(unique_texts), _CHUNK)]
     workers = (
         processes
