@@ -11,6 +11,10 @@ draws them).
 ``--path spill`` runs the local engine's out-of-core path (chunks of ``--chunk-mb`` of
 text, hash partitions on disk); ``--path spark`` the spark engine on ``--spark-master``
 (session start-up outside the clock; peak RSS is this driver process's, not the JVM's).
+``--path check`` writes the corpus as a bundle of JSON Lines files (one user per record)
+and runs the whole product on it: one ``gate check --no-mlflow`` process with an
+n-gram-only policy on the local engine (reading, validating and normalising the bundle,
+the audit, GX, the evidence); wall time and peak RSS are that process's.
 
 ``--reference`` also runs a plain-Python implementation of the same counts (a dict from
 each n-gram, as a tuple of tokens, to the set of users holding it; written here, not in
@@ -28,9 +32,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -70,6 +79,51 @@ def peak_rss_gb() -> float:
     with open("/proc/self/status", encoding="ascii") as handle:
         line = next(line for line in handle if line.startswith("VmHWM:"))
     return int(line.split()[1]) / 1024**2
+
+
+CHECK_POLICY = """version: 1
+name: bench-ngram
+audits:
+  disclosure:
+    features: [{class: ngram, n_min: 8, n_max: 16, max_users: 1}]
+    thresholds: {max_epsilon: 0.5}
+"""
+
+
+def write_bundle(source: list[str], synthetic: list[str], records: int, out: Path) -> None:
+    """train (the first ``records`` source texts), holdout and synthetic JSON Lines files
+    (one user per record) and an n-gram-only policy."""
+    for name, texts, first in (
+        ("train", source[:records], 0),
+        ("holdout", source[records:], records),
+        ("synthetic", synthetic, 0),
+    ):
+        with open(out / f"{name}.jsonl", "w", encoding="utf-8") as handle:
+            for i, text in enumerate(texts, start=first):
+                row = {"record_id": f"r{i}", "text": text}
+                if name != "synthetic":
+                    row["user_id"] = f"u{i}"
+                handle.write(json.dumps(row) + "\n")
+    (out / "policy.yaml").write_text(CHECK_POLICY, encoding="utf-8")
+
+
+def run_check(out: Path) -> tuple[float, float, int, dict]:
+    """``gate check`` on the bundle in ``out``: wall seconds, peak RSS (GB), exit code and
+    the disclosure audit's metrics."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gate", "check", "--quiet", "--no-mlflow"]
+        + ["--policy", str(out / "policy.yaml"), "--out", str(out / "report")]
+        + [f"--{name}={out / f'{name}.jsonl'}" for name in ("train", "holdout", "synthetic")],
+        stdout=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise SystemExit(f"gate check exited {code}")
+    report = json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
+    return wall, usage.ru_maxrss / 1024**2, code, report["audits"]["disclosure"]["metrics"]
 
 
 def reference_counts(
@@ -114,9 +168,10 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=None, help="default: by corpus size")
     parser.add_argument(
         "--path",
-        choices=("memory", "spill", "spark"),
+        choices=("memory", "spill", "spark", "check"),
         default="memory",
-        help="in memory, chunks and hash partitions on disk (bounded memory), or the spark engine",
+        help="in memory, chunks and hash partitions on disk (bounded memory), the spark "
+        "engine, or a whole gate check process on the corpus written as files",
     )
     parser.add_argument("--spark-master", default="local[2]")
     parser.add_argument(
@@ -135,6 +190,9 @@ def main() -> None:
     is_train = np.arange(len(source)) < args.records
     corpus_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     print(f"corpus generated in {time.perf_counter() - t0:.1f} s (peak RSS {corpus_gb:.2f} GB)")
+    if args.path == "check":
+        check_bundle(source, synthetic, args.records)
+        return
     reset_peak_rss()
 
     t0 = time.perf_counter()
@@ -237,6 +295,25 @@ def main() -> None:
         )
         if not same:
             raise SystemExit(1)
+
+
+def check_bundle(source: list[str], synthetic: list[str], records: int) -> None:
+    tokens = sum(len(text.split()) for text in source) + sum(len(t.split()) for t in synthetic)
+    with tempfile.TemporaryDirectory(prefix="bench-ngram-") as tmp:
+        out = Path(tmp)
+        write_bundle(source, synthetic, records, out)
+        size = sum(f.stat().st_size for f in out.glob("*.jsonl"))
+        source.clear()
+        synthetic.clear()
+        wall, peak, code, metrics = run_check(out)
+    print(
+        f"gate check, {records} + {records} + {records} records ({size / 2**20:,.0f} MB of JSON "
+        f"Lines, {tokens / 1e6:.1f} M tokens): {wall:.1f} s ({tokens / wall / 1e6:.2f} M "
+        f"tokens/s), peak RSS {peak:.2f} GB, exit {code}; "
+        f"T = {metrics['ngram.train_disclosures']:,.0f}, "
+        f"H = {metrics['ngram.holdout_disclosures']:,.0f}, "
+        f"eps_exact = {metrics['ngram.epsilon_lower_exact']:.3f}"
+    )
 
 
 if __name__ == "__main__":

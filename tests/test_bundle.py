@@ -6,8 +6,10 @@ import hashlib
 import io
 import json
 import shutil
+import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -357,3 +359,140 @@ def test_a_manifest_is_not_checked_against_a_dataset(tmp_path: Path) -> None:
             manifest=split / "split-manifest.json",
             read=read,
         )
+
+
+# ---------------------------------------------------------------- reading and normalising at scale
+
+
+def test_a_jsonl_file_read_in_chunks_is_the_file_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records become columns a chunk at a time: with chunks of 1, 2, 3 and 10 records the
+    frame is ``DataFrame.from_records`` of all the records (the former reader): the same
+    columns in the same order, dtypes and values, whatever each chunk of a column holds
+    (strings only, numbers with gaps, keys that appear late); the fingerprint is of the
+    file's bytes and line numbers count blank lines."""
+    import gate.data.io as gio
+
+    rows = [
+        {"record_id": "a", "user_id": 1, "text": "x", "label": True},
+        {"record_id": "b", "user_id": "u2", "text": "y\u2028z"},
+        {"record_id": "c", "user_id": 3.5, "text": 7, "extra": {"k": [1]}},
+        {"record_id": "d", "user_id": None, "text": None, "label": False},
+        {"record_id": "e", "text": "é", "late": "s"},
+        {"user_id": 6, "text": "f", "n": 1},
+        {"record_id": "g", "user_id": 7, "text": "g", "n": None, "late": "t"},
+    ]
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    raw = ("\ufeff" + "\n".join(lines[:2]) + "\n\n  \n" + "\n".join(lines[2:])).encode()
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(raw)
+    numbers = [1, 2, 5, 6, 7, 8, 9]
+    former = pd.DataFrame.from_records(
+        [{**r, "__line__": n} for r, n in zip(rows, numbers, strict=True)]
+    )
+    for rows_per_chunk in (1, 2, 3, 10):
+        monkeypatch.setattr(gio, "_JSONL_CHUNK_ROWS", rows_per_chunk)
+        table = gio.read_table(path)
+        assert table.sha256 == hashlib.sha256(raw).hexdigest() and table.size_bytes == len(raw)
+        frame = table.frame
+        assert frame.columns.tolist() == former.columns.tolist()
+        assert frame.dtypes.tolist() == former.dtypes.tolist(), rows_per_chunk
+        for column in former.columns:
+            assert [repr(v) for v in frame[column]] == [repr(v) for v in former[column]]
+    strings = gio.read_table(tmp_path / "mixed.jsonl").frame["record_id"]
+    assert isinstance(strings.array, pd.arrays.ArrowStringArray)
+
+
+def test_a_non_utf8_byte_is_named_by_its_line_and_file_offset(tmp_path: Path) -> None:
+    from gate.data.io import read_table
+
+    raw = b'{"text": "ok"}\n\n{"text": "caf\xe9"}\n'
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(raw)
+    at = raw.index(b"\xe9")
+    with pytest.raises(BundleError, match=rf"line 3: bytes that are not UTF-8 at offset {at} "):
+        read_table(path)
+    (tmp_path / "blank.jsonl").write_bytes(b" \n\t\r\n")
+    with pytest.raises(BundleError, match=r"blank.jsonl: the file is empty"):
+        read_table(tmp_path / "blank.jsonl")
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf\n")
+    with pytest.raises(BundleError, match=r"bom.jsonl: the file holds no records"):
+        read_table(tmp_path / "bom.jsonl")
+
+
+def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
+    """The former pandas implementation (Python's re and unicodedata on every text)."""
+    import re
+
+    from gate.data.bundle import invisible_ranges
+
+    pattern = "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in invisible_ranges()) + "]"
+    if policy.strip_invisible:
+        texts = texts.map(lambda t: re.sub(pattern, "", t))
+    if policy.normalization != "none":
+        texts = texts.map(lambda t: unicodedata.normalize(policy.normalization, t))
+    if policy.casefold:
+        texts = texts.map(str.casefold)
+    return texts
+
+
+def test_text_normalisation_is_python_s_on_every_kind_of_text() -> None:
+    """ASCII texts are skipped, the others go through RE2 and unicodedata: the same texts
+    as Python's re and unicodedata on each, for every policy, on random code points of
+    every plane, invisible characters between letters and accents, full-width forms and
+    Hangul jamo; the series' index and chunks do not matter."""
+    from gate.data.bundle import invisible_ranges, normalize_text
+    from gate.policy.models import TextPolicy
+
+    rng = np.random.default_rng(5)
+    points = np.array([c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF])
+    invisible = np.array([c for lo, hi in invisible_ranges() for c in range(lo, hi + 1)])
+    tricky = np.concatenate(
+        [
+            np.arange(0xC0, 0x250),  # Latin with accents
+            np.arange(0x300, 0x370),  # combining accents
+            invisible[:64],
+            np.arange(0xFF01, 0xFF5E),  # full-width ASCII
+            np.arange(0x1100, 0x1120),  # Hangul jamo (compose into syllables)
+            np.arange(0xAC00, 0xAC20),
+            np.array([0x41, 0x65, 0x20]),
+        ]
+    )
+    texts = []
+    for i in range(4000):
+        size = int(rng.integers(0, 25))
+        source = [np.arange(32, 127), points, tricky][i % 3]
+        texts.append("".join(map(chr, rng.choice(source, size))))
+    texts += ["", "e\u200b\u0301", "\uff21\u0301", "A\u0300", "x\u3164y", "plain ascii"]
+    series = pd.concat(
+        [pd.Series(texts[:1000]), pd.Series(texts[1000:])], ignore_index=True
+    )  # two Arrow chunks
+    series.index += 7
+    for form in ("NFKC", "NFC", "none"):
+        for strip in (True, False):
+            for casefold in (False, True):
+                policy = TextPolicy(normalization=form, strip_invisible=strip, casefold=casefold)
+                got = normalize_text(series, policy)
+                assert got.index.equals(series.index) and got.dtype == series.dtype
+                assert got.tolist() == _reference_normalize(series, policy).tolist(), policy
+    assert normalize_text(pd.Series(["e\u200b\u0301"]), TextPolicy()).tolist() == ["\u00e9"]
+
+
+def test_a_side_is_blank_exactly_when_python_s_strip_empties_every_text(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    """Every character str.isspace() knows (U+001C-U+001F and U+0085 among them) is white
+    space; a no-break space is too, and one visible character anywhere is not blank."""
+    import sys
+
+    spaces = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+    blank = write_jsonl(
+        tmp_path / "blank.jsonl",
+        [{"user_id": f"b{i}", "text": spaces[i % len(spaces) :] + "\u00a0"} for i in range(20)],
+    )
+    with pytest.raises(BundleError, match="all 20 holdout records are empty or white space"):
+        load(bundle_files, holdout=blank)
+    rows = [{"user_id": f"b{i}", "text": spaces} for i in range(19)]
+    one = write_jsonl(tmp_path / "one.jsonl", [*rows, {"user_id": "b19", "text": spaces + "·"}])
+    assert len(load(bundle_files, holdout=one).holdout) == 20

@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from gate.audits.feature_store import (
     ClassDisclosures,
@@ -17,7 +18,7 @@ from gate.audits.feature_store import (
 )
 from gate.data.bundle import Bundle
 from gate.features.matching import coded_disclosures
-from gate.features.tokenize import tokenize
+from gate.features.tokenize import arrow_texts, tokenize
 from gate.plugins import DISCLOSURE_CLASSES
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures
 
@@ -30,10 +31,10 @@ class NgramClass(DisclosureClass[NgramFeatures]):
     def disclosures(
         self, bundle: Bundle, config: NgramFeatures, store: FeatureStore
     ) -> ClassDisclosures:
-        source_texts = bundle.source["text"].to_numpy()
+        source_texts = bundle.source["text"]
         found = store.engine.ngram_disclosures(
-            source_texts,
-            bundle.synthetic["text"].to_numpy(),
+            arrow_texts(pa.array(source_texts)),  # the frame's Arrow strings, uncopied
+            arrow_texts(pa.array(bundle.synthetic["text"])),
             users=bundle.user_codes,
             config=config,
             progress=store.progress,
@@ -41,7 +42,7 @@ class NgramClass(DisclosureClass[NgramFeatures]):
 
         def witness_text(i: int) -> str:
             record = tokenize(
-                [str(source_texts[found.witness_record[i]])], **config.tokenizer_options()
+                [str(source_texts.iloc[found.witness_record[i]])], **config.tokenizer_options()
             )
             return " ".join(
                 record.tokens(int(found.witness_offset[i]), int(found.witness_length[i]))

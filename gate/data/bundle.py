@@ -9,6 +9,7 @@ records have ``text``, optional ``record_id`` and ``source_id``. Every problem i
 from __future__ import annotations
 
 import functools
+import sys
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gate.data.io import RawTable, TableReader, read_table, sha256_file
 from gate.data.split import SplitManifest, read_manifest
@@ -150,7 +153,10 @@ def _require_text(table: RawTable) -> pd.Series:
     if "text" not in frame.columns:
         raise BundleError(f"{table.path}: no 'text' column; columns found: {_columns(frame)}")
     text = frame["text"]
-    not_str = ~text.map(lambda v: isinstance(v, str)).astype(bool)
+    if isinstance(text.dtype, pd.StringDtype):  # strings or missing values
+        not_str = text.isna()
+    else:
+        not_str = ~text.map(lambda v: isinstance(v, str)).astype(bool)
     if not_str.any():
         line = _first_line(frame, not_str)
         found = text[not_str].iloc[0]
@@ -197,9 +203,9 @@ def _source_frame(
     extras = [c for c in frame.columns if c not in (*SOURCE_COLUMNS, "__line__")]
     out = pd.DataFrame(
         {
-            "record_id": record_id.to_numpy(),
-            "user_id": user_id.to_numpy(),
-            "text": text.to_numpy(),
+            "record_id": record_id.array,  # pandas' own arrays: strings stay in Arrow
+            "user_id": user_id.array,
+            "text": text.array,
             "split": split if isinstance(split, str) else split.to_numpy(),
             "__line__": frame["__line__"].to_numpy(),
             "__file__": table.path,
@@ -214,7 +220,7 @@ def _synthetic_frame(table: RawTable) -> pd.DataFrame:
     frame = table.frame
     text = _require_text(table)
     record_id = _id_column(table, "record_id", "synthetic:" + frame["__line__"].astype(str))
-    out = pd.DataFrame({"record_id": record_id.to_numpy(), "text": text.to_numpy()})
+    out = pd.DataFrame({"record_id": record_id.array, "text": text.array})
     if "source_id" in frame.columns:
         out["source_id"] = frame["source_id"].astype("string").to_numpy()
     if "label" in frame.columns:
@@ -250,10 +256,10 @@ _ALSO_INVISIBLE = (
 
 
 @functools.cache
-def invisible_pattern() -> str:
-    """A regex character class of every invisible code point: all of category Cf (zero-width
-    spaces and joiners, bidirectional marks, soft hyphen, tag characters, ...) and
-    ``_ALSO_INVISIBLE``."""
+def invisible_ranges() -> tuple[tuple[int, int], ...]:
+    """Every invisible code point as sorted, disjoint ``(first, last)`` ranges: all of
+    category Cf (zero-width spaces and joiners, bidirectional marks, soft hyphen, tag
+    characters, ...) in this Python's Unicode database, and ``_ALSO_INVISIBLE``."""
     planes = (range(0x20000), range(0xE0000, 0xE1000))  # where Unicode puts every Cf
     points = [c for plane in planes for c in plane if unicodedata.category(chr(c)) == "Cf"]
     points += [c for lo, hi in _ALSO_INVISIBLE for c in range(lo, hi + 1)]
@@ -263,21 +269,57 @@ def invisible_pattern() -> str:
             ranges[-1][1] = c
         else:
             ranges.append([c, c])
-    return "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges) + "]"
+    return tuple((lo, hi) for lo, hi in ranges)
+
+
+@functools.cache
+def invisible_pattern() -> str:
+    """A character class of :func:`invisible_ranges` in RE2's syntax (pyarrow's regular
+    expressions)."""
+    return "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in invisible_ranges()) + "]"
 
 
 def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
-    """``texts`` without invisible characters, then in the policy's Unicode normal form,
-    then case-folded if asked (vectorised pandas string kernels). Invisible characters go
-    first: one between a letter and its combining accent would otherwise keep the two
-    from composing."""
-    if policy.strip_invisible:
-        texts = texts.str.replace(invisible_pattern(), "", regex=True)
-    if policy.normalization != "none":
-        texts = texts.str.normalize(policy.normalization)
+    """``texts`` (strings) without invisible characters, then in the policy's Unicode
+    normal form, then case-folded if asked. Invisible characters go first: one between a
+    letter and its combining accent would otherwise keep the two from composing.
+
+    A text of ASCII characters only is left as it is by the first two steps (no invisible
+    character is ASCII, and every ASCII character is its own normal form), so they run on
+    the other texts only, found by pyarrow's ``string_is_ascii``: the invisible characters
+    are removed by pyarrow's regular-expression kernel (RE2) and the normal form is
+    Python's ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of
+    "À" is "A" followed by U+0300).
+    """
+    if (policy.strip_invisible or policy.normalization != "none") and len(texts):
+        values = pa.array(texts.array)
+        chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+        normalized = [_normalized_chunk(chunk, policy) for chunk in chunks]
+        if any(new is not old for new, old in zip(normalized, chunks, strict=True)):
+            texts = pd.Series(
+                pd.array(pa.chunked_array(normalized, type=values.type), dtype=texts.dtype),
+                index=texts.index,
+            )
     if policy.casefold:
         texts = texts.str.casefold()
     return texts
+
+
+def _normalized_chunk(values: pa.Array, policy: TextPolicy) -> pa.Array:
+    """:func:`normalize_text`'s first two steps on one Arrow array of strings: ``values``
+    itself when every text is ASCII, else a new array."""
+    other = pc.invert(pc.string_is_ascii(values))
+    changed = pc.filter(values, other)
+    if len(changed) == 0:
+        return values
+    if policy.strip_invisible:
+        changed = pc.replace_substring_regex(changed, pattern=invisible_pattern(), replacement="")
+    if policy.normalization != "none":
+        form = policy.normalization
+        changed = pa.array(
+            [unicodedata.normalize(form, t) for t in changed.to_pylist()], type=values.type
+        )
+    return pc.replace_with_mask(values, other, changed)
 
 
 @dataclass(frozen=True)
@@ -471,8 +513,9 @@ def load_bundle(
             canary = loaded.canary_source
             fingerprints[name] = _fingerprint(table, int(canary["user_id"].nunique()), len(canary))
         else:
-            rows = frame if name == "source" else frame[frame["split"] == name]
-            fingerprints[name] = _fingerprint(table, int(rows["user_id"].nunique()), len(rows))
+            on_side = frame["split"] == name
+            users = frame["user_id"] if name == "source" else frame.loc[on_side, "user_id"]
+            fingerprints[name] = _fingerprint(table, int(users.nunique()), len(users))
 
     train_users = int(frame.loc[is_train, "user_id"].nunique())
     total_users = int(frame["user_id"].nunique())
@@ -517,15 +560,29 @@ def _model_directory(model: str | Path) -> Path:
     return path
 
 
+@functools.cache
+def _not_space_pattern() -> str:
+    """A character that ``str.strip()`` keeps (not ``str.isspace()``), in RE2's syntax
+    (whose ``\\S`` knows ASCII white space only)."""
+    spaces = (c for c in range(sys.maxunicode + 1) if chr(c).isspace())
+    return "[^" + "".join(f"\\x{{{c:X}}}" for c in spaces) + "]"
+
+
 def _reject_blank_sides(frame: pd.DataFrame) -> None:
     """A side whose records are all empty or white space has no feature to audit: every
     test would pass for want of evidence."""
+    visible = pd.Series(
+        pc.match_substring_regex(pa.array(frame["text"].array), _not_space_pattern()).to_numpy(
+            zero_copy_only=False
+        ),
+        index=frame.index,
+    )
     for side in ("train", "holdout"):
-        texts = frame.loc[frame["split"] == side, "text"]
-        if len(texts) and not texts.str.strip().astype(bool).any():
+        on_side = frame["split"] == side
+        if on_side.any() and not visible[on_side].any():
             raise BundleError(
-                f"all {len(texts)} {side} records are empty or white space: there is nothing "
-                "to audit (check the text column)"
+                f"all {int(on_side.sum())} {side} records are empty or white space: there is "
+                "nothing to audit (check the text column)"
             )
 
 

@@ -8,10 +8,12 @@ import io
 import json
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -97,11 +99,82 @@ def _reject_surrogates(path: str | Path, number: int, row: dict) -> None:
             )
 
 
-def _read_jsonl(path: str | Path, text: str) -> pd.DataFrame:
-    """One JSON object per ``\n``-terminated line, as JSON Lines says: a raw U+2028 or
-    other Unicode line separator inside a JSON string is part of the string."""
-    rows = []
-    for number, line in enumerate(text.split("\n"), start=1):
+_JSONL_CHUNK_ROWS = 1 << 16  # records parsed into Python objects before they become columns
+
+
+def _decode_line(path: str | Path, raw: bytes, number: int, offset: int) -> str:
+    """One line of a JSON Lines file (``offset``: of its first byte in the file) as UTF-8;
+    a byte-order mark is dropped from the first. The error names the line, the offset and
+    the offending bytes in hex, never the text around them."""
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(
+            f"{path}: line {number}: bytes that are not UTF-8 at offset {offset + exc.start} "
+            f"(0x{raw[exc.start : exc.end].hex()}); re-encode the file as UTF-8"
+        ) from None
+
+
+class _RecordColumns:
+    """Records (JSON objects) gathered a chunk at a time into the frame that
+    ``pd.DataFrame.from_records`` makes of all of them at once: the same columns in the
+    same order, the same values and types. A chunk of a column that holds strings only is
+    kept as an Arrow array (no Python object per value); the other columns are inferred
+    at the end, over all their values, by ``from_records`` itself."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, None] = {}  # in order of first appearance
+        self.parts: dict[str, list[pa.Array | list[object]]] = {}
+        self.rows = 0
+
+    def add(self, rows: list[dict]) -> None:
+        for row in rows:
+            self.names.update(dict.fromkeys(row))
+        for name in self.names:
+            values = [row.get(name, np.nan) for row in rows]
+            if all(isinstance(value, str) for value in values):
+                part: pa.Array | list[object] = pa.array(values, type=pa.large_string())
+            else:
+                part = values
+            if name not in self.parts:  # first seen in this chunk: missing before it
+                self.parts[name] = [[np.nan] * self.rows] if self.rows else []
+            self.parts[name].append(part)
+        self.rows += len(rows)
+
+    def _values(self, name: str) -> list[object]:
+        return [
+            value
+            for part in self.parts[name]
+            for value in (part.to_pylist() if isinstance(part, pa.Array) else part)
+        ]
+
+    def frame(self) -> pd.DataFrame:
+        if self.rows == 0:
+            return pd.DataFrame()
+        text = {n for n, parts in self.parts.items() if all(isinstance(p, pa.Array) for p in parts)}
+        others = [n for n in self.names if n not in text]  # never empty: __line__ is a number
+        frame = pd.DataFrame.from_records(
+            list(zip(*(self._values(n) for n in others), strict=True)), columns=others
+        )
+        for at, name in enumerate(self.names):
+            if name in text:
+                arrays = pa.chunked_array(self.parts[name], type=pa.large_string())
+                frame.insert(at, name, pd.array(arrays, dtype="str"))
+        return frame
+
+
+def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
+    """One JSON object per ``\n``-terminated line (``lines``: the file's lines as bytes,
+    as iterating a binary file gives them), as JSON Lines says: a raw U+2028 or other
+    Unicode line separator inside a JSON string is part of the string. The records become
+    columns :data:`_JSONL_CHUNK_ROWS` at a time (:class:`_RecordColumns`), so the Python
+    objects of one chunk, not of the file, are alive at once."""
+    columns = _RecordColumns()
+    rows: list[dict] = []
+    offset = 0
+    for number, raw in enumerate(lines, start=1):
+        line = _decode_line(path, raw, number, offset)
+        offset += len(raw)
         if not line.strip():
             continue
         try:
@@ -121,7 +194,11 @@ def _read_jsonl(path: str | Path, text: str) -> pd.DataFrame:
             _reject_surrogates(path, number, row)
         row["__line__"] = number
         rows.append(row)
-    return pd.DataFrame.from_records(rows)
+        if len(rows) == _JSONL_CHUNK_ROWS:
+            columns.add(rows)
+            rows = []
+    columns.add(rows)
+    return columns.frame()
 
 
 def _read_csv(path: Path, text: str) -> pd.DataFrame:
@@ -173,18 +250,15 @@ def read_table(path: str | Path) -> RawTable:
     p = Path(path)
     fmt = table_format(p)
     require_regular_file(p)
+    if fmt == "jsonl":
+        return _read_jsonl_file(p)
     try:
         raw = p.read_bytes()
     except OSError as exc:
         raise BundleError(f"{p}: cannot read: {exc.strerror}") from None
     if not raw.strip():
         raise BundleError(f"{p}: the file is empty")
-    if fmt == "jsonl":
-        frame = _read_jsonl(p, _decode(p, raw))
-    elif fmt == "csv":
-        frame = _read_csv(p, _decode(p, raw))
-    else:
-        frame = _read_parquet(p, raw)
+    frame = _read_csv(p, _decode(p, raw)) if fmt == "csv" else _read_parquet(p, raw)
     if len(frame) == 0:
         raise BundleError(f"{p}: the file holds no records")
     return RawTable(
@@ -192,6 +266,46 @@ def read_table(path: str | Path) -> RawTable:
         format=fmt,
         sha256=hashlib.sha256(raw).hexdigest(),
         size_bytes=len(raw),
+        frame=frame,
+    )
+
+
+class _HashedLines:
+    """The lines of a binary file, read once: its SHA-256, its size and whether any line
+    holds more than white space are known when they have been read."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.blank = True
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._handle:
+            self.digest.update(line)
+            self.size += len(line)
+            if self.blank and line.strip():
+                self.blank = False
+            yield line
+
+
+def _read_jsonl_file(p: Path) -> RawTable:
+    """A JSON Lines file, streamed: it is read line by line, never whole."""
+    try:
+        with open(p, "rb") as handle:
+            lines = _HashedLines(handle)
+            frame = _read_jsonl(p, lines)
+    except OSError as exc:
+        raise BundleError(f"{p}: cannot read: {exc.strerror}") from None
+    if lines.blank:
+        raise BundleError(f"{p}: the file is empty")
+    if len(frame) == 0:
+        raise BundleError(f"{p}: the file holds no records")
+    return RawTable(
+        path=str(p),
+        format="jsonl",
+        sha256=lines.digest.hexdigest(),
+        size_bytes=lines.size,
         frame=frame,
     )
 
@@ -282,10 +396,7 @@ def dataset_table(path: str, files: Sequence[tuple[str, bytes]], *, fmt: str) ->
                 f"{name}: a key=value partition directory; partition columns would be lost, "
                 "so partitioned datasets are not read (write the columns into the files)"
             )
-        if fmt == "jsonl":
-            frame = _read_jsonl(name, _decode(name, raw))
-        else:
-            frame = _read_parquet(name, raw)
+        frame = _read_jsonl(name, io.BytesIO(raw)) if fmt == "jsonl" else _read_parquet(name, raw)
         frames.append(frame.drop(columns="__line__", errors="ignore"))
         digest.update(hashlib.sha256(raw).digest())
     frame = pd.concat(frames, ignore_index=True)

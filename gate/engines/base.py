@@ -15,6 +15,7 @@ import numpy as np
 
 from gate.data.io import RawTable, read_table
 from gate.features.ngram import NgramDisclosures
+from gate.features.tokenize import Texts
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
 from gate.progress import Progress
@@ -41,8 +42,8 @@ class Engine(ABC):
     @abstractmethod
     def ngram_disclosures(
         self,
-        source_texts: Sequence[str],
-        synthetic_texts: Sequence[str],
+        source_texts: Texts,
+        synthetic_texts: Texts,
         *,
         users: np.ndarray,
         config: NgramFeatures,
@@ -50,7 +51,9 @@ class Engine(ABC):
     ) -> NgramDisclosures:
         """Rare n-grams of the source texts and their disclosure in the release, as
         :func:`gate.features.ngram.ngram_disclosures` counts them (same counts, same
-        witnesses, on every engine)."""
+        witnesses, on every engine). The texts come as Python strings or as an Arrow
+        column of strings (the audit passes the bundle's columns as Arrow, uncopied:
+        :func:`gate.features.tokenize.arrow_texts` takes either)."""
 
     def detect_pii(
         self,

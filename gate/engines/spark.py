@@ -37,7 +37,7 @@ from gate.errors import BundleError
 from gate.features.distinct import distinct_texts
 from gate.features.ngram import NgramDisclosures, NgramHasher, check_ngram_arguments
 from gate.features.ngram_spill import hash_key, text_sizes, token_hashes
-from gate.features.tokenize import tokenize
+from gate.features.tokenize import Texts, arrow_texts, tokenize
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
 from gate.progress import Progress
@@ -498,8 +498,8 @@ class SparkEngine(Engine):
     @_explain_lost_jvm
     def ngram_disclosures(
         self,
-        source_texts: Sequence[str],
-        synthetic_texts: Sequence[str],
+        source_texts: Texts,
+        synthetic_texts: Texts,
         *,
         users: np.ndarray,
         config: NgramFeatures,
@@ -508,6 +508,8 @@ class SparkEngine(Engine):
         from pyspark.sql import functions as F
         from pyspark.storagelevel import StorageLevel
 
+        source_texts = arrow_texts(source_texts).to_pylist()  # sent to Spark as a pandas frame
+        synthetic_texts = arrow_texts(synthetic_texts).to_pylist()
         users = check_ngram_arguments(
             n_records=len(source_texts),
             users=users,

@@ -23,13 +23,14 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from gate.features.ngram import (
     NgramDisclosures,
@@ -39,7 +40,7 @@ from gate.features.ngram import (
     hash_powers,
     partition_of,
 )
-from gate.features.tokenize import tokenize
+from gate.features.tokenize import Texts, arrow_texts, tokenize
 
 CHUNK_CHARS = 8 * 2**20  # characters of text per chunk of the spilled path
 PARTITION_RECORDS = 1_000_000  # source n_min-grams per partition (17 MB, plus the release's)
@@ -95,12 +96,13 @@ class SpilledCorpus:
         return np.memmap(self.path, dtype=np.uint64, mode="r", shape=(self.tokens,))
 
 
-def text_sizes(texts: Sequence[str]) -> np.ndarray:
+def text_sizes(texts: Texts) -> np.ndarray:
     """Characters of each text, plus one for the separator."""
-    return pd.Series(texts, dtype=object).str.len().fillna(0).to_numpy(dtype=np.int64) + 1
+    lengths = pc.utf8_length(arrow_texts(texts)).fill_null(0)
+    return lengths.to_numpy().astype(np.int64) + 1
 
 
-def chunk_bounds(texts: Sequence[str], chunk_chars: int) -> np.ndarray:
+def chunk_bounds(texts: Texts, chunk_chars: int) -> np.ndarray:
     """First record of each chunk of about ``chunk_chars`` characters (and the end)."""
     ends = np.cumsum(text_sizes(texts))
     cuts = np.searchsorted(ends, np.arange(chunk_chars, ends[-1] if ends.size else 0, chunk_chars))
@@ -108,7 +110,7 @@ def chunk_bounds(texts: Sequence[str], chunk_chars: int) -> np.ndarray:
 
 
 def spill_tokens(
-    texts: Sequence[str],
+    texts: Texts,
     path: Path,
     *,
     chunk_chars: int,
@@ -130,7 +132,7 @@ def spill_tokens(
         for c in steps:
             first, stop = int(chunks[c]), int(chunks[c + 1])
             corpus = tokenize(
-                list(texts[first:stop]),
+                texts[first:stop],
                 tokenizer=tokenizer,
                 lowercase=lowercase,
                 strip_punctuation=strip_punctuation,
@@ -201,8 +203,8 @@ def _open_ngrams(
 
 
 def spilled_ngram_disclosures(
-    source_texts: Sequence[str],
-    synthetic_texts: Sequence[str],
+    source_texts: Texts,
+    synthetic_texts: Texts,
     *,
     users: np.ndarray,
     n_min: int,
@@ -234,6 +236,7 @@ def spilled_ngram_disclosures(
         "strip_punctuation": strip_punctuation,
         "key": hash_key(),  # one key for both corpora
     }  # the keyword arguments of spill_tokens
+    source_texts, synthetic_texts = arrow_texts(source_texts), arrow_texts(synthetic_texts)
     with tempfile.TemporaryDirectory(prefix="gate-ngrams-", dir=workdir) as tmp:
         directory = Path(tmp)
         source = spill_tokens(

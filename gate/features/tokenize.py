@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,20 @@ import pyarrow.compute as pc
 # the ASCII punctuation of ``string.punctuation``.
 _NON_WORD = r"[^\p{L}\p{N}_]+"
 _PUNCTUATION = r"[[:punct:]]"
+
+Texts: TypeAlias = Sequence[str] | pa.Array | pa.ChunkedArray
+"""Texts as Python strings, or as an Arrow column of strings (pandas' ``str`` columns hold
+one: ``pa.array(series)`` gives it without copying a string)."""
+
+
+def arrow_texts(texts: Texts) -> pa.ChunkedArray:
+    """``texts`` as one Arrow column of large strings; an Arrow array (of large strings)
+    is taken as it is, a sequence of strings is converted."""
+    if isinstance(texts, pa.Array):
+        texts = pa.chunked_array([texts])
+    elif not isinstance(texts, pa.ChunkedArray):
+        texts = pa.chunked_array([pa.array(list(texts), type=pa.large_string())])
+    return texts if texts.type == pa.large_string() else texts.cast(pa.large_string())
 
 
 @dataclass(frozen=True)
@@ -46,7 +60,7 @@ class TokenizedCorpus:
 
 
 def tokenize(
-    texts: Sequence[str] | pa.Array,
+    texts: Texts,
     *,
     tokenizer: Literal["whitespace", "word"] = "whitespace",
     lowercase: bool = False,
@@ -54,7 +68,7 @@ def tokenize(
 ) -> TokenizedCorpus:
     """Tokenise ``texts``: ``whitespace`` splits like ``str.split()``; ``word`` keeps runs of
     ``\\w`` characters. Normalisation (punctuation, case) is applied first."""
-    arr = texts if isinstance(texts, pa.Array) else pa.array(list(texts), type=pa.large_string())
+    arr = arrow_texts(texts).combine_chunks()
     if strip_punctuation:
         arr = pc.replace_substring_regex(arr, pattern=_PUNCTUATION, replacement="")
     if lowercase:
