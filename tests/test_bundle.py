@@ -413,6 +413,14 @@ def test_a_non_utf8_byte_is_named_by_its_line_and_file_offset(tmp_path: Path) ->
     at = raw.index(b"\xe9")
     with pytest.raises(BundleError, match=rf"line 3: bytes that are not UTF-8 at offset {at} "):
         read_table(path)
+    bom = b'\xef\xbb\xbf{"text": "\xff"}\n'
+    (tmp_path / "bad-bom.jsonl").write_bytes(bom)
+    at = bom.index(b"\xff")  # the offset in the file, the BOM counted
+    with pytest.raises(BundleError, match=rf"line 1: bytes that are not UTF-8 at offset {at} "):
+        read_table(tmp_path / "bad-bom.jsonl")
+    (tmp_path / "cut.jsonl").write_bytes(b'{"text": "a"}\n{"text": "b\n')
+    with pytest.raises(BundleError, match=r"line 2: not valid JSON: Unterminated string"):
+        read_table(tmp_path / "cut.jsonl")  # the line without its newline, as JSON Lines says
     (tmp_path / "blank.jsonl").write_bytes(b" \n\t\r\n")
     with pytest.raises(BundleError, match=r"blank.jsonl: the file is empty"):
         read_table(tmp_path / "blank.jsonl")
@@ -437,11 +445,14 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
     return texts
 
 
-def test_text_normalisation_is_python_s_on_every_kind_of_text() -> None:
+def test_text_normalisation_is_python_s_on_every_kind_of_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """ASCII texts are skipped, the others go through RE2 and unicodedata: the same texts
     as Python's re and unicodedata on each, for every policy, on random code points of
     every plane, invisible characters between letters and accents, full-width forms and
     Hangul jamo; the series' index and chunks do not matter."""
+    import gate.data.bundle as bundle_module
     from gate.data.bundle import invisible_ranges, normalize_text
     from gate.policy.models import TextPolicy
 
@@ -469,13 +480,19 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text() -> None:
         [pd.Series(texts[:1000]), pd.Series(texts[1000:])], ignore_index=True
     )  # two Arrow chunks
     series.index += 7
-    for form in ("NFKC", "NFC", "none"):
-        for strip in (True, False):
-            for casefold in (False, True):
-                policy = TextPolicy(normalization=form, strip_invisible=strip, casefold=casefold)
-                got = normalize_text(series, policy)
-                assert got.index.equals(series.index) and got.dtype == series.dtype
-                assert got.tolist() == _reference_normalize(series, policy).tolist(), policy
+    series.name = "text"
+    for rows in (1 << 16, 7):  # texts per slice: many slices per Arrow chunk, or none
+        monkeypatch.setattr(bundle_module, "_NORMALIZE_ROWS", rows)
+        for form in ("NFKC", "NFC", "none"):
+            for strip in (True, False):
+                for casefold in (False, True):
+                    policy = TextPolicy(
+                        normalization=form, strip_invisible=strip, casefold=casefold
+                    )
+                    got = normalize_text(series, policy)
+                    assert got.index.equals(series.index) and got.dtype == series.dtype
+                    assert got.name == "text"
+                    assert got.tolist() == _reference_normalize(series, policy).tolist(), policy
     assert normalize_text(pd.Series(["e\u200b\u0301"]), TextPolicy()).tolist() == ["\u00e9"]
 
 

@@ -279,6 +279,9 @@ def invisible_pattern() -> str:
     return "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in invisible_ranges()) + "]"
 
 
+_NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one slice alive)
+
+
 def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     """``texts`` (strings) without invisible characters, then in the policy's Unicode
     normal form, then case-folded if asked. Invisible characters go first: one between a
@@ -286,19 +289,25 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
 
     A text of ASCII characters only is left as it is by the first two steps (no invisible
     character is ASCII, and every ASCII character is its own normal form), so they run on
-    the other texts only, found by pyarrow's ``string_is_ascii``: the invisible characters
+    the other texts only, found by pyarrow's ``string_is_ascii`` (in slices of
+    :data:`_NORMALIZE_ROWS` texts): the invisible characters
     are removed by pyarrow's regular-expression kernel (RE2) and the normal form is
     Python's ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of
     "À" is "A" followed by U+0300).
     """
     if (policy.strip_invisible or policy.normalization != "none") and len(texts):
         values = pa.array(texts.array)
-        chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-        normalized = [_normalized_chunk(chunk, policy) for chunk in chunks]
-        if any(new is not old for new, old in zip(normalized, chunks, strict=True)):
+        pieces = [  # slices share the column's buffers
+            chunk.slice(start, _NORMALIZE_ROWS)
+            for chunk in (values.chunks if isinstance(values, pa.ChunkedArray) else [values])
+            for start in range(0, len(chunk), _NORMALIZE_ROWS)
+        ]
+        normalized = [_normalized_chunk(piece, policy) for piece in pieces]
+        if any(new is not old for new, old in zip(normalized, pieces, strict=True)):
             texts = pd.Series(
                 pd.array(pa.chunked_array(normalized, type=values.type), dtype=texts.dtype),
                 index=texts.index,
+                name=texts.name,
             )
     if policy.casefold:
         texts = texts.str.casefold()

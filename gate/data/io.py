@@ -3,6 +3,7 @@ the file and the line or row."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import json
@@ -103,11 +104,15 @@ _JSONL_CHUNK_ROWS = 1 << 16  # records parsed into Python objects before they be
 
 
 def _decode_line(path: str | Path, raw: bytes, number: int, offset: int) -> str:
-    """One line of a JSON Lines file (``offset``: of its first byte in the file) as UTF-8;
-    a byte-order mark is dropped from the first. The error names the line, the offset and
-    the offending bytes in hex, never the text around them."""
+    """One line of a JSON Lines file (``offset``: of its first byte in the file) as UTF-8,
+    without its ``\\n``; a byte-order mark is dropped from the first. The error names the
+    line, the file offset and the offending bytes in hex, never the text around them."""
+    if number == 1 and raw.startswith(codecs.BOM_UTF8):
+        raw, offset = raw[len(codecs.BOM_UTF8) :], offset + len(codecs.BOM_UTF8)
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
     try:
-        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(
             f"{path}: line {number}: bytes that are not UTF-8 at offset {offset + exc.start} "

@@ -508,8 +508,11 @@ class SparkEngine(Engine):
         from pyspark.sql import functions as F
         from pyspark.storagelevel import StorageLevel
 
-        source_texts = arrow_texts(source_texts).to_pylist()  # sent to Spark as a pandas frame
-        synthetic_texts = arrow_texts(synthetic_texts).to_pylist()
+        source_column, synthetic_column = arrow_texts(source_texts), arrow_texts(synthetic_texts)
+        characters = int(text_sizes(source_column).sum() + text_sizes(synthetic_column).sum())
+        source_texts = source_column.to_pylist()  # sent to Spark as a pandas frame
+        synthetic_texts = synthetic_column.to_pylist()
+        del source_column, synthetic_column
         users = check_ngram_arguments(
             n_records=len(source_texts),
             users=users,
@@ -539,7 +542,7 @@ class SparkEngine(Engine):
 
         n_min = config.n_min
         shortest = {"n_min": n_min, "n_max": n_min}
-        self._size_shuffles(int(text_sizes(source_texts).sum() + text_sizes(synthetic_texts).sum()))
+        self._size_shuffles(characters)
         try:
             with progress.step(f"spark ({self.settings.spark_master}): {n_min}-grams"):
                 source_records = cache(
