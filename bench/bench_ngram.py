@@ -13,7 +13,8 @@ text, hash partitions on disk); ``--path spark`` the spark engine on ``--spark-m
 (session start-up outside the clock; peak RSS is this driver process's, not the JVM's).
 ``--path check`` writes the corpus as a bundle of JSON Lines files (one user per record)
 and runs the whole product on it: one ``gate check --no-mlflow`` process with an
-n-gram-only policy on the local engine (reading, validating and normalising the bundle,
+n-gram-only policy on the local engine (``--check-engine spark``: the spark engine; peak
+RSS is then the driver's, not the JVM's) (reading, validating and normalising the bundle,
 the audit, GX, the evidence); wall time and peak RSS are that process's.
 
 ``--reference`` also runs a plain-Python implementation of the same counts (a dict from
@@ -87,12 +88,15 @@ audits:
   disclosure:
     features: [{class: ngram, n_min: 8, n_max: 16, max_users: 1}]
     thresholds: {max_epsilon: 0.5}
+engine: {engine}
 """
 
 
-def write_bundle(source: list[str], synthetic: list[str], records: int, out: Path) -> None:
+def write_bundle(
+    source: list[str], synthetic: list[str], records: int, out: Path, engine: str = "{name: local}"
+) -> None:
     """train (the first ``records`` source texts), holdout and synthetic JSON Lines files
-    (one user per record) and an n-gram-only policy."""
+    (one user per record) and an n-gram-only policy whose ``engine:`` block is ``engine``."""
     for name, texts, first in (
         ("train", source[:records], 0),
         ("holdout", source[records:], records),
@@ -104,7 +108,7 @@ def write_bundle(source: list[str], synthetic: list[str], records: int, out: Pat
                 if name != "synthetic":
                     row["user_id"] = f"u{i}"
                 handle.write(json.dumps(row) + "\n")
-    (out / "policy.yaml").write_text(CHECK_POLICY, encoding="utf-8")
+    (out / "policy.yaml").write_text(CHECK_POLICY.replace("{engine}", engine), encoding="utf-8")
 
 
 def run_check(out: Path) -> tuple[float, float, int, dict]:
@@ -175,6 +179,12 @@ def main() -> None:
     )
     parser.add_argument("--spark-master", default="local[2]")
     parser.add_argument(
+        "--check-engine",
+        choices=("local", "spark"),
+        default="local",
+        help="the engine of --path check (spark: --spark-master, --spark-conf)",
+    )
+    parser.add_argument(
         "--spark-conf",
         action="append",
         default=[],
@@ -191,7 +201,13 @@ def main() -> None:
     corpus_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     print(f"corpus generated in {time.perf_counter() - t0:.1f} s (peak RSS {corpus_gb:.2f} GB)")
     if args.path == "check":
-        check_bundle(source, synthetic, args.records)
+        engine = "{name: local}"
+        if args.check_engine == "spark":
+            conf = dict(item.split("=", 1) for item in args.spark_conf)
+            engine = json.dumps(
+                {"name": "spark", "spark_master": args.spark_master, "spark_conf": conf}
+            )
+        check_bundle(source, synthetic, args.records, engine)
         return
     reset_peak_rss()
 
@@ -297,11 +313,11 @@ def main() -> None:
             raise SystemExit(1)
 
 
-def check_bundle(source: list[str], synthetic: list[str], records: int) -> None:
+def check_bundle(source: list[str], synthetic: list[str], records: int, engine: str) -> None:
     tokens = sum(len(text.split()) for text in source) + sum(len(t.split()) for t in synthetic)
     with tempfile.TemporaryDirectory(prefix="bench-ngram-") as tmp:
         out = Path(tmp)
-        write_bundle(source, synthetic, records, out)
+        write_bundle(source, synthetic, records, out, engine)
         size = sum(f.stat().st_size for f in out.glob("*.jsonl"))
         source.clear()
         synthetic.clear()

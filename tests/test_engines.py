@@ -481,6 +481,43 @@ def test_only_a_gone_jvm_counts_as_lost() -> None:
     assert not _lost_jvm(ValueError("not the JVM"))
 
 
+def test_an_out_of_memory_answer_is_an_error_that_says_what_to_change() -> None:
+    """A query the JVM failed for want of memory (Spark's SparkOutOfMemoryError, with a
+    stack trace of hundreds of lines) raises one error naming the settings to raise and
+    the step; other answered errors keep their own message, and a Python error naming
+    Java's OutOfMemoryError is not taken for Spark's."""
+    from pyspark.errors import PySparkException
+
+    from gate.engines.spark import SparkEngine, _explain_lost_jvm, _out_of_memory
+
+    no_memory = PySparkException(
+        message="[UNABLE_TO_ACQUIRE_MEMORY] Unable to acquire 65536 bytes of memory, got 0."
+    )
+    missing = PySparkException(message="[PATH_NOT_FOUND] Path does not exist: file:/x.")
+    assert _out_of_memory(no_memory) == "UNABLE_TO_ACQUIRE_MEMORY"
+    assert _out_of_memory(missing) is None
+    assert _out_of_memory(ValueError("java.lang.OutOfMemoryError")) is None
+
+    def failing(error: Exception):
+        def step(engine: SparkEngine) -> None:
+            raise error
+
+        return _explain_lost_jvm(step)
+
+    engine = SparkEngine(EngineSettings(name="spark", spark_master="local[2]"))  # no session
+    with pytest.raises(RuntimeError) as raised:
+        failing(no_memory)(engine)
+    message = str(raised.value)
+    assert message.startswith(
+        "Spark (local[2]) ran out of memory during step (UNABLE_TO_ACQUIRE_MEMORY)"
+    )
+    for setting in ("spark.driver.memory", "spark.executor.memory", "spark.sql.shuffle.partitions"):
+        assert setting in message
+    assert raised.value.__cause__ is no_memory
+    with pytest.raises(PySparkException, match="PATH_NOT_FOUND"):
+        failing(missing)(engine)
+
+
 def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path) -> None:
     """The JVM of a session the engine started is killed (as the kernel's OOM killer or
     the JVM's own OutOfMemoryError would end it): the step raises one error that names

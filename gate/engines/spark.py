@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from gate.features.pii import PiiOccurrences
 
 SECOND_BASE = 0xC2B2AE3D27D4EB4F  # odd; the base of h2, independent of h1's
-SHUFFLE_CHARS = 32 << 20  # characters of text per shuffle partition (sessions the gate starts)
+SHUFFLE_CHARS = 8 << 20  # characters of text per shuffle partition (sessions the gate starts)
 _KEY = ["n", "h1", "h2"]
 _ROW_DTYPES = {
     "n": np.int32,
@@ -253,9 +253,22 @@ def _lost_jvm(exc: BaseException) -> bool:
     return isinstance(exc, Py4JError)
 
 
+# what Spark's answers say when a task or the JVM ran out of memory
+_OUT_OF_MEMORY = ("SparkOutOfMemoryError", "java.lang.OutOfMemoryError", "UNABLE_TO_ACQUIRE_MEMORY")
+
+
+def _out_of_memory(exc: BaseException) -> str | None:
+    """The out-of-memory error a Java exception the JVM answered with names, if any."""
+    if not isinstance(exc, _answered_errors()):
+        return None
+    text = str(exc)
+    return next((marker for marker in _OUT_OF_MEMORY if marker in text), None)
+
+
 def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
     """A step of :class:`SparkEngine` whose JVM connection fails (Py4J's errors: the JVM
-    died, most often out of memory, with nothing but "Answer from Java side is empty")
+    died, most often out of memory, with nothing but "Answer from Java side is empty"),
+    or whose query failed for want of memory (a stack trace of hundreds of lines),
     raises an error that says what to change and keeps Spark's log."""
 
     @functools.wraps(step)
@@ -263,15 +276,23 @@ def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
         try:
             return step(self, *args, **kwargs)
         except Exception as exc:
-            if not _lost_jvm(exc):
+            lost, memory = _lost_jvm(exc), _out_of_memory(exc)
+            if not (lost or memory):
                 raise
             self._failed = True
             log = f" Spark's log: {self._log}." if self._log is not None else ""
+            what = (
+                f"stopped answering during {step.__name__} ({type(exc).__name__}). If its "
+                "JVM ran out of memory, raise"
+                if lost
+                else f"ran out of memory during {step.__name__} ({memory}). Raise"
+            )
             raise RuntimeError(
-                f"Spark ({self.settings.spark_master}) stopped answering during "
-                f"{step.__name__} ({type(exc).__name__}). If its JVM ran out of memory, raise "
-                "spark.driver.memory in the policy's engine.spark_conf (the gate's default "
-                f"is {SESSION_DEFAULTS['spark.driver.memory']}) or run on a cluster.{log}"
+                f"Spark ({self.settings.spark_master}) {what} spark.driver.memory (local[N]: "
+                "the tasks run in the driver) or spark.executor.memory (a cluster) in the "
+                "policy's engine.spark_conf (the gate's default driver memory is "
+                f"{SESSION_DEFAULTS['spark.driver.memory']}), or split the work into more tasks "
+                f"(spark.sql.shuffle.partitions).{log}"
             ) from exc
 
     return run
@@ -340,7 +361,9 @@ class SparkEngine(Engine):
         """In a classic session the engine started, unless ``spark_conf`` sets it: one
         shuffle partition per :data:`SHUFFLE_CHARS` characters of text, at least two per
         core. (Spark's default of 200 made the 10k benchmark 1.7–3× slower on ``local[2]``:
-        every shuffle ran 200 tiny tasks.) Sessions of others keep their settings."""
+        every shuffle ran 200 tiny tasks; at one per 32 MB, 100k + 100k + 100k records ran
+        out of execution memory on ``local[2]`` with 4g in 2 of 3 runs.) Sessions of others
+        keep their settings."""
         session = self.session  # started here if no session is active
         if not self._owned or self.settings.spark_master.startswith("sc://"):
             return
@@ -393,13 +416,16 @@ class SparkEngine(Engine):
         partitions = self.settings.spark_partitions
         return df.repartition(partitions) if partitions else df
 
-    def _records(self, texts: Sequence[str]) -> Any:
-        """The texts as a DataFrame ``(doc, text)``."""
+    def _records(self, texts: Texts, **columns: np.ndarray) -> Any:
+        """The texts as a DataFrame ``(doc, text, *columns)``. The texts go to Spark as
+        Arrow strings, without a Python string per text."""
+        column = arrow_texts(texts)
         return self._frame(
             pd.DataFrame(
                 {
-                    "doc": np.arange(len(texts), dtype=np.int64),
-                    "text": pd.Series(list(texts), dtype=object).astype(str),
+                    "doc": np.arange(len(column), dtype=np.int64),
+                    **columns,
+                    "text": pd.Series(pd.array(column, dtype="str")),
                 }
             )
         )
@@ -508,11 +534,7 @@ class SparkEngine(Engine):
         from pyspark.sql import functions as F
         from pyspark.storagelevel import StorageLevel
 
-        source_column, synthetic_column = arrow_texts(source_texts), arrow_texts(synthetic_texts)
-        characters = int(text_sizes(source_column).sum() + text_sizes(synthetic_column).sum())
-        source_texts = source_column.to_pylist()  # sent to Spark as a pandas frame
-        synthetic_texts = synthetic_column.to_pylist()
-        del source_column, synthetic_column
+        source_texts, synthetic_texts = arrow_texts(source_texts), arrow_texts(synthetic_texts)
         users = check_ngram_arguments(
             n_records=len(source_texts),
             users=users,
@@ -542,20 +564,10 @@ class SparkEngine(Engine):
 
         n_min = config.n_min
         shortest = {"n_min": n_min, "n_max": n_min}
-        self._size_shuffles(characters)
+        self._size_shuffles(int(text_sizes(source_texts).sum() + text_sizes(synthetic_texts).sum()))
         try:
             with progress.step(f"spark ({self.settings.spark_master}): {n_min}-grams"):
-                source_records = cache(
-                    self._frame(
-                        pd.DataFrame(
-                            {
-                                "doc": np.arange(n_records, dtype=np.int64),
-                                "user": users,
-                                "text": pd.Series(source_texts, dtype=object).astype(str),
-                            }
-                        )
-                    )
-                )
+                source_records = cache(self._records(source_texts, user=users))
                 release_records = cache(self._records(synthetic_texts))
                 source_short = cache(
                     source_records.mapInArrow(
