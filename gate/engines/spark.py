@@ -417,7 +417,7 @@ class SparkEngine(Engine):
         return df.repartition(partitions) if partitions else df
 
     def _records(self, texts: Texts, **columns: np.ndarray) -> Any:
-        """The texts as a DataFrame ``(doc, text, *columns)``. The texts go to Spark as
+        """The texts as a DataFrame ``(doc, *columns, text)``. The texts go to Spark as
         Arrow strings, without a Python string per text."""
         column = arrow_texts(texts)
         return self._frame(
