@@ -418,6 +418,11 @@ def test_a_non_utf8_byte_is_named_by_its_line_and_file_offset(tmp_path: Path) ->
     at = bom.index(b"\xff")  # the offset in the file, the BOM counted
     with pytest.raises(BundleError, match=rf"line 1: bytes that are not UTF-8 at offset {at} "):
         read_table(tmp_path / "bad-bom.jsonl")
+    csv = b"\xef\xbb\xbfrecord_id,text\nr1,caf\xe9\n"
+    (tmp_path / "bad-bom.csv").write_bytes(csv)
+    at = csv.index(b"\xe9")  # one decoder for every format: the CSV's offset counts the BOM too
+    with pytest.raises(BundleError, match=rf"line 2: bytes that are not UTF-8 at offset {at} "):
+        read_table(tmp_path / "bad-bom.csv")
     (tmp_path / "cut.jsonl").write_bytes(b'{"text": "a"}\n{"text": "b\n')
     with pytest.raises(BundleError, match=r"line 2: not valid JSON: Unterminated string"):
         read_table(tmp_path / "cut.jsonl")  # the line without its newline, as JSON Lines says

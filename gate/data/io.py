@@ -73,15 +73,19 @@ def table_format(path: str | Path) -> str:
     return FORMATS[suffix]
 
 
-def _decode(path: str | Path, raw: bytes) -> str:
-    """UTF-8 (a leading byte-order mark is dropped). The error names the offset and the
-    offending bytes in hex, never the text around them."""
+def _decode(path: str | Path, raw: bytes, *, first_line: int = 1, offset: int = 0) -> str:
+    """UTF-8 text of ``raw``, the bytes of a file from ``offset`` on, starting at line
+    ``first_line`` (a byte-order mark at the file's start is dropped). The error names the
+    line, the offset in the file and the offending bytes in hex, never the text around
+    them."""
+    if offset == 0 and raw.startswith(codecs.BOM_UTF8):
+        raw, offset = raw[len(codecs.BOM_UTF8) :], len(codecs.BOM_UTF8)
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
+        line = first_line + raw.count(b"\n", 0, exc.start)
         raise BundleError(
-            f"{path}: line {line}: bytes that are not UTF-8 at offset {exc.start} "
+            f"{path}: line {line}: bytes that are not UTF-8 at offset {offset + exc.start} "
             f"(0x{raw[exc.start : exc.end].hex()}); re-encode the file as UTF-8"
         ) from None
 
@@ -101,23 +105,6 @@ def _reject_surrogates(path: str | Path, number: int, row: dict) -> None:
 
 
 _JSONL_CHUNK_ROWS = 1 << 16  # records parsed into Python objects before they become columns
-
-
-def _decode_line(path: str | Path, raw: bytes, number: int, offset: int) -> str:
-    """One line of a JSON Lines file (``offset``: of its first byte in the file) as UTF-8,
-    without its ``\\n``; a byte-order mark is dropped from the first. The error names the
-    line, the file offset and the offending bytes in hex, never the text around them."""
-    if number == 1 and raw.startswith(codecs.BOM_UTF8):
-        raw, offset = raw[len(codecs.BOM_UTF8) :], offset + len(codecs.BOM_UTF8)
-    if raw.endswith(b"\n"):
-        raw = raw[:-1]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError(
-            f"{path}: line {number}: bytes that are not UTF-8 at offset {offset + exc.start} "
-            f"(0x{raw[exc.start : exc.end].hex()}); re-encode the file as UTF-8"
-        ) from None
 
 
 class _RecordColumns:
@@ -178,7 +165,7 @@ def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
     rows: list[dict] = []
     offset = 0
     for number, raw in enumerate(lines, start=1):
-        line = _decode_line(path, raw, number, offset)
+        line = _decode(path, raw.removesuffix(b"\n"), first_line=number, offset=offset)
         offset += len(raw)
         if not line.strip():
             continue
