@@ -4,6 +4,11 @@ audits that use them, with the real components."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -165,6 +170,47 @@ def test_the_gates_process_analyses_from_the_back_while_workers_start() -> None:
     assert done[0][0] == 19
     assert sorted(index for index, _ in done) == list(range(20))
     assert all(found == _analyze_chunk(jobs[index]) for index, found in done)  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
+    """A worker killed while the gate's process works (the system's out-of-memory killer
+    does this) is one error that says what to change, within seconds, and the pool's
+    own thread does not fail (Python 3.11's does on a cancelled call); the next call
+    starts a new pool."""
+    texts = [f"Call {i:05d} at (555) 123-{i % 10000:04d}." for i in range(6000)]
+    kwargs = dict(
+        engine="patterns",
+        spacy_model="unused",
+        entities=["PHONE_NUMBER"],
+        score_threshold=0.35,
+        normalize=True,
+    )
+
+    from gate.features.pii import _worker_pool
+
+    _worker_pool.cache_clear()  # a pool of its own, whose worker is the one killed
+    others = {child.pid for child in multiprocessing.active_children()}
+
+    def kill_the_worker() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            new = [c for c in multiprocessing.active_children() if c.pid not in others]
+            if new:
+                for child in new:
+                    os.kill(child.pid, signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_the_worker)
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"a PII worker process died .* `processes:` lower"):
+        detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
+    killer.join()
+    assert time.monotonic() - started < 60
+    again = detect_pii(texts[:600], processes=2, **kwargs)  # type: ignore[arg-type]
+    assert again.values == detect_pii(texts[:600], processes=1, **kwargs).values  # type: ignore[arg-type]
 
 
 def test_missing_spacy_model_is_a_clear_error() -> None:

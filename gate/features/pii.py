@@ -36,7 +36,8 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -310,25 +311,54 @@ def _worker_pool(workers: int) -> ProcessPoolExecutor:
     return pool
 
 
+_QUEUED_PER_WORKER = 2  # chunks handed to each worker ahead: the one it runs, the next
+
+
 def _chunk_results(jobs: list[_Job], workers: int) -> Iterator[tuple[int, list[list[Detection]]]]:
     """Each chunk's detections with its index, as they are done. With ``workers`` > 1
     this process is one of them: ``workers - 1`` spawned workers take the chunks from the
     front while this process, whose analyzer is loaded, takes them from the back until
-    the two meet (it works while they start up, instead of waiting for them)."""
+    the two meet (it works while they start up, instead of waiting for them).
+
+    The pool is handed a few chunks ahead of its workers (at most two each, and no more
+    than its share of the chunks left), never all of them: a chunk this process takes is
+    one the pool never saw, so no queued call is ever cancelled (Python 3.11's pool,
+    breaking, fails in its own thread on a cancelled call).
+
+    Raises:
+        RuntimeError: a worker process died (killed, most often by the system for want
+            of memory); the pool is discarded.
+    """
     if workers <= 1 or len(jobs) <= 1:
         yield from enumerate(map(_analyze_chunk, jobs))
         return
     pool = _worker_pool(workers - 1)
-    futures = [pool.submit(_analyze_chunk, job) for job in jobs]
+    front, back = 0, len(jobs)  # the pool's next chunk; one past this process's next
+    running: dict[Future[list[list[Detection]]], int] = {}
     try:
-        remaining = len(jobs)
-        while remaining > 0 and futures[remaining - 1].cancel():  # not taken by a worker yet
-            remaining -= 1
-            yield remaining, _analyze_chunk(jobs[remaining])
-        for index in range(remaining):
-            yield index, futures[index].result()
+        while front < back or running:
+            # a few chunks per worker, never more than the pool's share of those left
+            ahead = (workers - 1) * min(_QUEUED_PER_WORKER, max(1, (back - front) // workers))
+            while front < back and len(running) < ahead:
+                running[pool.submit(_analyze_chunk, jobs[front])] = front
+                front += 1
+            if front < back:
+                back -= 1
+                yield back, _analyze_chunk(jobs[back])
+                finished = [future for future in running if future.done()]
+            else:
+                finished = list(wait(running, return_when=FIRST_COMPLETED).done)
+            for future in finished:
+                yield running.pop(future), future.result()
+    except BrokenProcessPool as exc:
+        _worker_pool.cache_clear()
+        raise RuntimeError(
+            "a PII worker process died before it finished (killed, most often by the "
+            "system for want of memory); set the pii class's `processes:` lower (1 "
+            "analyses in the gate's process alone), or give the machine more memory"
+        ) from exc
     finally:
-        for future in futures:
+        for future in running:  # only when this process stops early
             future.cancel()
 
 
