@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gate.errors import AuditError
 from gate.features.distinct import distinct_texts
 from gate.imports import imports_blocked
 
@@ -297,17 +298,22 @@ def detect_pii(
     return _occurrences(texts, codes, unique_texts, per_text, normalize=normalize)
 
 
-@cache
+_POOLS: dict[int, ProcessPoolExecutor] = {}  # by number of workers
+
+
 def _worker_pool(workers: int) -> ProcessPoolExecutor:
     """One pool per process and size, kept for the next call (the source and the release
     are analysed one after the other; each worker loads its analyzer once) and shut down
     at exit. Spawned, not forked: the parent may hold torch or MLflow threads."""
-    pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_worker_init,
-    )
-    atexit.register(pool.shutdown, wait=True, cancel_futures=True)
+    pool = _POOLS.get(workers)
+    if pool is None:
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init,
+        )
+        atexit.register(pool.shutdown, wait=True, cancel_futures=True)
+        _POOLS[workers] = pool
     return pool
 
 
@@ -322,11 +328,12 @@ def _chunk_results(jobs: list[_Job], workers: int) -> Iterator[tuple[int, list[l
 
     The pool is handed a few chunks ahead of its workers (at most two each, and no more
     than its share of the chunks left), never all of them: a chunk this process takes is
-    one the pool never saw, so no queued call is ever cancelled (Python 3.11's pool,
-    breaking, fails in its own thread on a cancelled call).
+    one the pool never saw, and no call handed to the pool is ever cancelled, even when
+    this process stops early (Python 3.11's pool, breaking, fails in its own thread on a
+    cancelled call and leaves its other workers running).
 
     Raises:
-        RuntimeError: a worker process died (killed, most often by the system for want
+        AuditError: a worker process died (killed, most often by the system for want
             of memory); the pool is discarded.
     """
     if workers <= 1 or len(jobs) <= 1:
@@ -338,8 +345,8 @@ def _chunk_results(jobs: list[_Job], workers: int) -> Iterator[tuple[int, list[l
     try:
         while front < back or running:
             # a few chunks per worker, never more than the pool's share of those left
-            ahead = (workers - 1) * min(_QUEUED_PER_WORKER, max(1, (back - front) // workers))
-            while front < back and len(running) < ahead:
+            share = (back - front) * (workers - 1) // workers
+            while front < back and len(running) < min(_QUEUED_PER_WORKER * (workers - 1), share):
                 running[pool.submit(_analyze_chunk, jobs[front])] = front
                 front += 1
             if front < back:
@@ -351,15 +358,12 @@ def _chunk_results(jobs: list[_Job], workers: int) -> Iterator[tuple[int, list[l
             for future in finished:
                 yield running.pop(future), future.result()
     except BrokenProcessPool as exc:
-        _worker_pool.cache_clear()
-        raise RuntimeError(
+        _POOLS.pop(workers - 1, None)
+        raise AuditError(
             "a PII worker process died before it finished (killed, most often by the "
             "system for want of memory); set the pii class's `processes:` lower (1 "
             "analyses in the gate's process alone), or give the machine more memory"
         ) from exc
-    finally:
-        for future in running:  # only when this process stops early
-            future.cancel()
 
 
 def _track(items: Iterator[Any], total: int, progress: Any, description: str) -> Iterator[Any]:
