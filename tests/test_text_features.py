@@ -157,7 +157,7 @@ def test_worker_processes_find_what_one_process_finds() -> None:
         detect_pii(texts, processes=0, **kwargs)  # type: ignore[arg-type]
 
 
-def test_the_gates_process_analyses_from_the_back_while_workers_start() -> None:
+def test_the_gates_process_analyses_from_the_back_while_workers_start(monkeypatch) -> None:
     """Split over two processes, the gate's own takes the last chunk at once (its
     analyzer is loaded; the worker is still starting) and every chunk is done once, with
     the detections of its own texts."""
@@ -171,6 +171,23 @@ def test_the_gates_process_analyses_from_the_back_while_workers_start() -> None:
     assert done[0][0] == 19
     assert sorted(index for index, _ in done) == list(range(20))
     assert all(found == _analyze_chunk(jobs[index]) for index, found in done)  # type: ignore[arg-type]
+    # fewer chunks than processes: the pool gets only its share, this process works too
+    import functools
+
+    import gate.features.pii as pii
+
+    here = []  # chunks analysed in this process (the workers unpickle the original by name)
+
+    @functools.wraps(_analyze_chunk)
+    def recorded(job):
+        here.append(job[0][0])
+        return _analyze_chunk(job)
+
+    monkeypatch.setattr(pii, "_analyze_chunk", recorded)
+    few = list(_chunk_results(jobs[:2], 3))  # type: ignore[arg-type]
+    assert here == [jobs[1][0][0]] and few[0][0] == 1
+    assert sorted(index for index, _ in few) == [0, 1]
+    assert all(found == _analyze_chunk(jobs[index]) for index, found in few)  # type: ignore[arg-type]
 
 
 @pytest.mark.timeout(90)
