@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
@@ -24,10 +24,17 @@ from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle, load_source
 from gate.engines.base import Engine, create_engine
 from gate.errors import BundleError, InputError, missing_dependency_message
+from gate.features.embeddings import native_bfloat16
 from gate.plugins import ENGINES
 from gate.policy.checks import CheckResult, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
-from gate.policy.models import AuditConfig, EngineSettings, MembershipPolicy, Policy
+from gate.policy.models import (
+    AuditConfig,
+    EngineSettings,
+    MembershipPolicy,
+    Policy,
+    SemanticFeatures,
+)
 from gate.progress import NullProgress, Progress
 from gate.results import AuditOutcome, AuditResult, GateResult, Status, SuiteValidation
 from gate.suites.gx_suite import validate_checks
@@ -40,6 +47,7 @@ __all__ = [
     "GateResult",
     "audit_canaries",
     "check_release",
+    "precision_warnings",
     "remediate_release",
     "run_gate",
     "split_warnings",
@@ -67,6 +75,40 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
     if membership.split_check.action == "fail":
         raise BundleError(bundle.membership.imbalance_message())
     return (bundle.membership.imbalance_message(),)
+
+
+def _semantic_settings(policy: Policy) -> list[SemanticFeatures]:
+    """Every semantic class configuration the enabled audits use (disclosure classes and
+    scorers' own ``features:``), found by walking the policy model."""
+    found: list[SemanticFeatures] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, SemanticFeatures):
+            found.append(value)
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                walk(getattr(value, name))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    for config in policy.audits.enabled().values():
+        walk(config)
+    return found
+
+
+def precision_warnings(policy: Policy) -> tuple[str, ...]:
+    """A warning when the policy embeds in bfloat16 on a CPU that would emulate it (the
+    verdict does not change; the run is several times slower than in float32)."""
+    if not any(s.precision == "bfloat16" for s in _semantic_settings(policy)):
+        return ()
+    if native_bfloat16() is not False:
+        return ()
+    return (
+        "semantic features: precision bfloat16 on a CPU without bfloat16 matrix instructions "
+        "(AVX512-BF16 or AMX): the encoder emulates it, several times slower than float32 "
+        "(5.7x slower on an AVX2 CPU); use precision: float32 on this machine",
+    )
 
 
 def _overall(
@@ -192,7 +234,7 @@ def run_gate(
     if root_seed < 0:
         raise ValueError(f"seed must be >= 0; found {root_seed}")
     progress = progress or NullProgress()
-    warnings = split_warnings(bundle, policy_model.membership)
+    warnings = split_warnings(bundle, policy_model.membership) + precision_warnings(policy_model)
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
 

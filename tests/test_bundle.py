@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gate.api import split_warnings
-from gate.data.bundle import Bundle, load_bundle
+from gate.data.bundle import WHITE_SPACE, Bundle, load_bundle
 from gate.data.io import dataset_format, dataset_table
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, SplitCheck
@@ -509,6 +509,7 @@ def test_a_side_is_blank_exactly_when_python_s_strip_empties_every_text(
     import sys
 
     spaces = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+    assert spaces == WHITE_SPACE  # the gate's constant (a Python with newer Unicode may add)
     blank = write_jsonl(
         tmp_path / "blank.jsonl",
         [{"user_id": f"b{i}", "text": spaces[i % len(spaces) :] + "\u00a0"} for i in range(20)],

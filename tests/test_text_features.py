@@ -9,11 +9,13 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gate.api import run_gate
+import gate.api
+from gate.api import precision_warnings, run_gate
 from gate.data.bundle import load_bundle
 from gate.demo.corpora import make_faker, paraphrase, rewrite_release, support_records
 from gate.errors import AuditError
@@ -24,6 +26,7 @@ from gate.features.embeddings import (
     knn_inner_product,
     knn_search,
     load_encoder,
+    native_bfloat16,
     neighbour_density,
     token_lengths,
 )
@@ -492,6 +495,41 @@ def test_rewrite_release_fails_through_embedding_membership(tmp_path, precision:
     failed = {c.spec.metric for o in result.audits.values() for c in o.checks if not c.passed}
     assert "embedding.auc" in failed
     assert result.status == "fail"
+    emulated = precision == "bfloat16" and native_bfloat16() is False
+    assert any("precision bfloat16" in w for w in result.warnings) == emulated
+
+
+def test_native_bfloat16_reads_the_cpu_flags() -> None:
+    """torch's answer agrees with the kernel's CPU flags (Linux)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        pytest.skip("no /proc/cpuinfo")
+    flags = set(cpuinfo.read_text().split())
+    assert native_bfloat16() == bool({"avx512_bf16", "amx_tile"} & flags)
+
+
+def test_precision_warning_finds_a_scorer_s_own_semantic_settings(monkeypatch) -> None:
+    """bfloat16 set only on the embedding scorer's own features warns on an emulating CPU;
+    not on a CPU with bfloat16 instructions, nor when torch cannot tell."""
+    policy = parse_policy(
+        """\
+version: 1
+name: p
+audits:
+  membership:
+    scorers:
+      - {scorer: embedding, features: {class: semantic, precision: bfloat16}}
+    thresholds: {max_auc: 0.6}
+"""
+    )
+    float32 = parse_policy(
+        "version: 1\nname: p\naudits:\n  membership:\n    scorers: [embedding]\n"
+        "    thresholds: {max_auc: 0.6}\n"
+    )
+    for native, expected in ((False, 1), (True, 0), (None, 0)):
+        monkeypatch.setattr(gate.api, "native_bfloat16", lambda native=native: native)
+        assert len(precision_warnings(policy)) == expected
+        assert precision_warnings(float32) == ()
 
 
 def test_paraphrase_breaks_long_ngrams() -> None:

@@ -9,7 +9,6 @@ records have ``text``, optional ``record_id`` and ``source_id``. Every problem i
 from __future__ import annotations
 
 import functools
-import sys
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
@@ -569,19 +568,22 @@ def _model_directory(model: str | Path) -> Path:
     return path
 
 
-@functools.cache
-def _not_space_pattern() -> str:
-    """A character that ``str.strip()`` keeps (not ``str.isspace()``), in RE2's syntax
-    (whose ``\\S`` knows ASCII white space only)."""
-    spaces = (c for c in range(sys.maxunicode + 1) if chr(c).isspace())
-    return "[^" + "".join(f"\\x{{{c:X}}}" for c in spaces) + "]"
+# The characters ``str.isspace()`` is true for (Unicode White_Space, plus the ASCII
+# separators U+001C-U+001F); tests/test_bundle.py checks this against every code point.
+WHITE_SPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# A character that ``str.strip()`` keeps, in RE2's syntax (whose ``\\S`` knows ASCII white
+# space only).
+_NOT_SPACE = "[^" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE) + "]"
 
 
 def _reject_blank_sides(frame: pd.DataFrame) -> None:
     """A side whose records are all empty or white space has no feature to audit: every
     test would pass for want of evidence."""
     visible = pd.Series(
-        pc.match_substring_regex(pa.array(frame["text"].array), _not_space_pattern()).to_numpy(
+        pc.match_substring_regex(pa.array(frame["text"].array), _NOT_SPACE).to_numpy(
             zero_copy_only=False
         ),
         index=frame.index,
