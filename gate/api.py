@@ -107,7 +107,7 @@ def precision_warnings(policy: Policy) -> tuple[str, ...]:
     return (
         "semantic features: precision bfloat16 on a CPU without bfloat16 matrix instructions "
         "(AVX512-BF16 or AMX): the encoder emulates it, several times slower than float32 "
-        "(5.7x slower on an AVX2 CPU); use precision: float32 on this machine",
+        "(5.5-5.8x slower on an AVX2 CPU); use precision: float32 on this machine",
     )
 
 

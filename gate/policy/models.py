@@ -237,7 +237,8 @@ class SemanticFeatures(FeatureClassConfig):
     precision: Literal["float32", "bfloat16"] = Field(
         "float32",
         description="Encoder arithmetic: float32, or bfloat16 autocast (about 1.8x faster on "
-        "CPUs with AVX512-BF16/AMX, cosine agreement >= 0.9999; slower elsewhere).",
+        "CPUs with AVX512-BF16/AMX, cosine agreement >= 0.9999; about 5x slower elsewhere, "
+        "where the verdict warns).",
     )
     cache_dir: str | None = Field(None, description="Embedding cache; null = no cache.")
     knn: Literal["auto", "exact", "ivf"] = Field(
