@@ -99,8 +99,12 @@ def _semantic_settings(policy: Policy) -> list[SemanticFeatures]:
 
 def precision_warnings(policy: Policy) -> tuple[str, ...]:
     """A warning when the policy embeds in bfloat16 on a CPU that would emulate it (the
-    verdict does not change; the run is several times slower than in float32)."""
+    verdict does not change; the run is several times slower than in float32). Only
+    this machine's CPU is asked: a Spark cluster's executors are not."""
     if not any(s.precision == "bfloat16" for s in _semantic_settings(policy)):
+        return ()
+    engine = policy.engine
+    if engine.name != "local" and not engine.spark_master.startswith("local"):
         return ()
     if native_bfloat16() is not False:
         return ()

@@ -530,6 +530,14 @@ audits:
         monkeypatch.setattr(gate.api, "native_bfloat16", lambda native=native: native)
         assert len(precision_warnings(policy)) == expected
         assert precision_warnings(float32) == ()
+    monkeypatch.setattr(gate.api, "native_bfloat16", lambda: False)
+    spark = policy.engine.model_copy(update={"name": "spark"})
+    on_spark = policy.model_copy(update={"engine": spark})
+    assert len(precision_warnings(on_spark)) == 1  # local[2]: this CPU, which emulates
+    cluster = on_spark.model_copy(
+        update={"engine": spark.model_copy(update={"spark_master": "spark://h:7077"})}
+    )
+    assert precision_warnings(cluster) == ()  # the executors' CPUs are not this one
 
 
 def test_paraphrase_breaks_long_ngrams() -> None:
