@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
@@ -77,34 +77,17 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
     return (bundle.membership.imbalance_message(),)
 
 
-def _semantic_settings(policy: Policy) -> list[SemanticFeatures]:
-    """Every semantic class configuration the enabled audits use (disclosure classes and
-    scorers' own ``features:``), found by walking the policy model."""
-    found: list[SemanticFeatures] = []
-
-    def walk(value: object) -> None:
-        if isinstance(value, SemanticFeatures):
-            found.append(value)
-        elif isinstance(value, BaseModel):
-            for name in type(value).model_fields:
-                walk(getattr(value, name))
-        elif isinstance(value, list | tuple):
-            for item in value:
-                walk(item)
-
-    for config in policy.audits.enabled().values():
-        walk(config)
-    return found
-
-
 def precision_warnings(policy: Policy) -> tuple[str, ...]:
     """A warning when the policy embeds in bfloat16 on a CPU that would emulate it (the
     verdict does not change; the run is several times slower than in float32). Only
     this machine's CPU is asked: a Spark cluster's executors are not."""
-    if not any(s.precision == "bfloat16" for s in _semantic_settings(policy)):
+    if not any(s.precision == "bfloat16" for s in policy.settings_of(SemanticFeatures)):
         return ()
     engine = policy.engine
-    if engine.name != "local" and not engine.spark_master.startswith("local"):
+    on_this_machine = engine.name == "local" or (
+        engine.name == "spark" and engine.spark_master.startswith("local")
+    )
+    if not on_this_machine:
         return ()
     if native_bfloat16() is not False:
         return ()

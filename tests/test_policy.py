@@ -14,7 +14,7 @@ from gate.cli import main
 from gate.errors import PolicyError
 from gate.policy import effective_policy_yaml, load_policy, parse_policy
 from gate.policy.loader import format_yaml_path, policy_json_schema
-from gate.policy.models import Policy
+from gate.policy.models import NgramFeatures, PiiFeatures, Policy, SemanticFeatures
 
 from .conftest import MINIMAL_POLICY, REPO
 
@@ -333,3 +333,46 @@ def test_policy_model_is_frozen() -> None:
     with pytest.raises(Exception, match="frozen"):
         policy.alpha = 0.5  # type: ignore[misc]
     assert isinstance(policy, Policy)
+
+
+def test_settings_of_finds_every_configuration_of_a_kind_in_the_enabled_audits() -> None:
+    """A disclosure class and a scorer sharing it are both found, a scorer's own features
+    too; a disabled audit's are not."""
+    shared = parse_policy(
+        textwrap.dedent(
+            """\
+            version: 1
+            name: p
+            audits:
+              disclosure:
+                features: [{class: ngram}, {class: semantic, precision: bfloat16}]
+                thresholds: {max_epsilon: 0.5}
+              membership:
+                scorers: [embedding]
+                thresholds: {max_auc: 0.6}
+            """
+        )
+    )
+    assert [(s.precision, s.neighbours) for s in shared.settings_of(SemanticFeatures)] == [
+        ("bfloat16", 10),
+        ("bfloat16", 10),
+    ]
+    assert [s.n_min for s in shared.settings_of(NgramFeatures)] == [8]
+    assert shared.settings_of(PiiFeatures) == []
+    own = parse_policy(
+        textwrap.dedent(
+            """\
+            version: 1
+            name: p
+            audits:
+              disclosure:
+                enabled: false
+                features: [{class: semantic, neighbours: 7}]
+                thresholds: {max_epsilon: 0.5}
+              membership:
+                scorers: [{scorer: embedding, features: {class: semantic, neighbours: 3}}]
+                thresholds: {max_auc: 0.6}
+            """
+        )
+    )
+    assert [s.neighbours for s in own.settings_of(SemanticFeatures)] == [3]

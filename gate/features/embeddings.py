@@ -67,9 +67,13 @@ Precision = Literal["float32", "bfloat16"]
 
 def native_bfloat16() -> bool | None:
     """Whether this CPU multiplies bfloat16 matrices in hardware (AVX512-BF16 or AMX), as
-    torch sees it; None if this torch cannot tell. Without them ``precision="bfloat16"``
-    is emulated: MiniLM ran 5.5–5.8× slower than float32 on an AVX2 CPU (README)."""
-    import torch
+    torch sees it; None if torch cannot tell or is not installed (the encoder then reports
+    the missing dependency itself). Without them ``precision="bfloat16"`` is emulated:
+    MiniLM ran 5.5–5.8× slower than float32 on an AVX2 CPU (README)."""
+    try:
+        import torch
+    except ImportError:
+        return None
 
     names = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     probes: list[Callable[[], bool]] = [

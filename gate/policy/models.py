@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 SCHEMA_VERSION = 1
 
 
+_Settings = typing.TypeVar("_Settings", bound=BaseModel)
+
+
 class StrictModel(BaseModel):
     # allow_inf_nan=False: a threshold of .inf or .nan could never fail.
     model_config = ConfigDict(
@@ -1010,3 +1013,23 @@ class Policy(StrictModel):
         # the filled-in audits are set in place (validation is not finished: no reader yet)
         object.__setattr__(self, "audits", audits)
         return self
+
+    def settings_of(self, kind: type[_Settings]) -> list[_Settings]:
+        """Every ``kind`` configuration the enabled audits hold, wherever it sits (a
+        disclosure class, a scorer's ``features:``, the distinguishability audit's
+        ``embedding:``, a plug-in's own field)."""
+        found: list[_Settings] = []
+
+        def walk(value: object) -> None:
+            if isinstance(value, kind):
+                found.append(value)
+            elif isinstance(value, BaseModel):
+                for name in type(value).model_fields:
+                    walk(getattr(value, name))
+            elif isinstance(value, list | tuple):
+                for item in value:
+                    walk(item)
+
+        for config in self.audits.enabled().values():
+            walk(config)
+        return found
