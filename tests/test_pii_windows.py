@@ -13,7 +13,15 @@ import pytest
 
 from gate.demo.corpora import email_threads, make_faker
 from gate.features.pii import build_analyzer, spacy_pipeline_needs_torch
-from gate.features.pii_windows import margin_windows, token_windows
+from gate.features.pii_windows import (
+    REGEX_BLANKS,
+    MemoPhoneRecognizer,
+    candidate_verdict,
+    distinct_matcher_regions,
+    margin_windows,
+    neighbour_class,
+    token_windows,
+)
 from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
 
 ENTITIES = [e for e in DEFAULT_PII_ENTITIES if e not in NLP_ONLY_ENTITIES]
@@ -27,6 +35,17 @@ def test_margin_windows_widen_clip_and_merge() -> None:
     # widened by 5: [0,10) and [10,21) touch and merge; [29,36) stays apart
     assert margin_windows(text, digits, margin=5) == [(0, 21), (29, 36)]
     assert margin_windows("no digits", digits, margin=5) == []
+
+
+def test_blanks_are_the_regex_modules_whitespace() -> None:
+    """The token windows are cut where Presidio's patterns (the ``regex`` module) see
+    whitespace: all code points checked."""
+    import regex
+
+    blanks = re.compile(f"[{REGEX_BLANKS}]")
+    every = "".join(map(chr, range(0x110000)))
+    assert "".join(blanks.findall(every)) == "".join(regex.findall(r"\s", every))
+    assert len(blanks.findall(every)) == 25
 
 
 def test_token_windows_are_whole_tokens() -> None:
@@ -146,6 +165,10 @@ def test_same_detections_on_random_adversarial_texts(analyzers) -> None:
         "\x85",
         "\u2028",
         "\u00a0",
+        "$",
+        "%",
+        "\u00e9",
+        "\u20ac",
     ]
     rng = np.random.default_rng(11)
     total = 0
@@ -155,6 +178,67 @@ def test_same_detections_on_random_adversarial_texts(analyzers) -> None:
         assert _detections(windowed, text) == expected, text
         total += len(expected)
     assert total > 1000
+
+
+def _phones(recognizer, text: str) -> list[tuple[int, int]]:
+    return sorted((r.start, r.end) for r in recognizer.analyze(text, ["PHONE_NUMBER"]))
+
+
+def test_phone_verdicts_are_remembered_per_candidate_region_and_neighbours() -> None:
+    from presidio_analyzer.predefined_recognizers import PhoneRecognizer
+
+    stock, memo = PhoneRecognizer(), MemoPhoneRecognizer()
+    # the same candidate with a space, a letter, a currency sign or nothing next to it
+    texts = [
+        "call 212-555-0199 now",
+        "call x212-555-0199 now",
+        "call 212-555-0199x now",
+        "pay $212-555-0199 now",
+        "pay \u20ac212-555-0199 now",
+        "call 212-555-0199% now",
+        "call \u00e9212-555-0199 now",
+        "call (212-555-0199) now",
+        "212-555-0199",
+        "call 212-555-0199 now",
+        "abc 212-555-0199",
+    ]
+    for text in texts:
+        assert _phones(memo, text) == _phones(stock, text), text
+    assert [len(_phones(stock, t)) for t in texts] == [1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
+    info = memo.verdict.cache_info()
+    assert info.hits > 0 and info.misses > 0  # the repeated text was not parsed again
+    before = info.hits
+    assert _phones(memo, texts[0]) == [(5, 17)]
+    assert memo.verdict.cache_info().hits > before
+    # a verdict is the matcher's own: the number it parses, None for a letter next to it
+    assert candidate_verdict("212-555-0199", "US", 1, " ", " ").national_number == 2125550199
+    assert candidate_verdict("212-555-0199", "US", 1, "x", " ") is None
+    # neighbours the matcher rejects stand as "a", all others as " "
+    assert [neighbour_class(c) for c in "xZ\u00e9$\u20ac%"] == ["a"] * 6
+    assert [neighbour_class(c) for c in " \n(-.:#\u4e00"] == [" "] * 8
+    with pytest.raises(ValueError, match="leniency"):
+        MemoPhoneRecognizer(leniency=None)
+
+
+def test_regions_that_parse_alike_are_matched_once() -> None:
+    from presidio_analyzer.predefined_recognizers import PhoneRecognizer
+
+    defaults = PhoneRecognizer().supported_regions
+    assert distinct_matcher_regions(defaults) == [r for r in defaults if r != "FE"]
+    assert distinct_matcher_regions(["uk", "GB", "fe", "001", "ZZ", "xx"]) == [
+        "uk",
+        "GB",
+        "001",
+        "ZZ",
+    ]
+    # "UK" in place of "FE": what a matcher for "FE" alone finds
+    alone, memo = PhoneRecognizer(supported_regions=["FE"]), MemoPhoneRecognizer()
+    assert memo.matched_regions == distinct_matcher_regions(defaults)
+    memo_uk = MemoPhoneRecognizer(supported_regions=["UK", "FE"])
+    assert memo_uk.matched_regions == ["UK"]
+    for text in ["+44 20 7946 0958", "020 7946 0958", "+1 212-555-0199 or +49 30 901820"]:
+        assert _phones(memo_uk, text) == _phones(alone, text), text
+    assert len(_phones(alone, "+1 212-555-0199 or +49 30 901820")) == 2
 
 
 def test_presidio_imports_without_torch_for_a_pipeline_that_does_not_need_it() -> None:
@@ -167,6 +251,7 @@ def test_presidio_imports_without_torch_for_a_pipeline_that_does_not_need_it() -
         "text='Call John Smith at 555-123-4567.', language='en')\n"
         "assert {r.entity_type for r in found} >= {'PERSON', 'PHONE_NUMBER'}, found\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
+        "assert 'pandas' not in sys.modules  # a PII worker starts without it\n"
         "import gate.features.pii as pii\n"
         "pii.spacy_pipeline_needs_torch = lambda model: True  # as a transformer pipeline\n"
         "try:\n"

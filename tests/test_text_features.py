@@ -32,7 +32,7 @@ from gate.features.embeddings import (
     token_lengths,
 )
 from gate.features.matching import coded_disclosures
-from gate.features.pii import detect_pii, normalise
+from gate.features.pii import PiiOccurrences, detect_pii, normalise
 from gate.policy import parse_policy
 from gate.policy.models import MembershipPolicy
 
@@ -142,6 +142,22 @@ def test_identical_texts_are_analysed_once_and_reported_for_each_document() -> N
     third = [v for d, v in zip(found.docs, found.values, strict=True) if d == 2]
     assert first == third == one.values and len(first) == 2
     assert 1 not in found.docs.tolist() and found.docs.tolist() == sorted(found.docs.tolist())
+
+
+def test_occurrences_split_into_source_and_release_documents() -> None:
+    both = PiiOccurrences(
+        np.array([0, 0, 2, 3, 3, 5]),
+        ["PHONE_NUMBER", "EMAIL_ADDRESS", "PHONE_NUMBER", "PHONE_NUMBER", "URL", "URL"],
+        ["p0", "e0", "p2", "p3", "u3", "u5"],
+        ["PHONE_NUMBER:0", "EMAIL_ADDRESS:0", "PHONE_NUMBER:2", "PHONE_NUMBER:3", "URL:3", "URL:5"],
+    )
+    source, release = both.split(3)  # documents 0-2 and 3-5
+    assert source.docs.tolist() == [0, 0, 2] and source.raw == ["p0", "e0", "p2"]
+    assert release.docs.tolist() == [0, 0, 2] and release.raw == ["p3", "u3", "u5"]
+    assert release.entity_types == ["PHONE_NUMBER", "URL", "URL"]
+    assert release.values == ["PHONE_NUMBER:3", "URL:3", "URL:5"]
+    nothing, everything = both.split(0)
+    assert nothing.docs.size == 0 and everything.raw == both.raw
 
 
 def test_worker_processes_find_what_one_process_finds() -> None:

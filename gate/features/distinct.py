@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 
 def distinct_texts(texts: Sequence[str]) -> tuple[np.ndarray, list[str]]:
@@ -17,6 +16,8 @@ def distinct_texts(texts: Sequence[str]) -> tuple[np.ndarray, list[str]]:
         TypeError: an item is not a string (a missing text would otherwise get code -1,
             which indexes the last distinct text's result).
     """
+    import pandas as pd  # here: a PII worker imports this module and never calls this
+
     values = pd.Series(list(texts), dtype=object)
     kind = pd.api.types.infer_dtype(values, skipna=False)
     if len(values) and kind != "string":

@@ -163,6 +163,22 @@ class PiiOccurrences:
     raw: list[str]
     values: list[str]
 
+    def split(self, n_first: int) -> tuple[PiiOccurrences, PiiOccurrences]:
+        """The occurrences in documents ``0 .. n_first - 1``, and those in the documents
+        after, numbered from 0 again (rows keep their order)."""
+        first = np.asarray(self.docs) < n_first
+
+        def rows(keep: np.ndarray, shift: int) -> PiiOccurrences:
+            index = np.flatnonzero(keep).tolist()
+            return PiiOccurrences(
+                np.asarray(self.docs)[keep] - shift,
+                [self.entity_types[i] for i in index],
+                [self.raw[i] for i in index],
+                [self.values[i] for i in index],
+            )
+
+        return rows(first, 0), rows(~first, n_first)
+
 
 def _ner_only_pipes(nlp: Any) -> list[str]:
     """Pipeline components the NER does not need: those that only feed context
