@@ -60,7 +60,7 @@ class PiiClass(DisclosureClass[PiiFeatures]):
         self, bundle: Bundle, config: PiiFeatures, store: FeatureStore
     ) -> ClassDisclosures:
         source_texts = bundle.source["text"].tolist()
-        # one call: a release text that repeats a source text is analysed once
+        # one call: the local engine analyses a release text that repeats a source text once
         both = store.engine.detect_pii(
             source_texts + bundle.synthetic["text"].tolist(),
             config=config,

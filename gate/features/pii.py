@@ -166,12 +166,13 @@ class PiiOccurrences:
     def split(self, n_first: int) -> tuple[PiiOccurrences, PiiOccurrences]:
         """The occurrences in documents ``0 .. n_first - 1``, and those in the documents
         after, numbered from 0 again (rows keep their order)."""
-        first = np.asarray(self.docs) < n_first
+        docs = np.asarray(self.docs, dtype=np.int64)
+        first = docs < n_first
 
         def rows(keep: np.ndarray, shift: int) -> PiiOccurrences:
             index = np.flatnonzero(keep).tolist()
             return PiiOccurrences(
-                np.asarray(self.docs)[keep] - shift,
+                docs[keep] - shift,
                 [self.entity_types[i] for i in index],
                 [self.raw[i] for i in index],
                 [self.values[i] for i in index],
@@ -318,8 +319,8 @@ _POOLS: dict[int, ProcessPoolExecutor] = {}  # by number of workers
 
 
 def _worker_pool(workers: int) -> ProcessPoolExecutor:
-    """One pool per process and size, kept for the next call (the source and the release
-    are analysed one after the other; each worker loads its analyzer once) and shut down
+    """One pool per process and size, kept for the next call (a remediation round, another
+    audit's policy; each worker loads its analyzer once and keeps its memo) and shut down
     at exit. Spawned, not forked: the parent may hold torch or MLflow threads."""
     pool = _POOLS.get(workers)
     if pool is None:

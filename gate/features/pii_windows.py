@@ -32,8 +32,9 @@ per region. That verdict depends on the candidate, the region, the leniency and 
 the character before and the one after the candidate are Latin letters or invalid
 punctuation (``%``, currency signs), nothing else; :class:`MemoPhoneRecognizer` remembers
 it (least recently used first out), so a candidate seen again in such a context is not
-parsed again; and its matcher runs once for the region codes ``phonenumbers`` parses
-alike (codes it does not know: Presidio's "UK" and "FE").
+parsed again; and its matcher runs once for region codes ``phonenumbers`` parses alike
+(codes it does not know, such as "UK"; Presidio's default regions are all known). Its
+regions and leniency are read when it is built.
 
 ``tests/test_pii_windows.py`` compares the windowed and the original recognizers on
 real-length e-mails and on adversarial texts.
@@ -60,7 +61,7 @@ from presidio_analyzer.predefined_recognizers import (
 Span = tuple[int, int]
 
 PHONE_MARGIN = 32
-# verdicts remembered per phone recognizer (about 270 bytes each: ~35 MB)
+# verdicts remembered per phone recognizer (205-270 bytes each: 27-35 MB)
 PHONE_VERDICTS = 1 << 17
 # phonenumbers matches with the standard library's ``re``; Presidio's pattern recognizers
 # with the ``regex`` module, whose ``\s`` differs (it excludes U+001C-U+001F): the
@@ -192,12 +193,13 @@ def distinct_matcher_regions(regions: list[str]) -> list[str]:
 
     A matcher uses its region only to parse candidates (``phonenumbers.parse(candidate,
     region)``), and ``parse`` treats alike every code that is not a supported region and
-    has no metadata (Presidio's defaults hold two: "UK" and "FE"): only a number written
-    with "+" parses, whatever the code. Of those, the first is kept."""
+    has no metadata (such as "UK" or "FE"; Presidio's default regions are all known):
+    only a number written with "+" parses, whatever the code. Of those, the first is kept;
+    an entry that is not a string is kept as it is."""
     kept: list[str] = []
     unknown_kept = False
     for region in regions:
-        unknown = (
+        unknown = isinstance(region, str) and (
             region not in phonenumbers.SUPPORTED_REGIONS
             and region.upper() not in phonenumbers.SUPPORTED_REGIONS
             and region.upper() not in {"001", phonenumbers.UNKNOWN_REGION}
