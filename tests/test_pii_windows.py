@@ -18,7 +18,9 @@ from gate.features.pii_windows import (
     MemoPhoneRecognizer,
     candidate_verdict,
     distinct_matcher_regions,
+    fewest_valid_digits,
     margin_windows,
+    matcher_verdict,
     neighbour_class,
     token_windows,
 )
@@ -218,6 +220,82 @@ def test_phone_verdicts_are_remembered_per_candidate_region_and_neighbours() -> 
     assert [neighbour_class(c) for c in " \n(-.:#\u4e00"] == [" "] * 8
     with pytest.raises(ValueError, match="leniency"):
         MemoPhoneRecognizer(leniency=None)
+
+
+def _example_numbers() -> list[tuple[str, object]]:
+    """(region or "001", number): an example of every type phonenumbers has for every
+    region and non-geographic entity."""
+    import phonenumbers
+
+    found = []
+    for region in sorted(phonenumbers.SUPPORTED_REGIONS):
+        for kind in range(12):  # PhoneNumberType FIXED_LINE .. VOICEMAIL
+            number = phonenumbers.example_number_for_type(region, kind)
+            if number is not None:
+                found.append((region, number))
+    for code in sorted(phonenumbers.COUNTRY_CODES_FOR_NON_GEO_REGIONS):
+        number = phonenumbers.example_number_for_non_geo_entity(code)
+        if number is not None:
+            found.append(("001", number))
+    return found
+
+
+def test_candidates_too_short_for_a_valid_number_get_the_matchers_verdict() -> None:
+    import phonenumbers
+    from phonenumbers import PhoneNumberFormat as Format
+
+    regions = ["US", "GB", "DE", "FR", "IL", "IN", "CA", "BR", "AR", "SM", "GG", "JP", "UK"]
+    examples = _example_numbers()
+    assert len(examples) > 1000
+    checked = pruned = 0
+
+    def same_verdict(candidate: str, region: str) -> None:
+        nonlocal checked, pruned
+        for before, after in [("", ""), (" ", " ")]:
+            want = matcher_verdict(candidate, region, 1, before, after)
+            assert candidate_verdict(candidate, region, 1, before, after) == want, (
+                candidate,
+                region,
+            )
+        digits = sum(c.isdigit() for c in candidate)
+        pruned += digits < fewest_valid_digits(region, plus="+" in candidate)
+        checked += 1
+
+    # every example number: national format in its own region (the bound of every
+    # region), international format, and dialled from abroad with each region's exit code
+    for region, number in examples:
+        if region != "001":
+            same_verdict(phonenumbers.format_number(number, Format.NATIONAL), region)
+        same_verdict(phonenumbers.format_number(number, Format.INTERNATIONAL), "US")
+    for _, number in examples[::7]:
+        for home in regions[:8]:
+            same_verdict(phonenumbers.format_out_of_country_calling_number(number, home), home)
+    # short digit runs with separators, exit codes, plus signs and Arabic-Indic digits
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        digits = "".join(rng.choice(list("0123456789"), size=int(rng.integers(1, 10))))
+        if rng.random() < 0.2:
+            digits = digits.translate(
+                str.maketrans(
+                    "0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669"
+                )
+            )
+        cut = int(rng.integers(0, len(digits) + 1))
+        body = digits[:cut] + str(rng.choice(["", "-", " ", ".", "/", ") "])) + digits[cut:]
+        prefix = str(rng.choice(["", "", "+", "00 ", "011 ", "(", "0"]))
+        for region in regions:
+            same_verdict(prefix + body, region)
+    assert checked > 8000 and pruned > 1000  # the bound decided many of them
+    # the bound: national numbers of the region, or a country code after "+" or an exit code
+    abroad = fewest_valid_digits("US", plus=True)
+    assert 3 <= abroad <= 6
+    assert fewest_valid_digits("US", plus=False) == min(10, 3 + abroad)  # exit code 011
+    assert fewest_valid_digits("GB", plus=False) == min(7, 2 + abroad)  # exit code 00
+    assert fewest_valid_digits("UK", plus=False) == abroad  # not a region phonenumbers has
+    # letters may stand for digits: such a candidate is always parsed
+    assert candidate_verdict("1-800-FLOWERS", "US", 1, " ", " ") == matcher_verdict(
+        "1-800-FLOWERS", "US", 1, " ", " "
+    )
 
 
 def test_regions_that_parse_alike_are_matched_once() -> None:

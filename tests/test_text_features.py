@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -173,6 +174,14 @@ def test_worker_processes_find_what_one_process_finds() -> None:
     pooled = detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
     assert pooled.docs.tolist() == alone.docs.tolist() and pooled.values == alone.values
     assert len(set(alone.values)) == 300
+    from gate.features import pii
+
+    assert set(pii._POOLS) == {1}  # kept for the next call
+    worker = next(iter(pii._POOLS[1]._processes.values()))
+    pii.shutdown_worker_pools()
+    assert pii._POOLS == {} and not worker.is_alive()
+    again = detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
+    assert again.values == alone.values and set(pii._POOLS) == {1}
     with pytest.raises(ValueError, match="processes must be >= 1"):
         detect_pii(texts, processes=0, **kwargs)  # type: ignore[arg-type]
 
@@ -210,6 +219,26 @@ def test_the_gates_process_analyses_from_the_back_while_workers_start(monkeypatc
     assert all(found == _analyze_chunk(jobs[index]) for index, found in few)  # type: ignore[arg-type]
 
 
+@pytest.mark.timeout(120)
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> None:
+    """Spawned workers import the calling script; one that detects PII at its top level
+    makes each worker fail to start. The error names the guard."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from gate.features.pii import detect_pii\n"
+        "texts = [f'Call (555) 123-{i:04d}.' for i in range(3000)]\n"
+        "detect_pii(texts, engine='patterns', spacy_model='unused',\n"
+        "           entities=['PHONE_NUMBER'], score_threshold=0.35, normalize=True,\n"
+        "           processes=2)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=110
+    )
+    assert done.returncode != 0
+    assert "PII worker process died" in done.stderr
+    assert 'if __name__ == "__main__":' in done.stderr
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
@@ -244,7 +273,7 @@ def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
     killer = threading.Thread(target=kill_the_worker)
     killer.start()
     started = time.monotonic()
-    with pytest.raises(AuditError, match=r"a PII worker process died .* `processes:` lower"):
+    with pytest.raises(AuditError, match=r"a PII worker process died .*`processes:` lower"):
         detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
     killer.join()
     assert time.monotonic() - started < 60

@@ -54,7 +54,7 @@ _SPACES = re.compile(r"\s+")
 _ALNUM = re.compile(r"[^0-9A-Za-z]+")
 _CHUNK = 64  # documents per batch (spaCy batch and unit of work of a worker)
 # fewer unique documents per worker than this: no worker pool (start-up would not pay)
-_DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 500}
+_DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 250}
 # components that only feed Presidio's context enhancement (lemmas, POS) or sentence ends
 _NER_ONLY_SKIPS = ("tagger", "parser", "attribute_ruler", "lemmatizer", "morphologizer", "senter")
 
@@ -286,7 +286,7 @@ def detect_pii(
             ``pii`` class.
         processes: processes that analyse, this one included (``processes - 1`` workers
             are spawned); None = one per available CPU when each gets at least 100 unique
-            documents (500 with the patterns engine), else the calling process alone.
+            documents (250 with the patterns engine), else the calling process alone.
         progress: a progress reporter (``track``), or None.
         description: the progress bar's label.
     """
@@ -334,6 +334,15 @@ def _worker_pool(workers: int) -> ProcessPoolExecutor:
     return pool
 
 
+def shutdown_worker_pools() -> None:
+    """Stop the PII worker processes kept for the next call (the next call starts new
+    ones, with empty memos)."""
+    while _POOLS:
+        _, pool = _POOLS.popitem()
+        atexit.unregister(pool.shutdown)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 _QUEUED_PER_WORKER = 2  # chunks handed to each worker ahead: the one it runs, the next
 
 
@@ -377,9 +386,12 @@ def _chunk_results(jobs: list[_Job], workers: int) -> Iterator[tuple[int, list[l
     except BrokenProcessPool as exc:
         _POOLS.pop(workers - 1, None)
         raise AuditError(
-            "a PII worker process died before it finished (killed, most often by the "
-            "system for want of memory); set the pii class's `processes:` lower (1 "
-            "analyses in the gate's process alone), or give the machine more memory"
+            "a PII worker process died before it finished: killed (most often by the "
+            "system for want of memory: set the pii class's `processes:` lower, 1 "
+            "analyses in the gate's process alone, or give the machine more memory), or, "
+            "when a Python script calls the gate, the script runs it outside "
+            '`if __name__ == "__main__":` (each worker is a new interpreter that '
+            "imports the script)"
         ) from exc
 
 

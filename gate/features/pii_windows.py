@@ -32,9 +32,12 @@ per region. That verdict depends on the candidate, the region, the leniency and 
 the character before and the one after the candidate are Latin letters or invalid
 punctuation (``%``, currency signs), nothing else; :class:`MemoPhoneRecognizer` remembers
 it (least recently used first out), so a candidate seen again in such a context is not
-parsed again; and its matcher runs once for region codes ``phonenumbers`` parses alike
-(codes it does not know, such as "UK"; Presidio's default regions are all known). Its
-regions and leniency are read when it is built.
+parsed again; a candidate with fewer digits than any valid number it could parse into
+(from ``phonenumbers``' metadata: the shortest valid national number of the region, or a
+country code and the shortest valid number anywhere after a plus sign or the region's
+exit code) is rejected without parsing; and its matcher runs once for region codes
+``phonenumbers`` parses alike (codes it does not know, such as "UK"; Presidio's default
+regions are all known). Its regions and leniency are read when it is built.
 
 ``tests/test_pii_windows.py`` compares the windowed and the original recognizers on
 real-length e-mails and on adversarial texts.
@@ -49,7 +52,15 @@ from typing import Any
 
 import numpy as np
 import phonenumbers
-from phonenumbers import NumberParseException, PhoneNumber, PhoneNumberMatch, PhoneNumberMatcher
+from phonenumbers import (
+    Leniency,
+    NumberParseException,
+    PhoneMetadata,
+    PhoneNumber,
+    PhoneNumberMatch,
+    PhoneNumberMatcher,
+)
+from phonenumbers.unicode_util import digit as unicode_digit
 from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.predefined_recognizers import (
     EmailRecognizer,
@@ -157,12 +168,89 @@ def neighbour_class(character: str) -> str:
     return "a" if letter or PhoneNumberMatcher._is_invalid_punctuation_symbol(character) else " "
 
 
+_GROUP_REFERENCE = re.compile(r"\\g<\d+>|\\\d+|\$\d+")
+_PLUS_SIGNS = frozenset("+\uff0b")  # phonenumbers' plus characters
+
+
+def _fewest_national_digits(metadata: PhoneMetadata) -> int:
+    """Fewest digits of a text that ``phonenumbers`` can parse into a valid national
+    number of ``metadata``'s region: its shortest valid length, less the digits its
+    national-prefix transform may add (0 where it has no lengths)."""
+    general = metadata.general_desc
+    lengths = [n for n in (general.possible_length or ()) if n > 0] if general else []
+    if not lengths:
+        return 0
+    rule = _GROUP_REFERENCE.sub("", metadata.national_prefix_transform_rule or "")
+    return max(min(lengths) - sum(c.isdigit() for c in rule), 0)
+
+
+@lru_cache(maxsize=1)
+def _fewest_international_digits() -> int:
+    """Fewest digits after a plus sign or an exit code: a country code and a valid
+    national number of any region or non-geographic entity."""
+    everywhere = [PhoneMetadata.metadata_for_region(r) for r in phonenumbers.SUPPORTED_REGIONS]
+    everywhere += [
+        PhoneMetadata.metadata_for_nongeo_region(code)
+        for code in phonenumbers.COUNTRY_CODES_FOR_NON_GEO_REGIONS
+    ]
+    return min(
+        len(str(m.country_code)) + _fewest_national_digits(m) for m in everywhere if m is not None
+    )
+
+
+def _fewest_exit_code_digits(pattern: str | None) -> int:
+    """Digits the shortest match of an exit-code (IDD) pattern takes, up to 4."""
+    if not pattern:
+        return 0
+    compiled = re.compile(pattern)
+    for length in range(1, 4):
+        if any(compiled.fullmatch(str(k).zfill(length)) for k in range(10**length)):
+            return length
+    return 4
+
+
+@lru_cache(maxsize=256)
+def fewest_valid_digits(region: str, *, plus: bool) -> int:
+    """A lower bound on the digits of a candidate that ``phonenumbers`` parses, for the
+    default ``region``, into a valid number (leniency ``VALID`` or stricter).
+
+    Validity needs the national significant number's length among the possible lengths
+    of its region's general description (``_is_number_matching_desc``), and every digit
+    of that number comes from the candidate, except those a national-prefix transform
+    rule writes (counted off). The number is national to ``region``, or its country code
+    follows a plus sign (``plus``) or ``region``'s exit code."""
+    abroad = _fewest_international_digits()
+    if plus:
+        return abroad
+    metadata = PhoneMetadata.metadata_for_region(region, None)
+    if metadata is None:
+        return abroad
+    return min(
+        _fewest_national_digits(metadata),
+        _fewest_exit_code_digits(metadata.international_prefix) + abroad,
+    )
+
+
 def candidate_verdict(
     candidate: str, region: str, leniency: int, before: str, after: str
 ) -> PhoneNumber | None:
     """The number ``phonenumbers``' matcher finds in ``candidate`` for ``region`` at
     ``leniency``, or None, when the characters next to the candidate are ``before`` and
-    ``after`` ("" at the text's ends): the matcher's own check, on a text of just these."""
+    ``after`` ("" at the text's ends): the matcher's own check, on a text of just these,
+    unless the candidate has fewer digits than any valid number (:func:`fewest_valid_digits`;
+    a candidate with letters, which may stand for digits, is always checked)."""
+    if leniency >= Leniency.VALID and not any(c.isalpha() for c in candidate):
+        digits = sum(unicode_digit(c, -1) != -1 for c in candidate)
+        plus = not _PLUS_SIGNS.isdisjoint(candidate)
+        if digits < fewest_valid_digits(region, plus=plus):
+            return None
+    return matcher_verdict(candidate, region, leniency, before, after)
+
+
+def matcher_verdict(
+    candidate: str, region: str, leniency: int, before: str, after: str
+) -> PhoneNumber | None:
+    """:func:`candidate_verdict` by the matcher's own check alone."""
     matcher = PhoneNumberMatcher(before + candidate + after, region, leniency=leniency)
     match = matcher._parse_and_verify(candidate, len(before))
     return None if match is None else match.number
