@@ -249,30 +249,33 @@ def test_candidates_too_short_for_a_valid_number_get_the_matchers_verdict() -> N
     assert len(examples) > 1000
     checked = pruned = 0
 
-    def same_verdict(candidate: str, region: str) -> None:
+    def same_verdict(candidate: str, region: str, leniency: int = 1) -> None:
         nonlocal checked, pruned
         for before, after in [("", ""), (" ", " ")]:
-            want = matcher_verdict(candidate, region, 1, before, after)
-            assert candidate_verdict(candidate, region, 1, before, after) == want, (
-                candidate,
-                region,
-            )
+            want = matcher_verdict(candidate, region, leniency, before, after)
+            found = candidate_verdict(candidate, region, leniency, before, after)
+            assert found == want, (candidate, region, leniency)
         digits = sum(c.isdigit() for c in candidate)
-        pruned += digits < fewest_valid_digits(region, plus="+" in candidate)
+        start = re.search(r"[+\d]", candidate)
+        plus = start is not None and start.group() == "+"
+        pruned += digits < fewest_valid_digits(region, plus=plus)
         checked += 1
 
-    # every example number: national format in its own region (the bound of every
-    # region), international format, and dialled from abroad with each region's exit code
-    for region, number in examples:
-        if region != "001":
-            same_verdict(phonenumbers.format_number(number, Format.NATIONAL), region)
+    # every example number: national format in every region of its country code (a
+    # number of one is valid in all: Canada's 7-digit numbers parsed in the US), its
+    # international format, and dialled from abroad with each region's exit code
+    for _, number in examples:
+        for home in phonenumbers.COUNTRY_CODE_TO_REGION_CODE[number.country_code]:
+            if home != "001":
+                same_verdict(phonenumbers.format_number(number, Format.NATIONAL), home)
         same_verdict(phonenumbers.format_number(number, Format.INTERNATIONAL), "US")
     for _, number in examples[::7]:
         for home in regions[:8]:
             same_verdict(phonenumbers.format_out_of_country_calling_number(number, home), home)
-    # short digit runs with separators, exit codes, plus signs and Arabic-Indic digits
+    # short digit runs with separators, exit codes, plus signs (where a number starts or
+    # after it, where the parser drops them) and Arabic-Indic digits, at each leniency
     rng = np.random.default_rng(5)
-    for _ in range(300):
+    for k in range(300):
         digits = "".join(rng.choice(list("0123456789"), size=int(rng.integers(1, 10))))
         if rng.random() < 0.2:
             digits = digits.translate(
@@ -283,19 +286,27 @@ def test_candidates_too_short_for_a_valid_number_get_the_matchers_verdict() -> N
         cut = int(rng.integers(0, len(digits) + 1))
         body = digits[:cut] + str(rng.choice(["", "-", " ", ".", "/", ") "])) + digits[cut:]
         prefix = str(rng.choice(["", "", "+", "00 ", "011 ", "(", "0"]))
+        suffix = str(rng.choice(["", "", "", "+", " +", "-+"]))
         for region in regions:
-            same_verdict(prefix + body, region)
-    assert checked > 8000 and pruned > 1000  # the bound decided many of them
-    # the bound: national numbers of the region, or a country code after "+" or an exit code
+            same_verdict(prefix + body + suffix, region, leniency=1 + k % 3)
+    for candidate, region in [("310-1234", "US"), ("1641+", "DE"), ("2022 +", "LU")]:
+        same_verdict(candidate, region)
+        assert matcher_verdict(candidate, region, 1, "", "") is not None
+    assert checked > 9000 and pruned > 1000  # the bound decided many of them
+    # the bound: national numbers of the code's regions, or a country code after "+" or
+    # an exit code
     abroad = fewest_valid_digits("US", plus=True)
     assert 3 <= abroad <= 6
-    assert fewest_valid_digits("US", plus=False) == min(10, 3 + abroad)  # exit code 011
-    assert fewest_valid_digits("GB", plus=False) == min(7, 2 + abroad)  # exit code 00
+    assert fewest_valid_digits("US", plus=False) == min(7, 3 + abroad)  # CA: 7; exit 011
+    assert fewest_valid_digits("FR", plus=False) == min(9, 2 + abroad)  # exit code 00
     assert fewest_valid_digits("UK", plus=False) == abroad  # not a region phonenumbers has
-    # letters may stand for digits: such a candidate is always parsed
+    # letters may stand for digits: such a candidate is always parsed; leniencies
+    # phonenumbers does not have are its error
     assert candidate_verdict("1-800-FLOWERS", "US", 1, " ", " ") == matcher_verdict(
         "1-800-FLOWERS", "US", 1, " ", " "
     )
+    with pytest.raises(Exception, match="unsupported Leniency"):
+        candidate_verdict("12", "US", 4, "", "")
 
 
 def test_regions_that_parse_alike_are_matched_once() -> None:

@@ -176,12 +176,12 @@ def test_worker_processes_find_what_one_process_finds() -> None:
     assert len(set(alone.values)) == 300
     from gate.features import pii
 
-    assert set(pii._POOLS) == {1}  # kept for the next call
-    worker = next(iter(pii._POOLS[1]._processes.values()))
+    assert 1 in pii._POOLS  # kept for the next call
+    workers = list(pii._POOLS[1]._processes.values())
     pii.shutdown_worker_pools()
-    assert pii._POOLS == {} and not worker.is_alive()
+    assert pii._POOLS == {} and workers and not any(w.is_alive() for w in workers)
     again = detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
-    assert again.values == alone.values and set(pii._POOLS) == {1}
+    assert again.values == alone.values and 1 in pii._POOLS
     with pytest.raises(ValueError, match="processes must be >= 1"):
         detect_pii(texts, processes=0, **kwargs)  # type: ignore[arg-type]
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import copy
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -169,32 +169,54 @@ def neighbour_class(character: str) -> str:
 
 
 _GROUP_REFERENCE = re.compile(r"\\g<\d+>|\\\d+|\$\d+")
-_PLUS_SIGNS = frozenset("+\uff0b")  # phonenumbers' plus characters
+# where phonenumbers starts reading a number (its _VALID_START_CHAR): a plus sign or a digit
+_NUMBER_START = re.compile(r"[+\uff0b\d]")
 
 
-def _fewest_national_digits(metadata: PhoneMetadata) -> int:
-    """Fewest digits of a text that ``phonenumbers`` can parse into a valid national
-    number of ``metadata``'s region: its shortest valid length, less the digits its
-    national-prefix transform may add (0 where it has no lengths)."""
-    general = metadata.general_desc
-    lengths = [n for n in (general.possible_length or ()) if n > 0] if general else []
-    if not lengths:
-        return 0
-    rule = _GROUP_REFERENCE.sub("", metadata.national_prefix_transform_rule or "")
-    return max(min(lengths) - sum(c.isdigit() for c in rule), 0)
+def _country_metadata(country_code: int) -> list[PhoneMetadata | None]:
+    """The metadata of every region of a country code (None where it has none)."""
+    return [
+        PhoneMetadata.metadata_for_nongeo_region(country_code, None)
+        if region == phonenumbers.REGION_CODE_FOR_NON_GEO_ENTITY
+        else PhoneMetadata.metadata_for_region(region, None)
+        for region in phonenumbers.COUNTRY_CODE_TO_REGION_CODE.get(country_code, ())
+    ]
+
+
+def _transform_digits(metadata: PhoneMetadata | None) -> int:
+    """Digits a region's national-prefix transform rule writes (its literal digits)."""
+    rule = "" if metadata is None else metadata.national_prefix_transform_rule or ""
+    return sum(c.isdigit() for c in _GROUP_REFERENCE.sub("", rule))
+
+
+@cache
+def _shortest_valid_length(country_code: int) -> int:
+    """The shortest national significant number valid in some region of a country code
+    (``is_valid_number`` accepts a number of any of them if its length is one of that
+    region's general description's), 0 if a region has no lengths."""
+    shortest = []
+    for metadata in _country_metadata(country_code):
+        general = None if metadata is None else metadata.general_desc
+        lengths = [n for n in (general.possible_length or ()) if n > 0] if general else []
+        if not lengths:
+            return 0
+        shortest.append(min(lengths))
+    return min(shortest, default=0)
 
 
 @lru_cache(maxsize=1)
 def _fewest_international_digits() -> int:
     """Fewest digits after a plus sign or an exit code: a country code and a valid
-    national number of any region or non-geographic entity."""
-    everywhere = [PhoneMetadata.metadata_for_region(r) for r in phonenumbers.SUPPORTED_REGIONS]
-    everywhere += [
-        PhoneMetadata.metadata_for_nongeo_region(code)
-        for code in phonenumbers.COUNTRY_CODES_FOR_NON_GEO_REGIONS
-    ]
+    national number of one of its regions, less the digits a transform rule of any of
+    them may write."""
     return min(
-        len(str(m.country_code)) + _fewest_national_digits(m) for m in everywhere if m is not None
+        len(str(code))
+        + max(
+            _shortest_valid_length(code)
+            - max((_transform_digits(m) for m in _country_metadata(code)), default=0),
+            0,
+        )
+        for code in phonenumbers.COUNTRY_CODE_TO_REGION_CODE
     )
 
 
@@ -215,20 +237,17 @@ def fewest_valid_digits(region: str, *, plus: bool) -> int:
     default ``region``, into a valid number (leniency ``VALID`` or stricter).
 
     Validity needs the national significant number's length among the possible lengths
-    of its region's general description (``_is_number_matching_desc``), and every digit
-    of that number comes from the candidate, except those a national-prefix transform
-    rule writes (counted off). The number is national to ``region``, or its country code
-    follows a plus sign (``plus``) or ``region``'s exit code."""
+    of the general description of a region of its country code (``is_valid_number``),
+    and every digit of that number comes from the candidate, except those a
+    national-prefix transform rule writes (counted off). The number is national to
+    ``region`` (a country code of its own), or its country code follows a plus sign
+    where the number starts (``plus``) or ``region``'s exit code."""
     abroad = _fewest_international_digits()
-    if plus:
-        return abroad
     metadata = PhoneMetadata.metadata_for_region(region, None)
-    if metadata is None:
+    if plus or metadata is None:
         return abroad
-    return min(
-        _fewest_national_digits(metadata),
-        _fewest_exit_code_digits(metadata.international_prefix) + abroad,
-    )
+    national = _shortest_valid_length(metadata.country_code) - _transform_digits(metadata)
+    return min(max(national, 0), _fewest_exit_code_digits(metadata.international_prefix) + abroad)
 
 
 def candidate_verdict(
@@ -239,9 +258,12 @@ def candidate_verdict(
     ``after`` ("" at the text's ends): the matcher's own check, on a text of just these,
     unless the candidate has fewer digits than any valid number (:func:`fewest_valid_digits`;
     a candidate with letters, which may stand for digits, is always checked)."""
-    if leniency >= Leniency.VALID and not any(c.isalpha() for c in candidate):
+    if Leniency.VALID <= leniency <= Leniency.EXACT_GROUPING and not any(
+        c.isalpha() for c in candidate
+    ):
+        start = _NUMBER_START.search(candidate)
+        plus = start is not None and start.group() in "+\uff0b"
         digits = sum(unicode_digit(c, -1) != -1 for c in candidate)
-        plus = not _PLUS_SIGNS.isdisjoint(candidate)
         if digits < fewest_valid_digits(region, plus=plus):
             return None
     return matcher_verdict(candidate, region, leniency, before, after)
