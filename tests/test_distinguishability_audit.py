@@ -118,10 +118,16 @@ def test_a_judge_returning_the_wrong_shape_is_an_error(tmp_path: Path, corpus) -
 
 
 def test_a_game_too_small_to_fail_is_an_error(tmp_path: Path, corpus) -> None:
-    """With k = 2 and few rewritten records, even K = T cannot exceed max_epsilon = 4."""
-    policy = _policy("[lexical]").replace("max_epsilon: 1.0", "max_epsilon: 4.0")
+    """With k = 2 and few rewritten records, even K = T cannot exceed max_epsilon = 4; the
+    audit says so before it embeds anything (its encoder here is a directory that does
+    not exist, which embedding would have reported)."""
+    absent = tmp_path / "no-encoder-here"
+    policy = _policy("[embedding, lexical]", f"embedding: {{model: '{absent}'}}").replace(
+        "max_epsilon: 1.0", "max_epsilon: 4.0"
+    )
     code, report = _run(tmp_path, corpus, policy, _light_edits)
-    assert code == 3 and "cannot fail" in report["audits"]["distinguishability"]["error"]
+    assert code == 3
+    assert "cannot fail" in report["audits"]["distinguishability"]["error"]
 
 
 def test_a_release_without_source_ids_is_an_error_never_a_pass(tmp_path: Path, corpus) -> None:

@@ -505,7 +505,7 @@ def test_results_do_not_depend_on_row_order(bundle_files: dict[str, Path], tmp_p
     assert metrics[0] == metrics[1] == metrics[2]
 
 
-@pytest.mark.parametrize("processes", [2, 8])
+@pytest.mark.parametrize("processes", [2, pytest.param(8, marks=pytest.mark.slow)])
 def test_concurrent_checks_share_one_new_sqlite_store(
     bundle_files: dict[str, Path], tmp_path: Path, processes: int
 ) -> None:

@@ -275,6 +275,30 @@ def _game(bundle: Bundle, config: DistinguishabilityAudit, context: AuditContext
     )
 
 
+def _epsilon_ceiling(
+    trials: int, *, config: DistinguishabilityAudit, game: RewriteGame, level: float
+) -> float:
+    """The most ``epsilon_emp`` that ``trials`` disjoint trials can show (all of them won).
+
+    Raises:
+        AuditError: the ceiling is within ``max_epsilon``: such a game could only pass,
+            and a pass it cannot withhold is no evidence.
+    """
+    k = config.candidates
+    ceiling = distinguishability_epsilon(
+        successes=trials, trials=trials, candidates=k, alpha_conf=level, delta=config.delta
+    ).epsilon_emp
+    limit = config.thresholds.max_epsilon
+    if limit is not None and ceiling <= limit:
+        raise AuditError(
+            f"the game cannot fail: {trials} disjoint trials (of {config.trials} asked; "
+            f"{len(game.pool_texts)} rewritten records, k = {k}) show at most "
+            f"epsilon_emp = {ceiling:.3f} <= max_epsilon = {limit:g}; give a release "
+            "with more rewritten records, or a larger max_epsilon"
+        )
+    return ceiling
+
+
 def _random_rewrite(game: RewriteGame, targets: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """For each target pool record, one of its rewrites chosen uniformly."""
     order = np.argsort(game.rewrite_pool, kind="stable")
@@ -325,6 +349,10 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
         }
         confident: list[tuple[float, str, int, int]] = []  # margin, subject, pool, rewrite
         worst = 0.0
+        # before any embedding: the most disjoint sets the pool allows may already be too few
+        _epsilon_ceiling(
+            min(config.trials, len(game.pool_texts) // k), config=config, game=game, level=level
+        )
         for lam in config.transition_lambdas:
             started = time.perf_counter()
             needs_embeddings = lam != 0
@@ -338,17 +366,7 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
                     rng=context.rng,
                 )
             trials = sets.shape[0]  # disjoint sets: at most pool // k
-            ceiling = distinguishability_epsilon(
-                successes=trials, trials=trials, candidates=k, alpha_conf=level, delta=config.delta
-            ).epsilon_emp
-            limit = config.thresholds.max_epsilon
-            if limit is not None and ceiling <= limit:
-                raise AuditError(
-                    f"the game cannot fail: {trials} disjoint trials (of {config.trials} asked; "
-                    f"{len(game.pool_texts)} rewritten records, k = {k}) show at most "
-                    f"epsilon_emp = {ceiling:.3f} <= max_epsilon = {limit:g}; give a release "
-                    "with more rewritten records, or a larger max_epsilon"
-                )
+            ceiling = _epsilon_ceiling(trials, config=config, game=game, level=level)
             within = (
                 float(
                     np.einsum(
