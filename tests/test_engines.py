@@ -18,6 +18,7 @@ from gate.api import check_release
 from gate.cli import main
 from gate.engines.base import create_engine
 from gate.engines.local import LocalEngine
+from gate.engines.spark import default_parallelism
 from gate.errors import InputError
 from gate.features.ngram import NgramDisclosures
 from gate.policy.models import EngineSettings, NgramFeatures
@@ -161,6 +162,10 @@ def spark_engine():
         yield engine
 
 
+def test_default_parallelism_of_a_local_session(spark_engine) -> None:
+    assert default_parallelism(spark_engine.session) == 2  # local[2]
+
+
 @pytest.mark.parametrize(
     ("seed", "n_min", "n_max"), [(0, 2, 10), (1, 2, 10), (2, 1, 6), (3, 4, 14), (4, 3, 3)]
 )
@@ -298,11 +303,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def connect_server(tmp_path: Path):
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory):
     """A real Spark Connect server on 127.0.0.1, started here and stopped by PID."""
     home = Path(pyspark.__file__).parent
     port = _free_port()
+    tmp_path = tmp_path_factory.mktemp("connect")
     log = (tmp_path / "connect.log").open("w")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(home)}
     server = subprocess.Popen(
@@ -387,6 +393,43 @@ def test_gate_check_through_a_spark_connect_server(connect_server: str, tmp_path
     assert remote["policy"]["effective"]["engine"]["spark_master"] == connect_server
     assert remote["inputs"]["train"]["format"] == "parquet dataset"
     assert comparable(remote) == comparable(local)
+
+
+# in a process of its own: a Connect client marks its whole process as remote
+CONNECT_SESSION_PROBE = """
+import sys
+from gate.engines.base import create_engine
+from gate.policy.models import EngineSettings
+
+master, conf = sys.argv[1], {"spark.sql.ansi.enabled": "false"}
+with create_engine(EngineSettings(name="spark", spark_master=master, spark_conf=conf)) as engine:
+    engine._size_shuffles(100)
+    settings = engine.session.conf
+    print(settings.get("spark.sql.ansi.enabled"), settings.get("spark.sql.shuffle.partitions"))
+static = {"spark.driver.memory": "2g"}
+with create_engine(EngineSettings(name="spark", spark_master=master, spark_conf=static)) as engine:
+    try:
+        engine.session
+    except RuntimeError as exc:
+        print(exc)
+"""
+
+
+def test_a_connect_session_takes_the_policys_session_settings(connect_server: str) -> None:
+    """The gate's Connect session gets the policy's session settings and its shuffles
+    sized as a local session's (two per core of the server's local[2]; Spark's 200 made
+    the bundled example 2.3x slower); a server setting is an error that names it."""
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT_SESSION_PROBE, connect_server],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    applied, refused = done.stdout.strip().split("\n", 1)
+    assert applied == "false 4"
+    assert "engine.spark_conf sets 'spark.driver.memory'" in refused
+    assert f"where the Connect server at {connect_server} is started" in refused
 
 
 PII_TEXTS = [

@@ -358,19 +358,17 @@ class SparkEngine(Engine):
             self._log = None
 
     def _size_shuffles(self, characters: int) -> None:
-        """In a classic session the engine started, unless ``spark_conf`` sets it: one
-        shuffle partition per :data:`SHUFFLE_CHARS` characters of text, at least two per
-        core. (Spark's default of 200 made the 10k benchmark 1.7–3× slower on ``local[2]``:
-        every shuffle ran 200 tiny tasks; at one per 32 MB, 100k + 100k + 100k records ran
-        out of execution memory on ``local[2]`` with 4g in 2 of 3 runs.) Sessions of others
-        keep their settings."""
+        """In a session the engine started (a Spark Connect one included: its settings
+        are its own), unless ``spark_conf`` sets it: one shuffle partition per
+        :data:`SHUFFLE_CHARS` characters of text, at least two per core. (Spark's default
+        of 200 made the 10k benchmark 1.7–3× slower on ``local[2]`` and the bundled
+        example 2.3× slower through a Connect server: every shuffle ran 200 tiny tasks; at
+        one per 32 MB, 100k + 100k + 100k records ran out of execution memory on
+        ``local[2]`` with 4g in 2 of 3 runs.) Sessions of others keep their settings."""
         session = self.session  # started here if no session is active
-        if not self._owned or self.settings.spark_master.startswith("sc://"):
+        if not self._owned or "spark.sql.shuffle.partitions" in self.settings.spark_conf:
             return
-        if "spark.sql.shuffle.partitions" in self.settings.spark_conf:
-            return
-        cores = int(session.sparkContext.defaultParallelism)
-        partitions = max(2 * cores, -(-characters // SHUFFLE_CHARS))
+        partitions = max(2 * default_parallelism(session), -(-characters // SHUFFLE_CHARS))
         session.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
     def read_table(self, path: str | Path) -> RawTable:
@@ -699,6 +697,18 @@ def _unique_longer(
 SESSION_DEFAULTS = {"spark.driver.memory": "4g"}  # local[N] runs the tasks in the driver
 
 
+def default_parallelism(session: Any) -> int:
+    """The cores a session's queries run on (Spark's default parallelism). A Spark
+    Connect session has no SparkContext to ask: a range without a partition count is
+    split into that many partitions, so one small query counts them."""
+    if not type(session).__module__.startswith("pyspark.sql.connect"):
+        return int(session.sparkContext.defaultParallelism)
+    from pyspark.sql import functions as F
+
+    spread = session.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+    return int(spread.agg(F.countDistinct("p")).first()[0])
+
+
 def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | None]:
     """A Spark session on ``master`` (``sc://`` = Spark Connect), quiet: no UI or console
     progress bars, Spark's log at ERROR, and the JVM's own output (start-up notices, its
@@ -706,7 +716,22 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     from pyspark.sql import SparkSession
 
     if master.startswith("sc://"):
-        return SparkSession.builder.remote(master).getOrCreate(), None
+        # the server's own settings (its memory) are set where it starts; a session's
+        # settings (SQL ones) are this session's alone
+        session = SparkSession.builder.remote(master).getOrCreate()
+        for key, value in conf.items():
+            try:
+                session.conf.set(key, value)
+            except Exception as exc:
+                session.stop()
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise RuntimeError(
+                    f"the policy's engine.spark_conf sets {key!r}, which a Spark Connect "
+                    f"session cannot change ({type(exc).__name__}: {reason}); set it where "
+                    f"the Connect server at {master} is started, and keep in spark_conf "
+                    "only settings a session may change (such as spark.sql.*)"
+                ) from exc
+        return session, None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master)

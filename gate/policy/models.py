@@ -894,8 +894,9 @@ class EngineSettings(StrictModel):
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
-        description="spark: Spark settings of a session the gate starts (not of Spark "
-        "Connect), over the gate's defaults (spark.driver.memory: 4g).",
+        description="spark: Spark settings of a session the gate starts, over the gate's "
+        "defaults (spark.driver.memory: 4g); of a Spark Connect session, the settings a "
+        "session may change (spark.sql.*), without the defaults.",
     )
 
 
