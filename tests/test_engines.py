@@ -397,28 +397,42 @@ def test_gate_check_through_a_spark_connect_server(connect_server: str, tmp_path
 
 # in a process of its own: a Connect client marks its whole process as remote
 CONNECT_SESSION_PROBE = """
-import sys
+import sys, threading
+from pyspark.sql import SparkSession
 from gate.engines.base import create_engine
 from gate.policy.models import EngineSettings
 
-master, conf = sys.argv[1], {"spark.sql.ansi.enabled": "false"}
-with create_engine(EngineSettings(name="spark", spark_master=master, spark_conf=conf)) as engine:
-    engine._size_shuffles(100)
-    settings = engine.session.conf
-    print(settings.get("spark.sql.ansi.enabled"), settings.get("spark.sql.shuffle.partitions"))
-static = {"spark.driver.memory": "2g"}
-with create_engine(EngineSettings(name="spark", spark_master=master, spark_conf=static)) as engine:
-    try:
-        engine.session
-    except RuntimeError as exc:
-        print(exc)
+master = sys.argv[1]
+# a caller's session, opened in another thread: the process's default, not this thread's
+opened = []
+thread = threading.Thread(target=lambda: opened.append(SparkSession.builder.remote(master).getOrCreate()))
+thread.start()
+thread.join()
+caller = opened[0]
+
+def engine(**conf):
+    return create_engine(EngineSettings(name="spark", spark_master=master, spark_conf=conf))
+
+with engine(**{"spark.sql.ansi.enabled": "false"}) as gate:
+    gate._size_shuffles(100)
+    print("own session:", gate.session is not caller)
+    print("applied:", gate.session.conf.get("spark.sql.ansi.enabled"))
+    print("shuffle partitions:", gate.session.conf.get("spark.sql.shuffle.partitions"))
+print("caller untouched:", caller.conf.get("spark.sql.ansi.enabled"), caller.range(3).count())
+for conf in ({"spark.driver.memory": "2g"}, {"spark.sql.shuffle.partitions": "many"}):
+    with engine(**conf) as gate:
+        try:
+            gate.session
+        except Exception as exc:
+            print("refused:", type(exc).__name__, str(exc).splitlines()[0])
 """
 
 
 def test_a_connect_session_takes_the_policys_session_settings(connect_server: str) -> None:
-    """The gate's Connect session gets the policy's session settings and its shuffles
-    sized as a local session's (two per core of the server's local[2]; Spark's 200 made
-    the bundled example 2.3x slower); a server setting is an error that names it."""
+    """The gate opens a Connect session of its own (never the caller's), which gets the
+    policy's session settings and shuffles sized as a local session's (two per core of
+    the server's local[2]; Spark's 200 made the bundled example 2.3x slower); a server
+    setting is an error that names it, a bad value keeps Spark's own error."""
     done = subprocess.run(
         [sys.executable, "-c", CONNECT_SESSION_PROBE, connect_server],
         capture_output=True,
@@ -426,10 +440,19 @@ def test_a_connect_session_takes_the_policys_session_settings(connect_server: st
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    applied, refused = done.stdout.strip().split("\n", 1)
-    assert applied == "false 4"
-    assert "engine.spark_conf sets 'spark.driver.memory'" in refused
-    assert f"where the Connect server at {connect_server} is started" in refused
+    lines = done.stdout.strip().split("\n")
+    assert lines[:4] == [
+        "own session: True",
+        "applied: false",
+        "shuffle partitions: 4",
+        "caller untouched: true 3",
+    ]
+    server_setting, bad_value = lines[4:]
+    assert server_setting.startswith("refused: RuntimeError")
+    assert "engine.spark_conf sets 'spark.driver.memory'" in server_setting
+    assert f"where the Connect server at {connect_server} is started" in server_setting
+    assert bad_value.startswith("refused: ") and "RuntimeError" not in bad_value
+    assert "spark.sql.shuffle.partitions" in bad_value
 
 
 PII_TEXTS = [

@@ -700,13 +700,20 @@ SESSION_DEFAULTS = {"spark.driver.memory": "4g"}  # local[N] runs the tasks in t
 def default_parallelism(session: Any) -> int:
     """The cores a session's queries run on (Spark's default parallelism). A Spark
     Connect session has no SparkContext to ask: a range without a partition count is
-    split into that many partitions, so one small query counts them."""
+    split into that many partitions (or ``spark.sql.leafNodeDefaultParallelism``, where
+    set), so one small query counts them."""
     if not type(session).__module__.startswith("pyspark.sql.connect"):
         return int(session.sparkContext.defaultParallelism)
     from pyspark.sql import functions as F
 
     spread = session.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
     return int(spread.agg(F.countDistinct("p")).first()[0])
+
+
+def _refused_setting(exc: Exception) -> bool:
+    """Spark's answer to setting a static or server setting in a session."""
+    condition = exc.getCondition() if hasattr(exc, "getCondition") else None
+    return condition == "CANNOT_MODIFY_CONFIG" or "Cannot modify the value of" in str(exc)
 
 
 def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | None]:
@@ -716,20 +723,22 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     from pyspark.sql import SparkSession
 
     if master.startswith("sc://"):
-        # the server's own settings (its memory) are set where it starts; a session's
-        # settings (SQL ones) are this session's alone
-        session = SparkSession.builder.remote(master).getOrCreate()
+        # a session of its own (getOrCreate would hand back the process's default one,
+        # a caller's); the server's settings (its memory) are set where it starts, a
+        # session's (SQL ones) are this session's alone
+        session = SparkSession.builder.remote(master).create()
         for key, value in conf.items():
             try:
                 session.conf.set(key, value)
             except Exception as exc:
                 session.stop()
-                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                if not _refused_setting(exc):
+                    raise
                 raise RuntimeError(
                     f"the policy's engine.spark_conf sets {key!r}, which a Spark Connect "
-                    f"session cannot change ({type(exc).__name__}: {reason}); set it where "
-                    f"the Connect server at {master} is started, and keep in spark_conf "
-                    "only settings a session may change (such as spark.sql.*)"
+                    f"session cannot change ({type(exc).__name__}: {_first_line(exc)}); set "
+                    f"it where the Connect server at {master} is started, and keep in "
+                    "spark_conf only settings a session may change (such as spark.sql.*)"
                 ) from exc
         return session, None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
