@@ -169,8 +169,9 @@ def neighbour_class(character: str) -> str:
 
 
 _GROUP_REFERENCE = re.compile(r"\\g<\d+>|\\\d+|\$\d+")
+_PLUS_SIGNS = "+\uff0b"  # phonenumbers' plus characters
 # where phonenumbers starts reading a number (its _VALID_START_CHAR): a plus sign or a digit
-_NUMBER_START = re.compile(r"[+\uff0b\d]")
+_NUMBER_START = re.compile(f"[{_PLUS_SIGNS}\\d]")
 
 
 def _country_metadata(country_code: int) -> list[PhoneMetadata | None]:
@@ -204,7 +205,7 @@ def _shortest_valid_length(country_code: int) -> int:
     return min(shortest, default=0)
 
 
-@lru_cache(maxsize=1)
+@cache
 def _fewest_international_digits() -> int:
     """Fewest digits after a plus sign or an exit code: a country code and a valid
     national number of one of its regions, less the digits a transform rule of any of
@@ -262,7 +263,7 @@ def candidate_verdict(
         c.isalpha() for c in candidate
     ):
         start = _NUMBER_START.search(candidate)
-        plus = start is not None and start.group() in "+\uff0b"
+        plus = start is not None and start.group() in _PLUS_SIGNS
         digits = sum(unicode_digit(c, -1) != -1 for c in candidate)
         if digits < fewest_valid_digits(region, plus=plus):
             return None
