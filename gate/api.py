@@ -551,7 +551,7 @@ def remediate_release(
     from gate.remediation.setup import (
         remediation_setup,
         utility_embedding,
-        with_embedding_cache,
+        with_feature_caches,
     )
     from gate.remediation.utility import UtilityMeter
 
@@ -572,10 +572,10 @@ def remediate_release(
         )
     users = setup.train_users(records.frame)
     with (
-        tempfile.TemporaryDirectory(prefix="gate-embeddings-") as embedding_cache,
+        tempfile.TemporaryDirectory(prefix="gate-feature-caches-") as feature_caches,
         out_dir_lock(Path(out_dir), is_own=is_remediation_output) as out,
     ):
-        run_policy = with_embedding_cache(loaded, Path(embedding_cache))
+        run_policy = with_feature_caches(loaded, Path(feature_caches))
         prepare_out_dir(out)
         out.mkdir(parents=True)
         settings = MlflowSettings(

@@ -111,6 +111,41 @@ def test_non_finite_thresholds_are_refused(
     )
 
 
+@pytest.mark.parametrize("fault", ["garbage file", "cache_dir is a file"])
+def test_an_unusable_pii_detection_cache_is_an_audit_error_naming_it(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], fault: str
+) -> None:
+    from gate.features.pii_cache import detector_key
+    from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
+
+    caches = tmp_path / "caches"
+    if fault == "cache_dir is a file":
+        caches.write_text("not a directory")
+        named = caches / "pii-"
+    else:
+        caches.mkdir()
+        entities = [e for e in DEFAULT_PII_ENTITIES if e not in NLP_ONLY_ENTITIES]
+        key = detector_key(
+            engine="patterns", pipeline=None, entities=entities, score_threshold=0.35
+        )
+        named = caches / f"pii-{key}.sqlite"
+        named.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    policy = MINIMAL_POLICY.replace(
+        "        n_max: 4\n",
+        f"        n_max: 4\n      - {{class: pii, engine: patterns, cache_dir: '{caches}'}}\n",
+    )
+    files = {**bundle_files, "policy": write_policy(tmp_path / "p.yaml", policy)}
+    out = tmp_path / "out"
+    assert main([*check_args(files, out), "--no-mlflow"]) == 3
+    printed = capsys.readouterr()
+    shown = printed.out + printed.err
+    assert f"pii cache_dir: {named}" in shown and "Traceback" not in shown
+    report = read_report(out)
+    assert report["status"] == "error" and report["passed"] is False
+    assert f"pii cache_dir: {named}" in report["audits"]["disclosure"]["error"]
+    assert fault == "cache_dir is a file" or named.read_bytes().startswith(b"SQLite format 3")
+
+
 def test_a_failed_run_leaves_no_earlier_pass(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 0

@@ -116,12 +116,13 @@ def test_out_of_an_earlier_run_is_replaced_and_a_foreign_directory_refused(
     assert (out / "notes.txt").read_text() == "mine" and (out / "remediation.json").exists()
 
 
-def test_rounds_share_one_embedding_cache_deleted_at_the_end(tmp_path: Path, corpus: Path) -> None:
+def test_rounds_share_one_feature_cache_deleted_at_the_end(tmp_path: Path, corpus: Path) -> None:
     from gate.policy.loader import load_policy
-    from gate.remediation.setup import utility_embedding, with_embedding_cache
+    from gate.remediation.setup import utility_embedding, with_feature_caches
 
     semantic = GATE_BLOCK.replace(
-        "        n_max: 4\n", "        n_max: 4\n      - class: semantic\n"
+        "        n_max: 4\n",
+        "        n_max: 4\n      - class: semantic\n      - {class: pii, engine: patterns}\n",
     ).replace(
         "  disclosure:",
         "  membership:\n    scorers: [embedding]\n    thresholds:\n      max_auc: 0.99\n  disclosure:",
@@ -129,10 +130,11 @@ def test_rounds_share_one_embedding_cache_deleted_at_the_end(tmp_path: Path, cor
     policy = write_policy(
         tmp_path / "policy.yaml", semantic + REMEDIATION.format(generator_config="{}")
     )
-    loaded = with_embedding_cache(load_policy(policy), tmp_path / "cache")
+    loaded = with_feature_caches(load_policy(policy), tmp_path / "cache")
     features = loaded.policy.audits.disclosure.features
     scorer = loaded.policy.audits.membership.scorers[0]
     assert features[1].cache_dir == scorer.features.cache_dir == str(tmp_path / "cache")
+    assert features[2].feature_class == "pii" and features[2].cache_dir == str(tmp_path / "cache")
     assert features[0].feature_class == "ngram"
     assert utility_embedding(loaded.policy) == (None, str(tmp_path / "cache"))
     own = write_policy(
@@ -141,7 +143,7 @@ def test_rounds_share_one_embedding_cache_deleted_at_the_end(tmp_path: Path, cor
         + REMEDIATION.format(generator_config="{}"),
     )
     assert (
-        with_embedding_cache(load_policy(own), tmp_path / "x")
+        with_feature_caches(load_policy(own), tmp_path / "x")
         .policy.audits.disclosure.features[1]
         .cache_dir
         == "mine"
@@ -152,8 +154,9 @@ def test_rounds_share_one_embedding_cache_deleted_at_the_end(tmp_path: Path, cor
     used = {
         json.loads((out / f"round-{k}" / "report" / "report.json").read_text())["policy"][
             "effective"
-        ]["audits"]["disclosure"]["features"][1]["cache_dir"]
+        ]["audits"]["disclosure"]["features"][f]["cache_dir"]
         for k in (0, 1)
+        for f in (1, 2)
     }
     assert len(used) == 1 and not Path(used.pop()).exists()
 

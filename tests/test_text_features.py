@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -143,6 +144,113 @@ def test_identical_texts_are_analysed_once_and_reported_for_each_document() -> N
     third = [v for d, v in zip(found.docs, found.values, strict=True) if d == 2]
     assert first == third == one.values and len(first) == 2
     assert 1 not in found.docs.tolist() and found.docs.tolist() == sorted(found.docs.tolist())
+
+
+def test_detection_cache_analyses_each_text_once_and_holds_no_text(tmp_path, monkeypatch) -> None:
+    from gate.features import pii
+    from gate.features.pii_cache import detector_key
+
+    kwargs = dict(
+        engine="patterns",
+        spacy_model="unused",
+        entities=["EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD"],
+        score_threshold=0.35,
+        normalize=True,
+        processes=1,
+    )
+    analysed: list[str] = []
+    analyze_chunk = pii._analyze_chunk
+
+    def counting(job):  # type: ignore[no-untyped-def]
+        analysed.extend(job[0])
+        return analyze_chunk(job)
+
+    monkeypatch.setattr(pii, "_analyze_chunk", counting)
+    first = [TEXTS[0], "nothing here", TEXTS[0]]
+    cold = detect_pii(first, cache_dir=str(tmp_path), **kwargs)  # type: ignore[arg-type]
+    assert sorted(analysed) == sorted({*first})
+    analysed.clear()
+    later = [TEXTS[1], TEXTS[0], "nothing here", "mail a.b@example.org"]
+    warm = detect_pii(later, cache_dir=str(tmp_path), **kwargs)  # type: ignore[arg-type]
+    assert sorted(analysed) == sorted([TEXTS[1], "mail a.b@example.org"])
+    uncached = detect_pii(later, **kwargs)  # type: ignore[arg-type]
+    assert cold.values == detect_pii(first, **kwargs).values  # type: ignore[arg-type]
+    assert warm.docs.tolist() == uncached.docs.tolist() and warm.values == uncached.values
+    assert warm.raw == uncached.raw and "PHONE_NUMBER:5551234567" in warm.values
+
+    key = detector_key(
+        engine="patterns",
+        pipeline=None,
+        entities=kwargs["entities"],  # type: ignore[arg-type]
+        score_threshold=0.35,
+    )
+    (store,) = tmp_path.iterdir()
+    assert store.name == f"pii-{key}.sqlite"
+    stored = store.read_bytes()
+    for raw in cold.raw + warm.raw:
+        assert raw.encode() not in stored and raw.lower().encode() not in stored
+    analysed.clear()
+    detect_pii(later, cache_dir=str(tmp_path), **{**kwargs, "score_threshold": 0.5})  # type: ignore[arg-type]
+    assert sorted(analysed) == sorted({*later}) and len(list(tmp_path.iterdir())) == 2
+
+
+def test_detector_key_names_every_setting_the_detections_depend_on(monkeypatch) -> None:
+    from gate.features import pii_cache
+
+    base = dict(
+        engine="spacy",
+        pipeline={"lang": "en", "name": "core_web_sm", "version": "3.8.0", "author": "x"},
+        entities=["PERSON", "URL"],
+        score_threshold=0.35,
+    )
+    key = pii_cache.detector_key(**base)  # type: ignore[arg-type]
+    assert len(key) == 16 and key == pii_cache.detector_key(**base)  # type: ignore[arg-type]
+    # a field of the pipeline's meta the detections do not depend on
+    same = {**base, "pipeline": {**base["pipeline"], "author": "y"}}  # type: ignore[dict-item]
+    assert pii_cache.detector_key(**same) == key  # type: ignore[arg-type]
+    changed = [
+        {**base, "engine": "patterns", "pipeline": None},
+        {**base, "pipeline": {**base["pipeline"], "version": "3.8.1"}},  # type: ignore[dict-item]
+        {**base, "entities": ["URL", "PERSON"]},
+        {**base, "entities": ["PERSON"]},
+        {**base, "score_threshold": 0.4},
+    ]
+    keys = {pii_cache.detector_key(**c) for c in changed}  # type: ignore[arg-type]
+    assert len(keys) == len(changed) and key not in keys
+    for distribution in ("presidio-analyzer", "phonenumbers", "spacy"):
+        with monkeypatch.context() as m:
+            m.setattr(
+                pii_cache,
+                "_version",
+                lambda d, changed=distribution: (
+                    "0.0" if d == changed else pii_cache.metadata.version(d)
+                ),
+            )
+            assert pii_cache.detector_key(**base) != key  # type: ignore[arg-type]
+    monkeypatch.setattr(pii_cache, "__version__", "0.0.0")
+    assert pii_cache.detector_key(**base) != key  # type: ignore[arg-type]
+
+
+def test_an_unreadable_detection_cache_is_bad_input_naming_the_file(tmp_path) -> None:
+    from gate.errors import InputError
+    from gate.features.pii_cache import detector_key
+
+    kwargs = dict(
+        engine="patterns",
+        spacy_model="unused",
+        entities=["EMAIL_ADDRESS"],
+        score_threshold=0.35,
+        normalize=True,
+        processes=1,
+    )
+    key = detector_key(
+        engine="patterns", pipeline=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
+    )
+    path = tmp_path / f"pii-{key}.sqlite"
+    path.write_bytes(b"not a database, " * 512)
+    with pytest.raises(InputError, match=rf"pii cache_dir: {re.escape(str(path))} cannot be used"):
+        detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)  # type: ignore[arg-type]
+    assert path.read_bytes() == b"not a database, " * 512
 
 
 def test_occurrences_split_into_source_and_release_documents() -> None:

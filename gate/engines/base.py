@@ -64,7 +64,8 @@ class Engine(ABC):
         description: str,
     ) -> PiiOccurrences:
         """Presidio's entities in every text, as :func:`gate.features.pii.detect_pii`
-        finds them (by default in this process, with its worker processes)."""
+        finds them (by default in this process, with its worker processes and the class's
+        detection cache)."""
         from gate.features.pii import detect_pii
 
         return detect_pii(
@@ -75,6 +76,7 @@ class Engine(ABC):
             score_threshold=config.score_threshold,
             normalize=config.normalize,
             processes=config.processes,
+            cache_dir=config.cache_dir,
             progress=progress,
             description=description,
         )

@@ -439,7 +439,7 @@ class SparkEngine(Engine):
     ) -> PiiOccurrences:
         """Presidio in ``mapInPandas``: each Python worker builds its analyzer once (the
         workers are reused) and analyses its partitions; Spark's tasks are the parallelism,
-        so ``processes`` is 1 there."""
+        so ``processes`` is 1 there (and no detection cache on the workers)."""
         from gate.features.pii import PiiOccurrences
 
         options: dict[str, Any] = {

@@ -47,6 +47,7 @@ import numpy as np
 
 from gate.errors import AuditError
 from gate.features.distinct import distinct_texts
+from gate.features.pii_cache import Detection, DetectionCache, detector_key
 from gate.imports import imports_blocked
 
 _DIGITS = re.compile(r"\D+")
@@ -58,7 +59,6 @@ _DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 250}
 # components that only feed Presidio's context enhancement (lemmas, POS) or sentence ends
 _NER_ONLY_SKIPS = ("tagger", "parser", "attribute_ruler", "lemmatizer", "morphologizer", "senter")
 
-Detection = tuple[str, int, int]  # entity type, start, end
 _Job = tuple[list[str], str, str, tuple[str, ...], float]  # texts, engine, model, types, score
 
 
@@ -275,6 +275,7 @@ def detect_pii(
     score_threshold: float,
     normalize: bool,
     processes: int | None = None,
+    cache_dir: str | None = None,
     progress: Any = None,
     description: str = "PII",
 ) -> PiiOccurrences:
@@ -286,7 +287,11 @@ def detect_pii(
             ``pii`` class.
         processes: processes that analyse, this one included (``processes - 1`` workers
             are spawned); None = one per available CPU when each gets at least 100 unique
-            documents (250 with the patterns engine), else the calling process alone.
+            documents (250 with the patterns engine) to analyse, else the calling process
+            alone.
+        cache_dir: a directory of detection caches
+            (:class:`gate.features.pii_cache.DetectionCache`): texts found there are not
+            analysed again, the others are added; None = no cache.
         progress: a progress reporter (``track``), or None.
         description: the progress bar's label.
     """
@@ -301,17 +306,37 @@ def detect_pii(
     if processes is not None and processes < 1:
         raise ValueError(f"processes must be >= 1 or None; found {processes}")
     codes, unique_texts = distinct_texts(texts)
-    chunks = [unique_texts[i : i + _CHUNK] for i in range(0, len(unique_texts), _CHUNK)]
+    store = keys = None
+    known: dict[bytes, list[Detection]] = {}
+    if cache_dir is not None:
+        pipeline = analyzer.nlp_engine.nlp["en"].meta if engine == "spacy" else None
+        detector = detector_key(
+            engine=engine, pipeline=pipeline, entities=entities, score_threshold=score_threshold
+        )
+        store = DetectionCache(cache_dir, detector)
+        keys = store.keys(unique_texts)
+        known = store.get(keys)
+    todo = [u for u in range(len(unique_texts)) if keys is None or keys[u] not in known]
+    todo_texts = [unique_texts[u] for u in todo]
+    chunks = [todo_texts[i : i + _CHUNK] for i in range(0, len(todo_texts), _CHUNK)]
     workers = (
         processes
         if processes is not None
-        else max(1, min(available_cpus(), len(unique_texts) // _DOCUMENTS_PER_WORKER[engine]))
+        else max(1, min(available_cpus(), len(todo_texts) // _DOCUMENTS_PER_WORKER[engine]))
     )
     jobs: list[_Job] = [(c, engine, spacy_model, tuple(entities), score_threshold) for c in chunks]
     per_chunk: list[list[list[Detection]]] = [[] for _ in chunks]
     for index, done in _track(_chunk_results(jobs, workers), len(chunks), progress, description):
         per_chunk[index] = done
-    per_text = [detections for chunk in per_chunk for detections in chunk]
+    analysed = [detections for chunk in per_chunk for detections in chunk]
+    if store is not None and keys is not None:
+        if todo:
+            store.put([keys[u] for u in todo], analysed)
+        per_text = [known.get(key, []) for key in keys]
+        for u, detections in zip(todo, analysed, strict=True):
+            per_text[u] = detections
+    else:
+        per_text = analysed
     return _occurrences(texts, codes, unique_texts, per_text, normalize=normalize)
 
 

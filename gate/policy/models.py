@@ -198,6 +198,12 @@ class PiiFeatures(FeatureClassConfig):
         description="Processes that run detection, the gate's own included; null = one per "
         "CPU when there are enough documents to pay for the workers' start-up.",
     )
+    cache_dir: str | None = Field(
+        None,
+        min_length=1,
+        description="Detection cache (entity spans keyed by the text's sha256, no text); "
+        "null = no cache.",
+    )
 
     @model_validator(mode="before")
     @classmethod

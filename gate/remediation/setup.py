@@ -221,16 +221,17 @@ def remediation_setup(
     )
 
 
-def with_embedding_cache(loaded: LoadedPolicy, cache_dir: Path) -> LoadedPolicy:
-    """The policy with every ``semantic`` feature class that has no cache of its own
-    caching its embeddings in ``cache_dir``: each round's gate embeds the same train and
-    holdout records again, and the utility meter the same release as the gate. The caller
-    owns ``cache_dir`` and deletes it (the vectors embed private records)."""
+def with_feature_caches(loaded: LoadedPolicy, cache_dir: Path) -> LoadedPolicy:
+    """The policy with every ``semantic`` and ``pii`` feature class that has no cache of
+    its own caching its embeddings or detections in ``cache_dir``: each round's gate
+    embeds and analyses the same train and holdout records again, and the utility meter
+    embeds the same release as the gate. The caller owns ``cache_dir`` and deletes it (the
+    vectors embed private records, the detections are spans of them)."""
 
     def fill(node: Any) -> Any:
         if isinstance(node, dict):
             node = {k: fill(v) for k, v in node.items()}
-            if node.get("class") == "semantic" and node.get("cache_dir") is None:
+            if node.get("class") in ("semantic", "pii") and node.get("cache_dir") is None:
                 node["cache_dir"] = str(cache_dir)
             return node
         if isinstance(node, list):
