@@ -8,8 +8,8 @@ corpus. The spark engine decides every length from the ``n_min``-grams in one pa
 (whole-span rule): the n-gram is hashed if all its ``n_min``-grams occur more than once
 in the source, or all occur in the other corpus. Both keep every n-gram that can be
 repeated or disclosed; this counts the rows each leaves to hash (and to shuffle, on
-Spark) on the corpus of ``bench_ngram.py`` (leaky release), and those both rules together
-would leave.
+Spark) on the corpus of ``bench_ngram.py`` (leaky release; ``--corpus emails``: real-length
+e-mails and a leaky release), and those both rules together would leave.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 from bench_ngram import make_corpus
 
+from gate.demo.corpora import email_threads, leaky_release, make_faker
 from gate.features.ngram import NgramHasher
 from gate.features.tokenize import split_corpus, tokenize
 
@@ -39,9 +40,24 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--n-min", type=int, default=8)
     parser.add_argument("--n-max", type=int, default=16)
+    parser.add_argument(
+        "--corpus",
+        choices=["zipf", "emails"],
+        default="zipf",
+        help="zipf: bench_ngram.py's corpus (Zipf words, copied spans); emails: real-length "
+        "e-mails (signatures, quoted replies) and a leaky release of an order-3 chain",
+    )
     args = parser.parse_args()
     n_min, n_max = args.n_min, args.n_max
-    source_texts, release_texts = make_corpus(args.records, np.random.default_rng(0))
+    rng = np.random.default_rng(0)
+    if args.corpus == "zipf":
+        source_texts, release_texts = make_corpus(args.records, rng)
+    else:
+        rows = email_threads(2 * args.records, rng=rng, fake=make_faker(0))
+        source_texts = [r["text"] for r in rows]
+        release_texts = leaky_release(
+            source_texts[: args.records], args.records, rng, max_words=450
+        )
     both = pa.chunked_array([pa.array(source_texts + release_texts, pa.large_string())])
     source, release = split_corpus(tokenize(both), len(source_texts))
     src, rel = NgramHasher.of(source), NgramHasher.of(release)
@@ -64,7 +80,7 @@ def main() -> None:
         at[positions[flagged]] = True
         span_flags.append(at)
     print(
-        f"{args.records} + {args.records} + {args.records} records; "
+        f"{args.corpus}: {len(source_texts):,} source + {len(release_texts):,} release records; "
         f"{n_min}-gram rows: {sp.size + rp.size:,}"
     )
     print("n  prefix (local)  whole span (spark)  both")

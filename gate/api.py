@@ -32,6 +32,7 @@ from gate.policy.models import (
     AuditConfig,
     EngineSettings,
     MembershipPolicy,
+    PiiFeatures,
     Policy,
     SemanticFeatures,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "CheckOutcome",
     "GateResult",
     "audit_canaries",
+    "cache_warnings",
     "check_release",
     "precision_warnings",
     "remediate_release",
@@ -75,6 +77,24 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
     if membership.split_check.action == "fail":
         raise BundleError(bundle.membership.imbalance_message())
     return (bundle.membership.imbalance_message(),)
+
+
+def cache_warnings(policy: Policy) -> tuple[str, ...]:
+    """A warning when the policy sets a ``cache_dir`` that its engine does not use (the
+    spark engine analyses and embeds every text on its workers)."""
+    if policy.engine.name != "spark":
+        return ()
+    settings: list[PiiFeatures | SemanticFeatures] = [
+        *policy.settings_of(PiiFeatures),
+        *policy.settings_of(SemanticFeatures),
+    ]
+    classes = sorted({s.feature_class for s in settings if s.cache_dir is not None})
+    if not classes:
+        return ()
+    return (
+        f"{' and '.join(classes)} features: cache_dir is not used by the spark engine (its "
+        "workers analyse and embed every text); the cache is neither read nor written",
+    )
 
 
 def precision_warnings(policy: Policy) -> tuple[str, ...]:
@@ -221,7 +241,11 @@ def run_gate(
     if root_seed < 0:
         raise ValueError(f"seed must be >= 0; found {root_seed}")
     progress = progress or NullProgress()
-    warnings = split_warnings(bundle, policy_model.membership) + precision_warnings(policy_model)
+    warnings = (
+        split_warnings(bundle, policy_model.membership)
+        + precision_warnings(policy_model)
+        + cache_warnings(policy_model)
+    )
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
 

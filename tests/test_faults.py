@@ -126,7 +126,7 @@ def test_an_unusable_pii_detection_cache_is_an_audit_error_naming_it(
         caches.mkdir()
         entities = [e for e in DEFAULT_PII_ENTITIES if e not in NLP_ONLY_ENTITIES]
         key = detector_key(
-            engine="patterns", pipeline=None, entities=entities, score_threshold=0.35
+            engine="patterns", spacy_model=None, entities=entities, score_threshold=0.35
         )
         named = caches / f"pii-{key}.sqlite"
         named.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
@@ -139,10 +139,10 @@ def test_an_unusable_pii_detection_cache_is_an_audit_error_naming_it(
     assert main([*check_args(files, out), "--no-mlflow"]) == 3
     printed = capsys.readouterr()
     shown = printed.out + printed.err
-    assert f"pii cache_dir: {named}" in shown and "Traceback" not in shown
+    assert f"cache file {named}" in shown and "Traceback" not in shown
     report = read_report(out)
     assert report["status"] == "error" and report["passed"] is False
-    assert f"pii cache_dir: {named}" in report["audits"]["disclosure"]["error"]
+    assert f"cache file {named}" in report["audits"]["disclosure"]["error"]
     assert fault == "cache_dir is a file" or named.read_bytes().startswith(b"SQLite format 3")
 
 

