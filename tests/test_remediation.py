@@ -148,6 +148,13 @@ def test_rounds_share_one_feature_cache_deleted_at_the_end(tmp_path: Path, corpu
         .cache_dir
         == "mine"
     )
+    on_spark = write_policy(
+        tmp_path / "spark.yaml",
+        semantic.replace("audits:", "engine: {name: spark}\naudits:")
+        + REMEDIATION.format(generator_config="{}"),
+    )
+    spark_policy = with_feature_caches(load_policy(on_spark), tmp_path / "x").policy
+    assert [f.cache_dir for f in spark_policy.audits.disclosure.features[1:]] == [None, None]
 
     out = tmp_path / "out"
     assert remediate(policy, corpus, out, "--no-mlflow") == 0

@@ -278,6 +278,7 @@ def test_detector_key_changes_with_everything_the_detections_depend_on(monkeypat
         '[["EMAIL_ADDRESS", 0.0, 5]]',
         '[["EMAIL_ADDRESS", true, 5]]',
         '[["EMAIL_ADDRESS", 0]]',
+        pytest.param("[" * 100_000, id="nested-100000-deep"),
     ],
 )
 def test_a_cached_row_that_is_not_a_detection_of_its_text_is_an_error(tmp_path, spans) -> None:
@@ -316,8 +317,10 @@ def test_an_unreadable_or_locked_cache_is_an_error_naming_the_file(tmp_path, mon
     holder = sqlite3.connect(locked.path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        with pytest.raises(InputError, match="locked by another process"):
+        with pytest.raises(InputError, match="locked by another process") as raised:
             detect_pii(TEXTS, cache_dir=str(tmp_path / "locked"), **kwargs)
+        assert "wait for the other run" in str(raised.value)
+        assert "delete" not in str(raised.value)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -500,7 +503,18 @@ def test_embeddings_are_normalised_and_cached(tmp_path) -> None:
     assert store.path.stat().st_mode & 0o777 == 0o600
 
 
-@pytest.mark.parametrize("blob", [b"", b"abc", np.ones(3, np.float32).tobytes(), "text"])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"",
+        b"abc",
+        np.ones(3, np.float32).tobytes(),
+        "text",
+        np.ones(384, np.float32).tobytes(),
+        np.full(384, np.nan, np.float32).tobytes(),
+    ],
+    ids=["empty", "3 bytes", "3 floats", "text", "not normalised", "NaN"],
+)
 def test_a_cached_row_that_is_not_an_embedding_is_an_error(tmp_path, blob) -> None:
     import sqlite3
 
@@ -513,6 +527,16 @@ def test_a_cached_row_that_is_not_an_embedding_is_an_error(tmp_path, blob) -> No
         db.execute("UPDATE vectors SET vector = ? WHERE key = ?", (blob, store.keys(texts)[0]))
     with pytest.raises(InputError, match=rf"cache file {re.escape(str(store.path))}: holds"):
         encode(texts, cache_dir=str(tmp_path))
+
+
+def test_cached_embeddings_of_another_dimension_are_an_error(tmp_path) -> None:
+    from gate.errors import InputError
+
+    store = EmbeddingCache(tmp_path, None)
+    unit = np.array([[0.6, 0.8, 0.0]], dtype=np.float32)
+    store.put(store.keys(["cached"]), unit)
+    with pytest.raises(InputError, match="not of the model's dimension 384"):
+        encode(["cached", "not cached"], cache_dir=str(tmp_path))
 
 
 def test_texts_are_batched_by_word_pieces_and_returned_in_order(tmp_path) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gate.errors import InputError
 from gate.features.distinct import distinct_texts
 from gate.features.sqlite_cache import SqliteCache, text_keys
 
@@ -109,8 +110,17 @@ class EmbeddingCache:
         rows = self._store.get(keys)
         blobs = [b for b in rows.values() if isinstance(b, bytes) and b and len(b) % 4 == 0]
         if len(blobs) < len(rows) or len({len(b) for b in blobs}) > 1:
-            raise self._store.unusable("holds a row that is not an embedding of the model")
-        return {key: np.frombuffer(blob, dtype=np.float32) for key, blob in rows.items()}
+            raise self.unusable("holds a row that is not an embedding of the model")
+        found = {key: np.frombuffer(blob, dtype=np.float32) for key, blob in rows.items()}
+        if found:
+            norms = np.linalg.norm(np.stack(list(found.values())), axis=1)
+            if not np.all(np.abs(norms - 1) < 1e-3):  # NaN fails too
+                raise self.unusable("holds a vector that is not L2-normalised")
+        return found
+
+    def unusable(self, reason: str) -> InputError:
+        """The error for this cache's file."""
+        return self._store.unusable(reason)
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
         self._store.put(
@@ -166,6 +176,8 @@ def encode(
             or encoder.get_sentence_embedding_dimension
         )
         dim = int(dimension())
+        if store is not None and known and next(iter(known.values())).size != dim:
+            raise store.unusable(f"holds vectors that are not of the model's dimension {dim}")
     out = np.empty((len(texts), dim), dtype=np.float32)
     for i, k in enumerate(keys):
         if k in known:

@@ -31,7 +31,7 @@ Detection = tuple[str, int, int]  # entity type, start, end
 # the gate's own detection code: Presidio's recognizers subclassed to scan windows, the
 # two-pass spaCy analysis
 _DETECTION_CODE = ("pii.py", "pii_windows.py")
-_VERSIONED = ("presidio-analyzer", "phonenumbers", "spacy", "tldextract", "regex")
+_VERSIONED = ("presidio-analyzer", "phonenumbers", "spacy", "thinc", "tldextract", "regex")
 
 
 def _version(distribution: str) -> str | None:
@@ -45,7 +45,8 @@ def _digest(paths: Sequence[Path], root: Path) -> str:
     digest = hashlib.sha256()
     for path in paths:
         digest.update(str(path.relative_to(root)).encode("utf-8") + b"\0")
-        digest.update(path.read_bytes())
+        with path.open("rb") as f:  # streamed: a pipeline's vectors can be large
+            digest.update(hashlib.file_digest(f, "sha256").digest())
     return digest.hexdigest()
 
 
@@ -64,6 +65,8 @@ def pipeline_digest(spacy_model: str) -> str:
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(f"spaCy pipeline {spacy_model!r} is not installed")
     root = Path(spec.origin).parent
+    if spec.submodule_search_locations is None:  # a module, not a package: its file alone
+        return _digest([Path(spec.origin)], root)
     files = sorted(
         p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(root).parts
     )
@@ -86,9 +89,10 @@ def detector_key(
         entities: the entity types searched, in the policy's order.
         score_threshold: the minimum Presidio score.
 
-    The identity also holds the versions of Presidio, phonenumbers, spaCy, tldextract and
-    regex, the gate's version and a digest of its detection code, and the Public Suffix
-    List source Presidio's e-mail recognizer is given (``TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS``).
+    The identity also holds the versions of Presidio, phonenumbers, spaCy, thinc,
+    tldextract and regex, the gate's version and a digest of its detection code, and the
+    Public Suffix List source Presidio's e-mail recognizer is given
+    (``TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS``: its URLs, not the contents they serve).
     """
     identity = {
         "engine": engine,
@@ -156,7 +160,7 @@ class DetectionCache:
                 continue
             try:
                 spans = json.loads(rows[key])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 spans = None
             detections = _detections(spans, text, searched)
             if detections is None:

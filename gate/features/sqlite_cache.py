@@ -42,20 +42,23 @@ class SqliteCache:
                 f"CREATE TABLE IF NOT EXISTS {table} (key BLOB PRIMARY KEY, {column} {column_type})"
             )
 
-    def unusable(self, reason: str) -> InputError:
+    def unusable(
+        self, reason: str, *, advice: str = "delete the file or set another cache_dir"
+    ) -> InputError:
         """The error for this file: ``reason`` and what to do."""
-        return InputError(
-            f"cache file {self.path}: {reason}; delete the file or set another cache_dir"
-        )
+        return InputError(f"cache file {self.path}: {reason}; {advice}")
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
         try:
             yield
+        except (sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise  # the gate's own mistake, not the file's
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc):
                 raise self.unusable(
-                    f"locked by another process for more than {LOCK_TIMEOUT:.0f} s ({exc})"
+                    f"locked by another process for more than {LOCK_TIMEOUT:.0f} s ({exc})",
+                    advice="wait for the other run or set another cache_dir",
                 ) from exc
             raise self.unusable(f"not a usable cache ({exc})") from exc
         except (OSError, sqlite3.DatabaseError) as exc:

@@ -226,7 +226,10 @@ def with_feature_caches(loaded: LoadedPolicy, cache_dir: Path) -> LoadedPolicy:
     its own caching its embeddings or detections in ``cache_dir``: each round's gate
     embeds and analyses the same train and holdout records again, and the utility meter
     embeds the same release as the gate. The caller owns ``cache_dir`` and deletes it (the
-    vectors embed private records, the detections are spans of them)."""
+    vectors embed private records, the detections are spans of them). A policy on the
+    spark engine, which uses no cache, is returned as it is."""
+    if loaded.policy.engine.name == "spark":
+        return loaded
 
     def fill(node: Any) -> Any:
         if isinstance(node, dict):
