@@ -22,7 +22,7 @@ from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle, load_source
-from gate.engines.base import Engine, create_engine
+from gate.engines.base import Engine, create_engine, uses_feature_caches
 from gate.errors import BundleError, InputError, missing_dependency_message
 from gate.features.embeddings import native_bfloat16
 from gate.plugins import ENGINES
@@ -80,20 +80,20 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
 
 
 def cache_warnings(policy: Policy) -> tuple[str, ...]:
-    """A warning when the policy sets a ``cache_dir`` that its engine does not use (the
-    spark engine analyses and embeds every text on its workers)."""
-    if policy.engine.name != "spark":
-        return ()
+    """A warning when the policy sets a ``cache_dir`` that its engine does not use
+    (:attr:`gate.engines.base.Engine.uses_feature_caches`; the spark engine analyses and
+    embeds every text on its workers)."""
     settings: list[PiiFeatures | SemanticFeatures] = [
         *policy.settings_of(PiiFeatures),
         *policy.settings_of(SemanticFeatures),
     ]
     classes = sorted({s.feature_class for s in settings if s.cache_dir is not None})
-    if not classes:
+    if not classes or uses_feature_caches(policy.engine):
         return ()
     return (
-        f"{' and '.join(classes)} features: cache_dir is not used by the spark engine (its "
-        "workers analyse and embed every text); the cache is neither read nor written",
+        f"{' and '.join(classes)} features: cache_dir is not used by the "
+        f"{policy.engine.name} engine (it analyses and embeds every text); the cache is "
+        "neither read nor written",
     )
 
 

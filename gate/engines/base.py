@@ -30,11 +30,14 @@ class Engine(ABC):
 
     Class attributes:
         name: the value of ``engine.name`` in a policy (and of ``--engine``).
+        uses_feature_caches: whether the engine reads and writes the ``cache_dir`` of the
+            ``pii`` and ``semantic`` classes.
 
     An engine may hold resources (a Spark session): use it as a context manager.
     """
 
     name: ClassVar[str]
+    uses_feature_caches: ClassVar[bool] = True
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
@@ -121,6 +124,15 @@ class Engine(ABC):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def uses_feature_caches(settings: EngineSettings) -> bool:
+    """Whether the engine ``settings.name`` names uses the feature classes' caches.
+
+    Raises:
+        PluginUnavailableError: no such engine, or its dependencies are not installed.
+    """
+    return bool(getattr(ENGINES.get(settings.name), "uses_feature_caches", True))
 
 
 def create_engine(settings: EngineSettings) -> Engine:

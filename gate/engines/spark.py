@@ -303,6 +303,7 @@ class SparkEngine(Engine):
     """Counts on Spark; the session starts on first use and stops with the engine."""
 
     name = "spark"
+    uses_feature_caches = False  # the workers analyse and embed every text
 
     def __init__(self, settings: EngineSettings) -> None:
         super().__init__(settings)

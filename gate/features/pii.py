@@ -306,7 +306,7 @@ def detect_pii(
     if processes is not None and processes < 1:
         raise ValueError(f"processes must be >= 1 or None; found {processes}")
     codes, unique_texts = distinct_texts(texts)
-    store: DetectionCache | None = None
+    cache: DetectionCache | None = None
     cached: list[list[Detection] | None] = [None] * len(unique_texts)
     if cache_dir is not None:
         detector = detector_key(
@@ -315,8 +315,8 @@ def detect_pii(
             entities=entities,
             score_threshold=score_threshold,
         )
-        store = DetectionCache(cache_dir, detector)
-        cached = store.lookup(unique_texts, entities=entities)
+        cache = DetectionCache(cache_dir, detector)
+        cached = cache.lookup(unique_texts, entities=entities)
     todo = [u for u, found in enumerate(cached) if found is None]
     todo_texts = [unique_texts[u] for u in todo]
     chunks = [todo_texts[i : i + _CHUNK] for i in range(0, len(todo_texts), _CHUNK)]
@@ -330,8 +330,8 @@ def detect_pii(
     for index, done in _track(_chunk_results(jobs, workers), len(chunks), progress, description):
         per_chunk[index] = done
     analysed = [detections for chunk in per_chunk for detections in chunk]
-    if store is not None:
-        store.store(todo_texts, analysed)
+    if cache is not None:
+        cache.store(todo_texts, analysed)
     for u, detections in zip(todo, analysed, strict=True):
         cached[u] = detections
     per_text = [found for found in cached if found is not None]

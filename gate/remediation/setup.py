@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 import pandas as pd
 from pydantic import ValidationError
 
+from gate.engines.base import uses_feature_caches
 from gate.errors import InputError
 from gate.generators import resolve_generator
 from gate.generators.base import Generator, GeneratorConfig
@@ -226,9 +227,9 @@ def with_feature_caches(loaded: LoadedPolicy, cache_dir: Path) -> LoadedPolicy:
     its own caching its embeddings or detections in ``cache_dir``: each round's gate
     embeds and analyses the same train and holdout records again, and the utility meter
     embeds the same release as the gate. The caller owns ``cache_dir`` and deletes it (the
-    vectors embed private records, the detections are spans of them). A policy on the
-    spark engine, which uses no cache, is returned as it is."""
-    if loaded.policy.engine.name == "spark":
+    vectors embed private records, the detections are spans of them). A policy whose
+    engine uses no cache (the spark engine) is returned as it is."""
+    if not uses_feature_caches(loaded.policy.engine):
         return loaded
 
     def fill(node: Any) -> Any:
