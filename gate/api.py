@@ -41,11 +41,14 @@ from gate.results import AuditOutcome, AuditResult, GateResult, Status, SuiteVal
 from gate.suites.gx_suite import validate_checks
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from gate.remediation.report import RemediationResult
 
 __all__ = [
     "CheckOutcome",
     "GateResult",
+    "PolicyValidation",
     "audit_canaries",
     "cache_warnings",
     "check_release",
@@ -53,6 +56,7 @@ __all__ = [
     "remediate_release",
     "run_gate",
     "split_warnings",
+    "validate_policy",
 ]
 
 
@@ -398,6 +402,87 @@ def audit_canaries(
     )
 
 
+def _check_audit_generators(policy: Policy) -> None:
+    """Resolve and validate the generators the enabled audits train (the canary audit's,
+    the profile audit's n-gram generator).
+
+    Raises:
+        InputError: an unknown generator or settings it rejects, named by YAML path.
+    """
+    canary = policy.audits.canary
+    if canary is not None and canary.enabled:
+        from gate.canary.audit import canary_generators
+
+        canary_generators(canary)
+    profile = policy.audits.profile
+    if (
+        profile is not None
+        and profile.enabled
+        and profile.ngram_lbf.enabled
+        and profile.ngram_lbf.generator.enabled
+    ):
+        from gate.profile.ngram_lbf import profile_generator
+
+        profile_generator(profile.ngram_lbf.generator)
+
+
+def _require_canary_source(loaded: LoadedPolicy, canary_source: pd.DataFrame | None) -> None:
+    """Refuse, before any work, a bundle without the canary-source records an enabled
+    canary audit crafts its canaries from.
+
+    Raises:
+        InputError: the canary audit is on and there are no canary-source records.
+    """
+    canary = loaded.policy.audits.canary
+    if canary is not None and canary.enabled and (canary_source is None or canary_source.empty):
+        raise InputError(
+            f"{loaded.path}: audits.canary: the canary audit needs canary-source records "
+            "(neither train nor holdout): split with `gate split --canary-fraction` and "
+            "give its manifest, or give --canary-source FILE"
+        )
+
+
+@dataclass(frozen=True)
+class PolicyValidation:
+    """What ``gate policy validate`` found: a policy every command can run."""
+
+    path: str
+    name: str
+    version: int
+    audits: int
+    checks: int
+    sha256: str
+
+
+def validate_policy(path: str | Path) -> PolicyValidation:
+    """Check a policy file as far as it can be checked without data: the schema, every
+    plug-in it names (audits, classes, scorers, the engine, rewrite attacks), the
+    generators its audits train and, if it has a ``remediation`` block, the generator and
+    settings ``gate remediate`` would train.
+
+    Raises:
+        InputError: the policy is invalid (the message names the YAML path; exit 2).
+        PluginUnavailableError: a plug-in it names cannot be loaded here (exit 3).
+    """
+    from gate.audits.registry import policy_checks
+
+    loaded = load_policy(path)
+    checks = policy_checks(loaded.policy)
+    _check_audit_generators(loaded.policy)
+    if loaded.policy.remediation is not None:
+        from gate.remediation.setup import remediation_setup
+
+        remediation_setup(loaded, generator=None, method=None)
+    return PolicyValidation(
+        path=loaded.path,
+        name=loaded.policy.name,
+        version=loaded.policy.version,
+        audits=len(loaded.policy.audits.enabled()),
+        checks=len(checks),
+        sha256=loaded.sha256,
+    )
+
+
 def _only_audit(loaded: LoadedPolicy, name: str) -> LoadedPolicy:
     config = getattr(loaded.policy.audits, name, None)
     if config is None or not config.enabled:
@@ -479,27 +564,18 @@ def _gate_files(
         loaded = _with_engine(load_policy(policy), engine, spark_master)
         if only is not None:
             loaded = _only_audit(loaded, only)
-        canary = loaded.policy.audits.canary
-        if canary is not None and canary.enabled:
-            from gate.canary.audit import canary_generators
-
-            canary_generators(canary)  # bad generator settings are exit 2, before any work
+        _check_audit_generators(loaded.policy)  # bad generator settings: exit 2, before work
         profile = loaded.policy.audits.profile
         if model and (profile is None or not profile.enabled):
             raise InputError(
                 f"{loaded.path}: --model is audited by the profile audit (surprisal), which "
                 "the policy does not enable: the model would go unaudited"
             )
-        if profile is not None and profile.enabled:
-            if profile.surprisal.required and not model:
-                raise InputError(
-                    f"{loaded.path}: audits.profile.surprisal.required: give the released "
-                    "model with --model DIR"
-                )
-            if profile.ngram_lbf.enabled and profile.ngram_lbf.generator.enabled:
-                from gate.profile.ngram_lbf import profile_generator
-
-                profile_generator(profile.ngram_lbf.generator)  # bad settings: exit 2 now
+        if profile is not None and profile.enabled and profile.surprisal.required and not model:
+            raise InputError(
+                f"{loaded.path}: audits.profile.surprisal.required: give the released "
+                "model with --model DIR"
+            )
         with create_engine(loaded.policy.engine) as data_engine:
             with progress.step("loading the release bundle"):
                 bundle = load_bundle(
@@ -514,6 +590,7 @@ def _gate_files(
                     model=model,
                     read=data_engine.read_table,  # the spark engine also reads datasets
                 )
+            _require_canary_source(loaded, bundle.canary_source)
             result = run_gate(
                 loaded, bundle, seed=seed, progress=progress, data_docs_dir=docs, engine=data_engine
             )
@@ -585,15 +662,15 @@ def remediate_release(
     if root_seed < 0:
         raise InputError(f"--seed must be >= 0; found {root_seed}")
     setup = remediation_setup(loaded, generator=generator, method=method)
-    canary = loaded.policy.audits.canary
-    if canary is not None and canary.enabled:
-        from gate.canary.audit import canary_generators
-
-        canary_generators(canary)  # bad base-LM settings are exit 2, before any training
+    _check_audit_generators(loaded.policy)  # bad base-LM settings: exit 2, before training
     with progress.step("loading the train and holdout records"):
         records = load_source(
-            membership=loaded.policy.membership, text=loaded.policy.text, manifest=manifest
+            membership=loaded.policy.membership,
+            text=loaded.policy.text,
+            manifest=manifest,
+            canary_source=canary_source,
         )
+    _require_canary_source(loaded, records.canary_source)
     users = setup.train_users(records.frame)
     with (
         tempfile.TemporaryDirectory(prefix="gate-feature-caches-") as feature_caches,

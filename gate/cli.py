@@ -309,29 +309,34 @@ def _policy(args: argparse.Namespace) -> int:
     if args.policy_command == "schema":
         print(json.dumps(policy_json_schema(), indent=2))
         return 0
-    loaded = load_policy(args.path)
     if args.policy_command == "validate":
-        from gate.audits.registry import policy_checks
+        from gate.api import validate_policy
 
-        # raises PluginUnavailableError (exit 3) for an audit this installation cannot run
-        checks = policy_checks(loaded.policy)
+        found = validate_policy(args.path)
         print(
-            f"{args.path}: valid policy {loaded.policy.name!r} (version "
-            f"{loaded.policy.version}): {len(loaded.policy.audits.enabled())} audits, "
-            f"{len(checks)} threshold checks; sha256 {loaded.sha256}"
+            f"{args.path}: valid policy {found.name!r} (version {found.version}): "
+            f"{found.audits} audits, {found.checks} threshold checks; sha256 {found.sha256}"
         )
     else:
-        print(effective_policy_yaml(loaded.policy), end="")
+        print(effective_policy_yaml(load_policy(args.path).policy), end="")
     return 0
 
 
 def _audits(args: argparse.Namespace) -> int:
-    from gate.plugins import AUDITS, DISCLOSURE_CLASSES, ENGINES, GENERATORS, MEMBERSHIP_SCORERS
+    from gate.plugins import (
+        AUDITS,
+        DISCLOSURE_CLASSES,
+        ENGINES,
+        GENERATORS,
+        MEMBERSHIP_SCORERS,
+        REWRITE_ATTACKS,
+    )
 
     for title, registry in (
         ("audits", AUDITS),
         ("disclosure classes", DISCLOSURE_CLASSES),
         ("membership scorers", MEMBERSHIP_SCORERS),
+        ("rewrite attacks", REWRITE_ATTACKS),
         ("generators", GENERATORS),
         ("engines", ENGINES),
     ):

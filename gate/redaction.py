@@ -32,10 +32,20 @@ def feature_hash(text: str, *, key: bytes | None = None) -> str:
     return "hmac-sha256:" + digest.hexdigest()[:32]
 
 
+def user_hash(user_id: str, *, key: bytes | None = None) -> str:
+    """A witness's user id when witnesses are redacted: users may be defined by an
+    identifying column (``gate split --by email``), and the record id already finds the
+    record. Keyed like :func:`feature_hash`, in a domain of its own, so a user id never
+    hashes like a feature with the same text."""
+    digest = hmac.new(key or witness_key(), b"user\x00" + user_id.encode("utf-8"), hashlib.sha256)
+    return "hmac-sha256:" + digest.hexdigest()[:32]
+
+
 def mask(text: str, *, max_tokens: int = 8) -> str:
-    """Keep each token's first character and mask the rest: ``John Smith`` -> ``J*** S****``."""
+    """Keep each token's first character and mask the rest: ``John Smith`` -> ``J*** S****``.
+    A token of one character is masked whole (a digit of a PIN, a Chinese character)."""
     tokens = _TOKEN.findall(text)
-    masked = [t[0] + "*" * (len(t) - 1) for t in tokens[:max_tokens]]
+    masked = [t[0] + "*" * (len(t) - 1) if len(t) > 1 else "*" for t in tokens[:max_tokens]]
     if len(tokens) > max_tokens:
         masked.append(f"…(+{len(tokens) - max_tokens} tokens)")
     return " ".join(masked)

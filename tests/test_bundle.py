@@ -80,6 +80,12 @@ def test_missing_text_column(tmp_path: Path, bundle_files: dict[str, Path]) -> N
         BundleError, match=r"bad.jsonl: no 'text' column; columns found: \['body'\]"
     ):
         load(bundle_files, train=bad)
+    # a CSV file without a header row: its first record becomes the column names
+    headless = tmp_path / "headless.csv"
+    headless.write_text('r1,u1,"Hello, I am Zebulon Quixotewright"\nr2,u2,"bye"\n')
+    with pytest.raises(BundleError, match=r"\['r1', 'u1'\] and 1 not shown.*header row") as err:
+        load(bundle_files, train=headless)
+    assert "Zebulon" not in str(err.value)
 
 
 def test_null_text_names_line(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
@@ -133,16 +139,20 @@ def test_duplicate_record_ids_across_files(tmp_path: Path, bundle_files: dict[st
         [{"record_id": "t3", "user_id": "other", "text": "x"}],
     )
     with pytest.raises(
-        BundleError, match=r"duplicate record_id 't3' at .*train.jsonl:4, .*dup.jsonl:1"
-    ):
+        BundleError,
+        match=r"one record_id is used more than once, at .*train.jsonl:4, .*dup.jsonl:1",
+    ) as err:
         load(bundle_files, holdout=holdout)
+    assert "t3" not in str(err.value)  # ids may identify people: rows are named, not values
 
 
 def test_duplicate_synthetic_ids(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
     syn = write_jsonl(
         tmp_path / "s.jsonl", [{"record_id": "a", "text": "x"}, {"record_id": "a", "text": "y"}]
     )
-    with pytest.raises(BundleError, match=r"duplicate record_id 'a' at .*s.jsonl:1, .*s.jsonl:2"):
+    with pytest.raises(
+        BundleError, match=r"one record_id is used more than once, at .*s.jsonl:1, .*s.jsonl:2"
+    ):
         load(bundle_files, synthetic=syn)
 
 
@@ -155,9 +165,10 @@ def test_user_in_both_splits(tmp_path: Path, bundle_files: dict[str, Path]) -> N
         ],
     )
     with pytest.raises(
-        BundleError, match=r"user 'ut5' is in both train and holdout \(1 such users\)"
-    ):
+        BundleError, match=r"a user is in both train and holdout \(1 such users\), at .*h.jsonl:1"
+    ) as err:
         load(bundle_files, holdout=holdout)
+    assert "ut5" not in str(err.value)
 
 
 def test_synthetic_identical_to_source(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
@@ -219,6 +230,12 @@ def test_source_file_needs_valid_split(tmp_path: Path, bundle_files: dict[str, P
         BundleError, match=r"b.jsonl: line 2: 'split' must be 'train' or 'holdout'; found 'public'"
     ):
         load_bundle(membership=MEMBERSHIP, source=bad, synthetic=bundle_files["synthetic"])
+    # a longer value may be a record's text shifted into the column: not quoted
+    shifted = tmp_path / "c.csv"
+    shifted.write_text("text,split\nhello,train\nJohn Smith, 555-0100 Elm Street\n")
+    with pytest.raises(BundleError, match=r"line 2: .*found a value that is no label") as err:
+        load_bundle(membership=MEMBERSHIP, source=shifted, synthetic=bundle_files["synthetic"])
+    assert "555" not in str(err.value)
 
 
 def test_source_and_train_are_exclusive(bundle_files: dict[str, Path]) -> None:

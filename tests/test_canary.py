@@ -221,12 +221,20 @@ def test_gate_canary_needs_a_policy_with_a_canary_threshold(tmp_path: Path, caps
     assert "audits.canary: the policy has no enabled canary audit" in capsys.readouterr().err
 
 
-def test_no_canary_source_is_an_error_never_a_pass(tmp_path: Path) -> None:
+def test_no_canary_source_is_bad_input_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     policy = write_policy(tmp_path / "p.yaml", PARROT_POLICY)
-    assert _canary_main(policy, tmp_path / "out") == 3
-    report = read_report(tmp_path / "out")
-    assert report["status"] == "error"
-    assert "needs canary-source records" in report["audits"]["canary"]["error"]
+    assert _canary_main(policy, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert f"{policy}: audits.canary: the canary audit needs canary-source records" in err
+    assert not list((tmp_path / "out").glob("*"))  # no verdict, no half-written evidence
+    # gate remediate refuses it before it trains anything
+    argv = ["remediate", "--quiet", "--no-mlflow", "--policy", str(policy)]
+    code = main([*argv, "--manifest", str(MANIFEST), "--out", str(tmp_path / "rem")])
+    assert code == 2
+    assert "needs canary-source records" in capsys.readouterr().err
+    assert not (tmp_path / "rem").exists() or not list((tmp_path / "rem").glob("*"))
 
 
 # ---------------------------------------------------------------------------- the audit

@@ -145,6 +145,7 @@ def test_a_release_without_source_ids_is_an_error_never_a_pass(tmp_path: Path, c
         ("judge: a:b", "go together"),
         ("transition_lambdas: [0, 0]", "distinct"),
         ("transition_lambdas: [10000, 10000.01]", "distinct"),
+        ("attacks: [embedding, telepathy]", r"attacks\[1\]: no rewrite attack 'telepathy'"),
     ],
 )
 def test_bad_settings_name_their_yaml_path(tmp_path: Path, block: str, message: str) -> None:

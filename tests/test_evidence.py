@@ -18,6 +18,7 @@ import pytest
 import gate.api
 from gate.api import check_release
 from gate.evidence.writer import EvidenceWriteError
+from gate.redaction import feature_hash, mask, user_hash
 from gate.results import SuiteValidation
 
 from .conftest import write_jsonl, write_policy
@@ -40,10 +41,17 @@ def rare_text(i: int) -> str:
     return " ".join(f"Zephyrine{i:03d}Quixotic{j:02d}" for j in range(12))
 
 
+def user_email(i: int) -> str:
+    """Users defined by an identifying column (as `gate split --by email` allows)."""
+    return f"Ysolde{i:03d}.Farquharson@example.org"
+
+
 @pytest.fixture
 def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.chdir(tmp_path)
-    rows = [{"record_id": f"r{i}", "user_id": f"u{i}", "text": rare_text(i)} for i in range(60)]
+    rows = [
+        {"record_id": f"r{i}", "user_id": user_email(i), "text": rare_text(i)} for i in range(60)
+    ]
     write_jsonl(tmp_path / "train.jsonl", rows[:30])
     write_jsonl(tmp_path / "holdout.jsonl", rows[30:])
     write_jsonl(
@@ -244,7 +252,7 @@ def test_no_file_leaks_the_raw_text(bundle, tmp_path: Path) -> None:
     a token of a source record (every token of this corpus is a rare feature's part)."""
     outcome = check(bundle, "leaky", tmp_path / "out", data_docs=tmp_path / "docs")
     assert outcome.result.evidence_error is None and outcome.mlflow_run_id
-    tokens = [t.encode() for i in range(60) for t in rare_text(i).split()]
+    tokens = [t.encode() for i in range(60) for t in [*rare_text(i).split(), user_email(i)]]
     produced = [
         p for base in ("out", "docs", "mlruns") for p in (tmp_path / base).rglob("*") if p.is_file()
     ]
@@ -254,6 +262,17 @@ def test_no_file_leaks_the_raw_text(bundle, tmp_path: Path) -> None:
         data = path.read_bytes()
         leaked = [t for t in tokens if t in data]
         assert not leaked, f"{path} contains {leaked[:3]}"
+
+
+def test_masking_shows_no_token_of_one_character_and_hashes_user_ids() -> None:
+    assert mask("John Smith") == "J*** S****"
+    assert mask("PIN: 7 3 9 1") == "P*** * * * *"  # a digit of one character is the digit
+    assert mask("我 是 王 芳") == "* * * *"
+    assert mask(" ".join("abcdefghij")) == "* * * * * * * * …(+2 tokens)"
+    key = b"k" * 32
+    assert user_hash("u1", key=key) == user_hash("u1", key=key) != user_hash("u2", key=key)
+    assert user_hash("u1", key=key) != feature_hash("u1", key=key)  # a domain of its own
+    assert user_hash("u1", key=key) != user_hash("u1", key=b"j" * 32)
 
 
 def _free_port() -> int:

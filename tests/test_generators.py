@@ -26,6 +26,8 @@ from gate.generators.reference import (
     decode_record,
     encode_user,
 )
+from gate.plugins import GENERATORS
+from gate.registry import PluginUnavailableError
 
 TINY = ReferenceConfig(layers=1, hidden=32, heads=2, max_length=48, batch_size=4)
 USERS = [[f"note {i}: all is well", f"second line {i}"] for i in range(12)]
@@ -134,6 +136,18 @@ def test_resolve_generator_by_name_and_path() -> None:
     assert not echo.supports_parameter_noise()
     with pytest.raises(InputError, match="unknown generator"):
         resolve_generator("gpt-17")
+
+
+def test_a_registered_generator_that_is_not_one_is_a_broken_installation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bad import path in a policy is bad input (exit 2); a registered plug-in that is
+    not a Generator is an installation the gate cannot run (exit 3)."""
+    monkeypatch.setitem(GENERATORS._loaded, "impostor", dict)
+    with pytest.raises(PluginUnavailableError, match="'impostor' is not a subclass"):
+        resolve_generator("impostor")
+    with pytest.raises(InputError, match="is not a subclass"):
+        resolve_generator("json:loads")
 
 
 def test_importing_opacus_leaves_the_root_logger_alone() -> None:

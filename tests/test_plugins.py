@@ -108,6 +108,7 @@ def test_the_schema_shows_installed_plugins(plugin_path: Path, tmp_path: Path) -
 def test_plugin_is_listed(plugin_path: Path, tmp_path: Path) -> None:
     listed = gate(plugin_path, "audits", cwd=tmp_path)
     assert listed.returncode == 0 and "copies" in listed.stdout.split()
+    assert "rewrite attacks: embedding judge lexical" in listed.stdout.splitlines()
     assert "copies" not in gate(Path("/nonexistent"), "audits", cwd=tmp_path).stdout.split()
 
 

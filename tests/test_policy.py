@@ -328,6 +328,33 @@ def test_policy_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "audits.disclosure.features[0].n_min" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("engine: {name: warp}\n", ":11: engine.name: no engine 'warp' in this installation"),
+        ("remediation: {generator: nope}\n", "remediation.generator: unknown generator 'nope'"),
+        (
+            "remediation: {generator: reference, generator_config: {bogus: 1}}\n",
+            "remediation.generator_config.bogus: Extra inputs are not permitted",
+        ),
+        (
+            "remediation: {generator: 'tests.fake_generators:NoSuchGenerator'}\n",
+            "has no attribute 'NoSuchGenerator'",
+        ),
+    ],
+)
+def test_policy_validate_checks_what_every_command_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, message: str
+) -> None:
+    """The engine, the generator gate remediate trains and its settings are checked by
+    `gate policy validate` too, not first when a command runs (exit 2, the YAML path)."""
+    path = tmp_path / "p.yaml"
+    path.write_text(MINIMAL_POLICY + extra)
+    assert main(["policy", "validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
 def test_policy_model_is_frozen() -> None:
     policy = parse_policy(MINIMAL_POLICY)
     with pytest.raises(Exception, match="frozen"):

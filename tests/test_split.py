@@ -177,3 +177,20 @@ def test_split_preserves_format(tmp_path: Path) -> None:
         [pd.read_parquet(tmp_path / "o" / f"{n}.parquet") for n in ("train", "holdout")]
     )
     assert sorted(back["user_id"]) == sorted(frame["user_id"])
+
+
+def test_a_second_split_into_the_same_directory_leaves_none_of_the_first(
+    source: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    first = split_source(source, p=0.5, seed=3, by="user_id", out_dir=out, canary_fraction=0.2)
+    assert first.manifest.canary_source is not None and (out / "canary-source.jsonl").exists()
+    (out / "notes.txt").write_text("the user's own file")
+    second = split_source(source, p=0.5, seed=3, by="user_id", out_dir=out)
+    assert second.manifest.canary_source is None
+    assert sorted(p.name for p in out.iterdir()) == [
+        "holdout.jsonl",
+        "notes.txt",  # not a file the earlier split wrote: kept
+        "split-manifest.json",
+        "train.jsonl",
+    ]

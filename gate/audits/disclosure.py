@@ -21,7 +21,7 @@ from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import DisclosureAudit
-from gate.redaction import feature_hash, mask
+from gate.redaction import feature_hash, mask, user_hash
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
 from gate.stats.excess import phantom_excess
@@ -192,13 +192,14 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
     for i, carried in zip(order, records, strict=True):
         row = int(c.source_rows[i])
         text = c.feature_text(int(i))
+        user = str(source["user_id"].iat[row])
         out.append(
             Witness(
                 feature_class=found.feature_class,
                 feature=mask(text) if context.redact else text,
                 feature_hash=feature_hash(text),
                 source_record_id=str(source["record_id"].iat[row]),
-                user_id=str(source["user_id"].iat[row]),
+                user_id=user_hash(user) if context.redact else user,
                 split=str(source["split"].iat[row]),
                 synthetic_record_id=str(synthetic["record_id"].iat[int(c.synthetic_rows[i])]),
                 score=float(c.scores[i]),

@@ -34,7 +34,7 @@ from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS, REWRITE_ATTACKS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import DistinguishabilityAudit, SemanticFeatures
-from gate.redaction import feature_hash, mask
+from gate.redaction import feature_hash, mask, user_hash
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
 from gate.stats.distinguishability import (
@@ -469,7 +469,9 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
                     feature=mask(text) if context.redact else text,
                     feature_hash=feature_hash(text),
                     source_record_id=str(source["record_id"]),
-                    user_id=str(source["user_id"]),
+                    user_id=user_hash(str(source["user_id"]))
+                    if context.redact
+                    else str(source["user_id"]),
                     split=str(source["split"]),
                     synthetic_record_id=str(
                         bundle.synthetic["record_id"].iloc[game.rewrite_rows[rewrite]]

@@ -9,6 +9,7 @@ records have ``text``, optional ``record_id`` and ``source_id``. Every problem i
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.io import RawTable, TableReader, read_table, sha256_file
+from gate.data.io import RawTable, TableReader, column_names, read_table, sha256_file
 from gate.data.split import SplitManifest, read_manifest
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -139,18 +140,19 @@ class Bundle:
         return self.source[self.source["split"] == "holdout"]
 
 
+# a 'split' value quoted in an error; a longer one may be a record's text (a CSV
+# whose quoting is broken shifts the text into the column)
+_SPLIT_LABEL = re.compile(r"[\w\-]{0,20}")
+
+
 def _first_line(frame: pd.DataFrame, mask: pd.Series) -> int:
     return int(frame.loc[mask.idxmax(), "__line__"])
-
-
-def _columns(frame: pd.DataFrame) -> list[str]:
-    return [c for c in frame.columns if c != "__line__"]
 
 
 def _require_text(table: RawTable) -> pd.Series:
     frame = table.frame
     if "text" not in frame.columns:
-        raise BundleError(f"{table.path}: no 'text' column; columns found: {_columns(frame)}")
+        raise BundleError(f"{table.path}: no 'text' column; columns found: {column_names(frame)}")
     text = frame["text"]
     if isinstance(text.dtype, pd.StringDtype):  # strings or missing values
         not_str = text.isna()
@@ -184,11 +186,11 @@ def _id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
 def _reject_duplicates(ids: pd.Series, lines: pd.Series, paths: pd.Series, what: str) -> None:
     duplicated = ids.duplicated(keep=False)
     if duplicated.any():
-        value = ids[duplicated].iloc[0]
+        value = ids[duplicated].iloc[0]  # not in the message: an id may identify a person
         where = [
             f"{p}:{ln}" for p, ln in zip(paths[ids == value], lines[ids == value], strict=True)
         ]
-        raise BundleError(f"duplicate {what} {value!r} at {', '.join(where[:3])}")
+        raise BundleError(f"one {what} is used more than once, at {', '.join(where[:3])}")
 
 
 def _source_frame(
@@ -389,9 +391,10 @@ def load_source(
         bad = ~split.isin(["train", "holdout"])
         if bad.any():
             line = _first_line(table.frame, bad)
+            found = str(table.frame["split"][bad].iloc[0])
+            shown = repr(found) if _SPLIT_LABEL.fullmatch(found) else "a value that is no label"
             raise BundleError(
-                f"{source}: line {line}: 'split' must be 'train' or 'holdout'; "
-                f"found {table.frame['split'][bad].iloc[0]!r}"
+                f"{source}: line {line}: 'split' must be 'train' or 'holdout'; found {shown}"
             )
         frame = _source_frame(table, split, id_prefix="")
     else:
@@ -606,8 +609,8 @@ def _reject_shared_users(frame: pd.DataFrame) -> None:
         where = [
             f"{f}:{ln} ({s})" for f, ln, s in rows[["__file__", "__line__", "split"]].values[:4]
         ]
-        raise BundleError(
-            f"user {user!r} is in both train and holdout ({len(shared)} such users), at "
+        raise BundleError(  # the user id is not shown: it may identify a person
+            f"a user is in both train and holdout ({len(shared)} such users), at "
             f"{', '.join(where)}; membership is per user: all records of a user go to one side"
         )
 

@@ -214,6 +214,21 @@ def _read_parquet(path: str | Path, raw: bytes) -> pd.DataFrame:
     return frame
 
 
+# a column name shown in an error; anything else may be a record read as the header
+_HEADER_NAME = re.compile(r"[\w .\-]{1,64}")
+
+
+def column_names(frame: pd.DataFrame) -> str:
+    """The columns of a table for an error message, without what may be data: a CSV file
+    without a header row has its first record read as the names."""
+    names = [str(c) for c in frame.columns if c != "__line__"]
+    shown = [n for n in names if _HEADER_NAME.fullmatch(n)]
+    hidden = len(names) - len(shown)
+    if not hidden:
+        return repr(shown)
+    return f"{shown!r} and {hidden} not shown, which look like data (is the header row missing?)"
+
+
 def require_regular_file(path: Path, what: str = "file") -> None:
     """Refuse what is missing, a directory, or not a regular file (a FIFO or a device
     would block the gate forever)."""

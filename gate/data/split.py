@@ -8,12 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate._version import __version__
 from gate.atomic import atomic_write_text
-from gate.data.io import read_table, require_regular_file, sha256_file, write_table
+from gate.data.io import (
+    column_names,
+    read_table,
+    require_regular_file,
+    sha256_file,
+    write_table,
+)
 from gate.errors import BundleError
 
 MANIFEST_NAME = "split-manifest.json"
@@ -97,7 +102,7 @@ def split_source(
     table = read_table(source)
     frame = table.frame
     if "text" not in frame.columns:
-        raise BundleError(f"{source}: no 'text' column; columns found: {_columns(frame)}")
+        raise BundleError(f"{source}: no 'text' column; columns found: {column_names(frame)}")
     if by in frame.columns:
         missing = frame[by].isna()
         if missing.any():
@@ -107,7 +112,7 @@ def split_source(
     elif by == "user_id":
         units = frame["__line__"].astype(str).to_numpy()  # no users: each record is its own
     else:
-        raise BundleError(f"{source}: no {by!r} column to split by; columns: {_columns(frame)}")
+        raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(frame)}")
 
     flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
     canary = np.zeros(units.size, dtype=bool)
@@ -124,6 +129,7 @@ def split_source(
             f"--out {out_dir}: would overwrite the source {source}; choose another directory"
         )
     out.mkdir(parents=True, exist_ok=True)
+    earlier = _earlier_outputs(out / MANIFEST_NAME) - {path.name for path in outputs}
     body = frame.drop(columns=["split"], errors="ignore")
     entries = {}
     masks = {"train": flags & ~canary, "holdout": ~flags & ~canary, "canary-source": canary}
@@ -155,7 +161,22 @@ def split_source(
     )
     manifest_path = out / MANIFEST_NAME
     atomic_write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
+    for name in earlier:  # an earlier split's file this one does not write (canary source)
+        (out / name).unlink(missing_ok=True)
     return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
+
+
+def _earlier_outputs(manifest_path: Path) -> set[str]:
+    """The files an earlier ``gate split`` wrote next to ``manifest_path`` (names in the
+    directory; none if there is no readable manifest)."""
+    if not manifest_path.is_file():
+        return set()
+    try:
+        earlier = read_manifest(manifest_path)
+    except BundleError:
+        return set()
+    entries = (earlier.train, earlier.holdout, earlier.canary_source)
+    return {e.path for e in entries if e is not None and Path(e.path).name == e.path}
 
 
 def read_manifest(path: str | Path) -> SplitManifest:
@@ -173,7 +194,3 @@ def read_manifest(path: str | Path) -> SplitManifest:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(top level)"
         raise BundleError(f"{p}: {where}: {first['msg']}") from None
-
-
-def _columns(frame: pd.DataFrame) -> list[str]:
-    return [c for c in frame.columns if c != "__line__"]

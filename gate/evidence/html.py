@@ -120,7 +120,7 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
     out.append("<h2>Witnesses</h2>")
     redacted = result.policy.evidence.redact_witnesses
     out.append(
-        f"<p class=note>{'Redacted: a masked snippet and a keyed hash per feature (its last 12 hex digits here; the full hash in witnesses.csv). One witness per feature; records counts the source records that carry it.' if redacted else 'RAW TEXT: redaction is off in this policy.'}</p>"
+        f"<p class=note>{'Redacted: a masked snippet and a keyed hash per feature, and a keyed hash of the user id (their last 12 hex digits here; the full hashes in witnesses.csv). One witness per feature; records counts the source records that carry it.' if redacted else 'RAW TEXT: redaction is off in this policy.'}</p>"
     )
     out.append(
         "<table><tr><th>audit</th><th>class</th><th>feature</th><th>keyed hash</th>"
@@ -135,7 +135,7 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
                 f"<tr><td>{name}</td><td>{escape(w.feature_class)}{'/' + escape(w.kind) if w.kind else ''}</td>"
                 f"<td><code>{escape(w.feature)}</code></td><td><code>{escape(w.feature_hash[-12:])}</code></td>"
                 f"<td>{escape(w.source_record_id)}</td><td class=num>{w.records}</td>"
-                f"<td>{escape(w.user_id)}</td><td>{w.split}</td>"
+                f"<td>{escape(w.user_id[-12:] if redacted else w.user_id)}</td><td>{w.split}</td>"
                 f"<td>{escape(w.synthetic_record_id)}</td><td class=num>{_num(w.score)}</td></tr>"
             )
     out.append("</table></body></html>")

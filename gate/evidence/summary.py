@@ -65,10 +65,11 @@ def print_summary(result: GateResult, console: Console, *, report_path: str | No
                 f"strongest {len(shown)}:"
             )
             for w in shown:
+                user = "" if redacted else f" (user {w.user_id})"  # redacted: a keyed hash
                 console.print(
                     f"  [{w.feature_class}{':' + w.kind if w.kind else ''}] {w.feature}  <- "
-                    f"{w.split} record "
-                    f"{w.source_record_id} (user {w.user_id}) in synthetic {w.synthetic_record_id}",
+                    f"{w.split} record {w.source_record_id}{user} in synthetic "
+                    f"{w.synthetic_record_id}",
                     highlight=False,
                     markup=False,
                 )

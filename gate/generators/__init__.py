@@ -10,6 +10,7 @@ from typing import Any
 from gate.errors import InputError
 from gate.generators.base import Generator
 from gate.plugins import GENERATORS
+from gate.registry import PluginUnavailableError
 
 __all__ = ["Generator", "resolve_generator"]
 
@@ -19,8 +20,10 @@ def resolve_generator(spec: str, *, where: str = "remediation.generator") -> typ
     an entry point in ``gate.generators``) or an import path ``module:Class``.
 
     Raises:
-        InputError: no such generator, or the path is not a Generator subclass (exit 2).
-        PluginUnavailableError: a known generator whose package fails to import (exit 3).
+        InputError: no such generator, or the import path is not a Generator subclass
+            (exit 2).
+        PluginUnavailableError: a registered generator whose package fails to import or
+            that is not a Generator subclass (exit 3).
     """
     if ":" not in spec:
         if spec not in GENERATORS.names():
@@ -39,5 +42,8 @@ def resolve_generator(spec: str, *, where: str = "remediation.generator") -> typ
         if found is None:
             raise InputError(f"{where}: module {module_name!r} has no attribute {attribute!r}")
     if not (isinstance(found, type) and issubclass(found, Generator)):
-        raise InputError(f"{where}: {spec!r} is not a subclass of gate.generators.base.Generator")
+        message = f"{where}: {spec!r} is not a subclass of gate.generators.base.Generator"
+        if ":" not in spec:  # a registered plug-in that is broken, not a bad setting
+            raise PluginUnavailableError(f"{message} (the installed plug-in is unusable)")
+        raise InputError(message)
     return found

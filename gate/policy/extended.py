@@ -5,8 +5,10 @@ members of :class:`~gate.policy.models.Policy`. A policy that names a plug-in (a
 key, a ``class`` or a ``scorer`` the built-ins do not know) is validated against a
 subclass of ``Policy`` extended with the plug-ins' own configuration models, so their
 settings are checked as strictly as the built-ins' (unknown keys, ranges, YAML paths).
-A name nobody registered stays an error ("unknown key" or "unknown class"); a plug-in
-whose configuration model is unusable is refused with a message that names it.
+A name nobody registered stays an error ("unknown key" or "unknown class"), and so does
+a plug-in named by a plain string (``engine.name``, a ``distinguishability`` attack):
+:func:`unregistered_names`. A plug-in whose configuration model is unusable is refused
+with a message that names it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, PydanticUserError, create_model
 
-from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
+from gate.plugins import (
+    AUDITS,
+    DISCLOSURE_CLASSES,
+    ENGINES,
+    MEMBERSHIP_SCORERS,
+    REWRITE_ATTACKS,
+)
 from gate.policy.models import (
     AuditConfig,
     Audits,
@@ -83,6 +91,34 @@ def _plugin_names(data: Mapping[str, Any]) -> tuple[list[str], list[str], list[s
         known = set(registry.names())
         out.append(sorted(n for n in names if n in known))
     return out[0], out[1], out[2]
+
+
+def unregistered_names(policy: Policy) -> list[tuple[tuple[int | str, ...], str]]:
+    """The YAML path and a message for each plug-in the validated ``policy`` names by a
+    plain string that no registry of this installation knows (the engine, the rewrite
+    attacks); nothing is imported."""
+    problems: list[tuple[tuple[int | str, ...], str]] = []
+    if policy.engine.name not in ENGINES.names():
+        problems.append(
+            (
+                ("engine", "name"),
+                f"no engine {policy.engine.name!r} in this installation (available: "
+                f"{', '.join(ENGINES.names())})",
+            )
+        )
+    game = policy.audits.distinguishability
+    if game is not None:
+        known = REWRITE_ATTACKS.names()
+        for i, attack in enumerate(game.attacks):
+            if attack not in known:
+                problems.append(
+                    (
+                        ("audits", "distinguishability", "attacks", i),
+                        f"no rewrite attack {attack!r} in this installation (available: "
+                        f"{', '.join(known)}; `gate audits` lists them)",
+                    )
+                )
+    return problems
 
 
 def _config_model(registry: Registry[Any], name: str, base: type[BaseModel], tag: str) -> Any:

@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from gate.errors import PolicyError
-from gate.policy.extended import installed_policy_model, policy_model
+from gate.policy.extended import installed_policy_model, policy_model, unregistered_names
 from gate.policy.models import Policy
 
 MAX_POLICY_BYTES = 1 << 20
@@ -182,16 +182,23 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         )
     model = policy_model(data)
     try:
-        return model.model_validate(data)
+        policy = model.model_validate(data)
     except ValidationError as exc:
         known_keys = schema_keys(model)
-        lines = []
-        for error in exc.errors():
-            path = _input_path(tuple(error["loc"]), data)
-            line = _line_of(root, path)
-            where = f"{source}:{line}" if line else source
-            lines.append(f"{where}: {format_yaml_path(path)}: {_describe(error, known_keys)}")
-        raise PolicyError("\n".join(lines)) from None
+        problems = [
+            (_input_path(tuple(error["loc"]), data), _describe(error, known_keys))
+            for error in exc.errors()
+        ]
+    else:
+        problems = unregistered_names(policy)
+        if not problems:
+            return policy
+    lines = []
+    for path, message in problems:
+        line = _line_of(root, path)
+        where = f"{source}:{line}" if line else source
+        lines.append(f"{where}: {format_yaml_path(path)}: {message}")
+    raise PolicyError("\n".join(lines)) from None
 
 
 def load_policy(path: str | Path) -> LoadedPolicy:
