@@ -159,6 +159,33 @@ def test_range_errors(snippet: str, expected: str) -> None:
     assert expected in error_of(text + snippet)
 
 
+@pytest.mark.parametrize(
+    ("audit", "expected", "valid_at_any_p"),
+    [
+        (
+            "  membership: {scorers: [ngram], delta: 1.0e-5, thresholds: {max_epsilon: 1}}\n",
+            "audits.membership.delta = 1e-05 needs membership.p = 0.5",
+            "  membership: {scorers: [ngram], delta: 0, thresholds: {max_epsilon: 1}}\n",
+        ),
+        (
+            "  profile: {scorers: [ngram], thresholds: {max_delta: 0.01}}\n",
+            "audits.profile.scorers: the minimal-delta bound needs membership.p = 0.5",
+            "  profile: {scorers: [], ngram_lbf: {enabled: true}, "
+            "thresholds: {max_delta_floor: 0.01}}\n",
+        ),
+    ],
+)
+def test_one_run_delta_bounds_need_p_one_half(
+    audit: str, expected: str, valid_at_any_p: str
+) -> None:
+    """Refused when the policy is read, not after the scoring (the bound with delta > 0
+    is derived for p = 1/2); at p = 1/2, or without that bound, the audits are valid."""
+    head = "version: 1\nname: t\nmembership: {p: 0.3}\naudits:\n"
+    assert expected in error_of(head + audit)
+    parse_policy(head.replace("p: 0.3", "p: 0.5") + audit)
+    parse_policy(head + valid_at_any_p)
+
+
 def test_threshold_ranges() -> None:
     message = error_of(
         HEAD + "audits:\n  membership:\n    thresholds: {max_auc: 1.2, max_rip_eta: 0.6}\n"

@@ -226,6 +226,68 @@ def test_exact_rate_lower_bound_is_the_boundary() -> None:
     assert exact_tail(counts=counts, q=p_hat + 1e-6, threshold=t) > ALPHA
 
 
+def _enumerated_tail(counts: list[int], q: float, threshold: float) -> float:
+    """P(sum_i c_i Bern(q) >= T) by enumerating every subset (a few counts only)."""
+    n, total = len(counts), 0.0
+    for mask in range(1 << n):
+        chosen = [counts[i] for i in range(n) if mask >> i & 1]
+        if sum(chosen) >= threshold:
+            total += q ** len(chosen) * (1 - q) ** (n - len(chosen))
+    return total
+
+
+@pytest.mark.parametrize(
+    ("counts", "statistic", "infimum"),
+    [
+        # few, unequal counts: the saddlepoint prediction of p̂ lands far below the bound
+        ([3, 0, 1, 2, 4, 3, 3, 0], 14, 0.5069675370),
+        ([8, 0, 2, 2, 6, 6, 6, 4], 16, 0.1641795),
+        ([3, 3, 1], 1, 0.0169524),
+    ],
+)
+def test_exact_rate_lower_bound_is_the_infimum_on_few_counts(
+    counts: list[int], statistic: int, infimum: float
+) -> None:
+    from scipy import optimize
+
+    root = optimize.brentq(
+        lambda q: _enumerated_tail(counts, q, statistic) - ALPHA, 1e-12, 1 - 1e-12, xtol=1e-13
+    )
+    assert root == pytest.approx(infimum, abs=1e-6)
+    p_hat = exact_rate_lower_bound(counts=np.array(counts), statistic=statistic, alpha=ALPHA)
+    assert root - 1e-6 <= p_hat <= root
+
+
+def test_the_exact_p_value_is_never_looser_than_hoeffding() -> None:
+    """Far in the tail the exact tail's truncation slack (1e-20 per step) exceeds
+    Hoeffding's bound (1.9e-140 here); the smaller valid p-value is reported."""
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 3, size=100_000)
+    train = rng.random(100_000) < 0.55
+    r = feature_match_test(counts=counts, is_train=train)
+    assert r.p_value < 1e-100 and r.p_value_exact <= r.p_value
+
+
+def test_the_exact_test_and_its_epsilon_agree() -> None:
+    """A release the exact test rejects at p = 1/2 has an exact rate bound >= 1/2, so its
+    ε̂ is positive (a first version returned p̂ = 0.485 here, ε̂ = 0, with p = 0.047)."""
+    r = feature_match_test(
+        counts=np.array([3, 0, 1, 2, 4, 3, 3, 0]),
+        is_train=np.array([1, 1, 1, 0, 1, 1, 1, 1], dtype=bool),
+        alpha=ALPHA,
+    )
+    assert r.p_value_exact == pytest.approx(0.046875) and r.rejects_zero_learning_exact
+    assert r.epsilon_lower_exact == pytest.approx(math.log(0.5069675370 / 0.4930324630), abs=1e-5)
+    assert (
+        phantom_excess(
+            counts=np.array([3, 0, 1, 2, 4, 3, 3, 0]),
+            is_train=np.array([1, 1, 1, 0, 1, 1, 1, 1], dtype=bool),
+            alpha=ALPHA,
+        ).lower
+        > 0
+    )
+
+
 # ---------------------------------------------------------------- properties
 
 
@@ -248,6 +310,14 @@ def test_bounds_in_range_and_exact_at_least_hoeffding(data, p, alpha) -> None:
     assert r.p_lower_exact >= r.p_lower - 1e-12
     assert r.epsilon_lower_exact >= r.epsilon_lower - 1e-9
     assert r.p_value_exact <= r.p_value + 1e-9  # the exact tail is below Hoeffding's bound
+    # p̂ is the boundary of the rates the exact tail rejects, and agrees with the test
+    if r.statistic > 0:
+        assert exact_tail(counts=counts, q=r.p_lower_exact, threshold=r.statistic) <= alpha
+    if r.statistic > 0 and r.p_lower_exact < 1 - 1e-6:
+        above = exact_tail(counts=counts, q=r.p_lower_exact + 1e-6, threshold=r.statistic)
+        assert above > alpha * (1 - 1e-3)
+    if r.p_value_exact <= alpha * (1 - 1e-6):
+        assert r.p_lower_exact >= p - 1e-9
 
 
 @settings(max_examples=40, deadline=None)

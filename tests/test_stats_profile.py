@@ -225,3 +225,24 @@ def test_delta_ceiling_bounds_every_outcome() -> None:
             epsilon=1.0, evaluated=out.evaluated, alpha=0.05
         )
     assert one_run_delta_ceiling(epsilon=1.0, evaluated=0, alpha=0.05) == 0.0
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.5, 1.0])
+def test_delta_ceiling_bounds_every_outcome_of_an_odd_number_of_records(epsilon: float) -> None:
+    """With an odd number of records the evaluated half has one more record than the half
+    that picks the guess counts, and the scaled counts leave the grid (a first version
+    computed the ceiling on the grid alone: 0.00507 at ε = 1 for 51 evaluated records,
+    below the δ̂ = 0.00944 of 26 + 25 correct guesses)."""
+    from gate.stats.one_run import one_run_delta, one_run_delta_ceiling
+
+    reached = one_run_delta(epsilon=1.0, k_plus=26, k_minus=25, correct=51, alpha=0.05, scored=51)
+    assert reached == pytest.approx(0.00944, abs=5e-5)
+    assert one_run_delta_ceiling(epsilon=1.0, evaluated=51, alpha=0.05) >= reached
+    for records in range(7, 160, 2):
+        rng = np.random.default_rng(records)
+        labels = rng.permutation(np.arange(records) < records // 2 + 1)
+        out = one_run_delta_from_scores(
+            scores=labels + rng.normal(0, 0.01, records), is_train=labels, rng=rng, epsilon=epsilon
+        )
+        ceiling = one_run_delta_ceiling(epsilon=epsilon, evaluated=out.evaluated, alpha=0.05)
+        assert out.delta_lower <= ceiling, records

@@ -514,9 +514,10 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
             }
             auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
             statements[name] = (
-                f"{auc}With probability >= {1 - context.alpha:g} over the random assignment "
-                f"of users, the release is not (epsilon, {config.delta:g})-DP for any "
-                f"epsilon < {one_run.epsilon_lower:.4f}, and not eta-RIP for any eta < "
+                f"{auc}Each with probability >= {1 - context.alpha:g} over the random "
+                f"assignment of users (both together >= {1 - 2 * context.alpha:g}): the "
+                f"release is not (epsilon, {config.delta:g})-DP for any epsilon < "
+                f"{one_run.epsilon_lower:.4f}; it is not eta-RIP for any eta < "
                 f"{rip.eta_lower:.4f}. Lower bounds: they can show leakage, never its absence."
                 if one_run.epsilon_lower > 0 or rip.eta_lower > 0
                 else f"{auc}Neither the one-run epsilon bound nor the RIP bound rejects "

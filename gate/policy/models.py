@@ -941,6 +941,29 @@ class Policy(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _one_run_delta_needs_half(self) -> Policy:
+        """The one-run bound with δ > 0 (and its inversion in δ) is derived for p = 1/2
+        (Steinke, Nasr and Jagielski 2023, App. D): refuse it for another p here, not after
+        the scoring."""
+        p = self.membership.p
+        if p == 0.5:
+            return self
+        membership, profile = self.audits.membership, self.audits.profile
+        if membership is not None and membership.enabled and membership.delta > 0:
+            raise ValueError(
+                f"audits.membership.delta = {membership.delta:g} needs membership.p = 0.5 "
+                f"(the one-run bound with delta > 0 is derived for p = 1/2); found p = {p:g}. "
+                "Set delta: 0 or split with p = 0.5"
+            )
+        if profile is not None and profile.enabled and profile.scorers:
+            raise ValueError(
+                "audits.profile.scorers: the minimal-delta bound needs membership.p = 0.5 (the "
+                f"one-run test inverted in delta is derived for p = 1/2); found p = {p:g}. "
+                "Set scorers: [] (the n-gram LBF profile works at any p) or split with p = 0.5"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _share_generator_settings(self) -> Policy:
         """Fill the canary audit's and the profile audit's generator mode's ``generator``,
         ``generator_config`` and ``epochs`` (null) from the ``remediation:`` block, so all

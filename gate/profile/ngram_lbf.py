@@ -57,7 +57,8 @@ def _spec(name: str, meaning: str, leak_if: Any, estimator: str, confidence: str
 
 LBF_DELTA = _spec(
     "lbf_delta_at_target_epsilon",
-    "minimal delta at the target epsilon of sampling one n-gram (Theorem 5), worst sampled U",
+    "minimal delta of strict DP (Def. 7) at the target epsilon of sampling one n-gram "
+    "(Theorem 5), worst sampled U",
     "higher",
     f"{_LBF}, §3.5 Thm 5, §4.3",
     _SAMPLED,
@@ -226,7 +227,7 @@ def _summarise(
                 x=tuple(x.tolist()),
                 y=tuple(y.tolist()),
                 x_label="epsilon",
-                y_label="minimal delta (Theorem 5)",
+                y_label="minimal delta of strict DP (Theorem 5)",
                 label=f"{'synthetic, ' if subject.startswith('synthetic') else ''}|U| = {size}",
                 log_y=True,
             )

@@ -26,6 +26,9 @@ from gate.stats.saddlepoint import saddlepoint_rate
 from gate.stats.weighted_tail import weight_multiplicities, weighted_bernoulli_sf
 
 _PREDICTION_MARGIN = 1e-4  # relative level margin of the saddlepoint prediction of p̂
+# the prediction is returned only if its exact tail is within this of alpha (relative):
+# on few or very unequal counts the saddlepoint can land far below the bound
+_ACCEPTED_LOG_EXCESS = math.log1p(-1e-3)
 
 
 class FeatureMatchResult(NamedTuple):
@@ -37,7 +40,9 @@ class FeatureMatchResult(NamedTuple):
         c1: sum of c_i. c2: sum of c_i².
         expected: p * C1, the mean of T under zero learning.
         critical_value: Hoeffding critical value tau; reject zero learning if T > tau.
-        p_value / p_value_exact: p-values of zero learning (Hoeffding / exact tail).
+        p_value / p_value_exact: p-values of zero learning (Hoeffding / exact tail; the
+            exact tail carries a bounded truncation slack of about 1e-20 per step, so in the
+            far tail it is the smaller of the two, both valid).
         p_lower / p_lower_exact: lower confidence bounds on the train rate (p̂).
         epsilon_lower / epsilon_lower_exact: lower confidence bounds on ε (Theorem 2).
     """
@@ -129,10 +134,11 @@ def exact_rate_lower_bound(
 
     The tail is increasing in q, so the set of non-rejected rates is an interval
     ``(p̂, 1]``. The saddlepoint approximation (:mod:`gate.stats.saddlepoint`) predicts the
-    rate whose tail is ``alpha (1 - 1e-4)``; if the exact tail there is <= alpha, that rate
-    is returned (one exact evaluation). Otherwise Brent's method on the exact log tail finds
-    p̂ below the prediction. Either way the value returned is from the conservative side: its
-    exact tail is verified to be <= alpha.
+    rate whose tail is ``alpha (1 - 1e-4)``; if the exact tail there is within
+    ``[alpha (1 - 1e-3), alpha]``, that rate is returned (one exact evaluation). Otherwise
+    Brent's method on the exact log tail finds p̂ on the side of the prediction where it
+    lies (on few or very unequal counts the saddlepoint can be far off). Either way the
+    value returned is from the conservative side: its exact tail is verified to be <= alpha.
 
     Args:
         counts: c_i, non-negative integers.
@@ -147,7 +153,17 @@ def exact_rate_lower_bound(
         return 0.0
     if weights.size == 1:  # one weight: a binomial, Clopper-Pearson in closed form
         n, k = int(mult[0]), math.ceil(statistic / weights[0])
-        return float(stats.beta.ppf(alpha, k, n - k + 1)) if k <= n else 1.0
+        if k > n:
+            return 1.0
+        bound = float(stats.beta.ppf(alpha, k, n - k + 1))
+        while bound > 0 and (  # ppf's rounding: the same exact tail as below decides
+            weighted_bernoulli_sf(
+                weights=weights, multiplicities=mult, q=bound, threshold=statistic
+            )
+            > alpha
+        ):
+            bound = max(0.0, bound * (1 - 1e-12) - 1e-300)
+        return bound
 
     def log_excess(q: float) -> float:
         tail = weighted_bernoulli_sf(weights=weights, multiplicities=mult, q=q, threshold=statistic)
@@ -166,9 +182,13 @@ def exact_rate_lower_bound(
         lower=lo,
     )
     if predicted is not None:
-        if log_excess(predicted) <= 0:
+        excess = log_excess(predicted)
+        if _ACCEPTED_LOG_EXCESS <= excess <= 0:
             return predicted
-        hi = predicted  # not rejected: an upper end for the search below
+        if excess > 0:
+            hi = predicted  # not rejected: an upper end for the search below
+        else:
+            lo = predicted  # rejected, but its tail is well below alpha: search above it
     # Bracket around the normal approximation (a few exact evaluations), then Brent.
     c2 = float((weights.astype(np.float64) ** 2 * mult).sum())
     z = float(stats.norm.isf(alpha))
@@ -261,7 +281,7 @@ def feature_match_test(
             p_lower_job = pool.submit(
                 exact_rate_lower_bound, counts=c, statistic=t, alpha=alpha, start=p_lower
             )
-            p_value_x = p_value_job.result()
+            p_value_x = min(p_value, p_value_job.result())
             p_lower_x = max(p_lower, p_lower_job.result())
         epsilon_x = epsilon_from_rate(rate=p_lower_x, p=p)
     return FeatureMatchResult(

@@ -235,9 +235,9 @@ def one_run_epsilon_from_scores(
     _, chosen = best(choose, alpha)
     if chosen.k_plus + chosen.k_minus == 0 or choose.size == 0:
         return OneRunResult(0.0, 0, 0, 0, evaluate.size, selection, alpha)
-    scale = evaluate.size / choose.size
-    k_plus = min(evaluate.size, max(1, round(chosen.k_plus * scale)))
-    k_minus = min(evaluate.size - k_plus, round(chosen.k_minus * scale))
+    k_plus, k_minus = _scaled_guesses(
+        chosen.k_plus, chosen.k_minus, chosen=choose.size, evaluated=evaluate.size
+    )
     order = evaluate[descending_order(s[evaluate], rng)]
     o = guess_outcome(order=order, is_train=y, k_plus=k_plus, k_minus=k_minus)
     eps = bound(o, alpha, evaluate.size)
@@ -355,9 +355,9 @@ def one_run_delta_from_scores(
             best, chosen = key, o
     if chosen.k_plus + chosen.k_minus == 0:
         return OneRunDeltaResult(0.0, epsilon, 0, 0, 0, evaluate.size, alpha)
-    scale = evaluate.size / choose.size
-    k_plus = min(evaluate.size, max(1, round(chosen.k_plus * scale)))
-    k_minus = min(evaluate.size - k_plus, round(chosen.k_minus * scale))
+    k_plus, k_minus = _scaled_guesses(
+        chosen.k_plus, chosen.k_minus, chosen=choose.size, evaluated=evaluate.size
+    )
     order = evaluate[descending_order(s[evaluate], rng)]
     o = guess_outcome(order=order, is_train=y, k_plus=k_plus, k_minus=k_minus)
     delta = float(
@@ -373,14 +373,30 @@ def one_run_delta_from_scores(
     return OneRunDeltaResult(delta, epsilon, o.k_plus, o.k_minus, o.correct, evaluate.size, alpha)
 
 
+def _scaled_guesses(k_plus: int, k_minus: int, *, chosen: int, evaluated: int) -> tuple[int, int]:
+    """Guess counts picked on ``chosen`` records, scaled to the ``evaluated`` ones."""
+    scale = evaluated / chosen
+    plus = min(evaluated, max(1, round(k_plus * scale)))
+    return plus, min(evaluated - plus, round(k_minus * scale))
+
+
 def one_run_delta_ceiling(
     *, epsilon: float, evaluated: int, alpha: float, fractions: tuple[float, ...] = DEFAULT_GRID
 ) -> float:
     """The largest δ̂ at ``epsilon`` that :func:`one_run_delta_from_scores` can report with
-    ``evaluated`` records: every guess of every grid point correct. A threshold on δ̂ at or
-    above it can never fail (it is below ``α / (2(1 - α))`` whatever the data)."""
+    ``evaluated`` records: every guess correct, at every grid point of the choosing half
+    (``evaluated`` or, with an odd number of records, ``evaluated - 1`` records) scaled to
+    the evaluated half as that function scales it. A threshold on δ̂ at or above it can
+    never fail (it is below ``α / (2(1 - α))`` whatever the data)."""
     check_alpha(alpha)
     check_count("evaluated", evaluated)
+    pairs = {
+        _scaled_guesses(a, b, chosen=chosen, evaluated=evaluated)
+        for chosen in {evaluated, evaluated - 1}
+        if chosen > 0
+        for a, b in _grid(chosen, fractions)
+        if a + b > 0
+    }
     return max(
         (
             float(
@@ -393,7 +409,7 @@ def one_run_delta_ceiling(
                     scored=evaluated,
                 )
             )
-            for a, b in _grid(evaluated, fractions)
+            for a, b in pairs
         ),
         default=0.0,
     )
