@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gate.audits.base import AuditContext
 from gate.audits.feature_store import FeatureStore
@@ -402,6 +402,39 @@ def audit_canaries(
     )
 
 
+def _pii_classes(node: object, path: str) -> Iterator[tuple[str, PiiFeatures]]:
+    """Every ``pii`` class configuration in a policy (sub)tree, with its YAML path."""
+    if isinstance(node, PiiFeatures):
+        yield path, node
+    elif isinstance(node, BaseModel):
+        for name in type(node).model_fields:
+            yield from _pii_classes(getattr(node, name), f"{path}.{name}" if path else name)
+    elif isinstance(node, list | tuple):
+        for i, item in enumerate(node):
+            yield from _pii_classes(item, f"{path}[{i}]")
+
+
+def _check_pii_entities(loaded: LoadedPolicy) -> None:
+    """Refuse entity types a ``pii`` class's engine cannot find, before any work (Presidio
+    knows its recognizers only once loaded: the policy schema cannot).
+
+    Raises:
+        InputError: a type no recognizer of the engine finds, or a spaCy pipeline that is
+            not installed; named by YAML path.
+    """
+    from gate.features.pii import unsearchable_entities
+
+    for path, config in _pii_classes(loaded.policy.audits, "audits"):
+        try:
+            problem = unsearchable_entities(
+                engine=config.engine, spacy_model=config.spacy_model, entities=config.entities
+            )
+        except ModuleNotFoundError as exc:
+            raise InputError(f"{loaded.path}: {path}.spacy_model: {exc.msg}") from None
+        if problem:
+            raise InputError(f"{loaded.path}: {path}.entities: {problem}")
+
+
 def _check_audit_generators(policy: Policy) -> None:
     """Resolve and validate the generators the enabled audits train (the canary audit's,
     the profile audit's n-gram generator).
@@ -424,6 +457,30 @@ def _check_audit_generators(policy: Policy) -> None:
         from gate.profile.ngram_lbf import profile_generator
 
         profile_generator(profile.ngram_lbf.generator)
+
+
+def _check_before_work(loaded: LoadedPolicy) -> None:
+    """What the policy names that only a library can check (generators and their
+    settings, PII entity types): bad input, exit 2, before any file is read or model
+    trained. ``gate policy validate`` runs it too.
+
+    Raises:
+        InputError: named by YAML path.
+    """
+    _check_audit_generators(loaded.policy)
+    _check_pii_entities(loaded)
+
+
+def _refuse_unused_canary_source(loaded: LoadedPolicy, canary_source: str | Path | None) -> None:
+    """Refuse ``--canary-source`` when no canary audit would use it (as ``--model``
+    without the profile audit): the user would believe the canaries audited."""
+    canary = loaded.policy.audits.canary
+    if canary_source is not None and (canary is None or not canary.enabled):
+        raise InputError(
+            f"--canary-source {canary_source}: the policy {loaded.path} enables no canary "
+            "audit, so the canary source would go unused (enable audits.canary, or leave "
+            "the option out)"
+        )
 
 
 def _require_canary_source(loaded: LoadedPolicy, canary_source: pd.DataFrame | None) -> None:
@@ -468,7 +525,7 @@ def validate_policy(path: str | Path) -> PolicyValidation:
 
     loaded = load_policy(path)
     checks = policy_checks(loaded.policy)
-    _check_audit_generators(loaded.policy)
+    _check_before_work(loaded)
     if loaded.policy.remediation is not None:
         from gate.remediation.setup import remediation_setup
 
@@ -515,10 +572,9 @@ def _with_engine(
             )
             raise InputError(f"{flags}: {exc.errors()[0]['msg']}") from exc
         loaded = replace(loaded, policy=loaded.policy.model_copy(update={"engine": settings}))
-    if settings.name not in ENGINES.names():
-        where = "--engine" if engine is not None else f"{loaded.path}: engine.name"
+    if settings.name not in ENGINES.names():  # the policy's own name: checked when loaded
         raise InputError(
-            f"{where}: no engine {settings.name!r} in this installation "
+            f"--engine: no engine {settings.name!r} in this installation "
             f"(available: {', '.join(ENGINES.names())})"
         )
     if spark_master is not None and settings.name != "spark":
@@ -564,7 +620,8 @@ def _gate_files(
         loaded = _with_engine(load_policy(policy), engine, spark_master)
         if only is not None:
             loaded = _only_audit(loaded, only)
-        _check_audit_generators(loaded.policy)  # bad generator settings: exit 2, before work
+        _check_before_work(loaded)
+        _refuse_unused_canary_source(loaded, canary_source)
         profile = loaded.policy.audits.profile
         if model and (profile is None or not profile.enabled):
             raise InputError(
@@ -644,6 +701,7 @@ def remediate_release(
     from gate.remediation.loop import RemediationRun, RoundGate, RoundTracker
     from gate.remediation.report import (
         RemediationResult,
+        is_remediation_dir,
         is_remediation_output,
         overall_status,
         write_remediation_report,
@@ -662,7 +720,8 @@ def remediate_release(
     if root_seed < 0:
         raise InputError(f"--seed must be >= 0; found {root_seed}")
     setup = remediation_setup(loaded, generator=generator, method=method)
-    _check_audit_generators(loaded.policy)  # bad base-LM settings: exit 2, before training
+    _refuse_unused_canary_source(loaded, canary_source)
+    _check_before_work(loaded)
     with progress.step("loading the train and holdout records"):
         records = load_source(
             membership=loaded.policy.membership,
@@ -674,7 +733,9 @@ def remediate_release(
     users = setup.train_users(records.frame)
     with (
         tempfile.TemporaryDirectory(prefix="gate-feature-caches-") as feature_caches,
-        out_dir_lock(Path(out_dir), is_own=is_remediation_output) as out,
+        out_dir_lock(
+            Path(out_dir), is_own=is_remediation_output, is_output=is_remediation_dir
+        ) as out,
     ):
         run_policy = with_feature_caches(loaded, Path(feature_caches))
         prepare_out_dir(out)

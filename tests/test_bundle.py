@@ -127,8 +127,16 @@ def test_invalid_json_line(tmp_path: Path, bundle_files: dict[str, Path]) -> Non
 def test_unsupported_extension_and_missing_file(
     tmp_path: Path, bundle_files: dict[str, Path]
 ) -> None:
+    (tmp_path / "x.txt").write_text("text\n")
     with pytest.raises(BundleError, match=r"unsupported file type '.txt'"):
         load(bundle_files, synthetic=tmp_path / "x.txt")
+    (tmp_path / "data").mkdir()
+    with pytest.raises(BundleError, match=r"data: is a directory, expected a file"):
+        load(bundle_files, synthetic=tmp_path / "data")
+    listed = tmp_path / "listed.parquet"
+    pd.DataFrame({"text": [["a", "b"]]}).to_parquet(listed)
+    with pytest.raises(BundleError, match=r"line 1: 'text' must be a string; found a list"):
+        load(bundle_files, synthetic=listed)
     with pytest.raises(BundleError, match=r"nope.jsonl: file not found"):
         load(bundle_files, synthetic=tmp_path / "nope.jsonl")
 

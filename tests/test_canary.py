@@ -237,6 +237,25 @@ def test_no_canary_source_is_bad_input_before_any_work(
     assert not (tmp_path / "rem").exists() or not list((tmp_path / "rem").glob("*"))
 
 
+def test_a_canary_source_no_audit_uses_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As --model without the profile audit: the user would believe canaries audited."""
+    policy = write_policy(
+        tmp_path / "p.yaml",
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n",
+    )
+    argv = ["check", "--quiet", "--no-mlflow", "--policy", str(policy), "--manifest"]
+    argv += [str(MANIFEST), "--synthetic", str(EXAMPLE / "synthetic.jsonl")]
+    code = main([*argv, "--canary-source", str(PUBLIC), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "enables no canary audit, so the canary source would go unused" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------- the audit
 
 

@@ -106,7 +106,7 @@ def test_unknown_engine_is_bad_input(bundle_files: dict[str, Path], tmp_path: Pa
     policy = bundle_files["policy"]
     policy.write_text(policy.read_text() + "engine:\n  name: nope\n")
     assert main(check_args(bundle_files, tmp_path / "out")) == 2
-    assert f"{policy}: engine.name: no engine 'nope'" in capsys.readouterr().err
+    assert f"{policy}:12: engine.name: no engine 'nope'" in capsys.readouterr().err
     with pytest.raises(PluginUnavailableError, match="engine 'nope' is not available"):
         create_engine(EngineSettings(name="nope"))
 
@@ -131,13 +131,15 @@ def example_check(tmp_path: Path, name: str, *, memory_mb: float = 32, **kw) -> 
 
 
 def comparable(report: dict) -> dict:
-    """Verdict, metrics and witnesses (without the witness hash, keyed per process)."""
+    """Verdict, metrics and witnesses (without the feature and user hashes, keyed per
+    process; the source record id names the user)."""
     audit = report["audits"]["disclosure"]
     return {
         "status": report["status"],
         "metrics": audit["metrics"],
         "witnesses": [
-            {k: v for k, v in w.items() if k != "feature_hash"} for w in audit["witnesses"]
+            {k: v for k, v in w.items() if k not in ("feature_hash", "user_id")}
+            for w in audit["witnesses"]
         ],
     }
 

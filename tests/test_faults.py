@@ -254,7 +254,7 @@ def test_artifact_logging_failure_is_an_error_without_a_pass_tag(
     assert parent.data.tags["gate.status"] == "error"
 
 
-@pytest.mark.parametrize("side", ["train", "holdout"])
+@pytest.mark.parametrize("side", ["train", "holdout", "synthetic"])
 def test_a_side_with_only_white_space_is_bad_input(
     bundle_files: dict[str, Path], tmp_path: Path, side: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -504,6 +504,27 @@ def test_a_policy_that_asks_for_a_type_the_engine_cannot_find_is_refused(
     assert "PERSON" not in searched.audits.disclosure.features[0].entities
 
 
+def test_an_entity_type_no_recognizer_finds_is_refused_before_any_work(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_policy(
+        tmp_path / "p.yaml",
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: ngram}\n"
+        "      - {class: pii, engine: patterns, entities: [EMAIL_ADDRESS, EMAIL]}\n"
+        "    thresholds: {max_epsilon: 1}\n",
+    )
+    expected = (
+        f"{policy}: audits.disclosure.features[1].entities: the 'patterns' PII engine "
+        "cannot find entity types ['EMAIL']"
+    )
+    assert main(["policy", "validate", str(policy)]) == 2
+    assert expected in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert main([*check_args({**bundle_files, "policy": policy}, out), "--no-mlflow"]) == 2
+    assert expected in capsys.readouterr().err and not out.exists()
+
+
 def test_a_typo_gets_a_suggestion(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = write_policy(tmp_path / "p.yaml", MINIMAL_POLICY.replace("max_epsilon", "max_epsilom"))
     assert main(["policy", "validate", str(policy)]) == 2
@@ -627,7 +648,9 @@ def test_the_release_workflow_installs_the_extras_and_its_check_step_runs(
     inputs = workflow[True]["workflow_call"]["inputs"]  # YAML 1.1 reads `on` as True
     assert inputs["gate-version"]["default"] == "gate[text,evidence]"
     steps = {s.get("name"): s for s in workflow["jobs"]["gate"]["steps"]}
-    assert "inputs.gate-version" in steps["install gate"]["run"]
+    # no expression is spliced into a shell script: inputs arrive as environment variables
+    assert all("${{" not in step.get("run", "") for step in steps.values())
+    assert steps["install gate"]["env"]["GATE_SPEC"] == "${{ inputs.gate-version }}"
     values = {
         "policy": str(bundle_files["policy"]),
         "synthetic": str(bundle_files["synthetic"]),
@@ -635,10 +658,14 @@ def test_the_release_workflow_installs_the_extras_and_its_check_step_runs(
         "train": str(bundle_files["train"]),
         "holdout": str(bundle_files["holdout"]),
     }
-    script = steps["gate check"]["run"]
-    for key, value in values.items():
-        script = script.replace(f"${{{{ inputs.{key} }}}}", value)
-    assert "${{" not in script
+
+    def step_env(name: str) -> dict[str, str]:
+        out = {}
+        for var, expression in steps[name]["env"].items():
+            key = expression.removeprefix("${{ inputs.").removesuffix(" }}")
+            out[var] = values[key]
+        return out
+
     outputs = tmp_path / "github-output"
     env = {
         **os.environ,
@@ -646,11 +673,20 @@ def test_the_release_workflow_installs_the_extras_and_its_check_step_runs(
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "HF_HUB_OFFLINE": "1",
     }
-    validate = steps["check the policy"]["run"].replace("${{ inputs.policy }}", values["policy"])
-    assert (
-        subprocess.run(["bash", "-c", validate], env=env, cwd=tmp_path, timeout=300).returncode == 0
+    validate = subprocess.run(
+        ["bash", "-c", steps["check the policy"]["run"]],
+        env={**env, **step_env("check the policy")},
+        cwd=tmp_path,
+        timeout=300,
     )
-    subprocess.run(["bash", "-e", "-c", script], env=env, cwd=tmp_path, check=True, timeout=300)
+    assert validate.returncode == 0
+    subprocess.run(
+        ["bash", "-e", "-c", steps["gate check"]["run"]],
+        env={**env, **step_env("gate check")},
+        cwd=tmp_path,
+        check=True,
+        timeout=300,
+    )
     assert outputs.read_text().split() == ["passed=false", "exit_code=1"]
     assert read_report(tmp_path / "gate-report")["status"] == "fail"
 
@@ -781,6 +817,68 @@ def test_out_and_data_docs_paths_are_checked_before_the_run(
         assert capsys.readouterr().err.count("\n") == 1, what
 
 
+def test_out_holding_a_users_files_of_report_names_is_left_alone(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory is an earlier report by its content, not its file names: a user's own
+    report.json, or a plots/ directory with other files, is never deleted."""
+    mine = tmp_path / "mine"
+    (mine / "plots" / "sub").mkdir(parents=True)
+    (mine / "report.json").write_text('{"my": "data"}')
+    (mine / "plots" / "figure.svg").write_text("<svg/>")
+    assert main([*check_args(bundle_files, mine), "--no-mlflow"]) == 2
+    assert "not an earlier output of it" in capsys.readouterr().err
+    assert (mine / "report.json").read_text() == '{"my": "data"}'
+    assert (mine / "plots" / "figure.svg").exists() and (mine / "plots" / "sub").is_dir()
+    # an earlier gate report is replaced, even when a user added a file in plots/
+    report = tmp_path / "report"
+    assert main([*check_args(bundle_files, report), "--no-mlflow"]) == 1
+    assert main([*check_args(bundle_files, report), "--no-mlflow"]) == 1
+    (report / "plots" / "notes.txt").write_text("mine")
+    assert main([*check_args(bundle_files, report), "--no-mlflow"]) == 2
+    assert (report / "plots" / "notes.txt").exists()
+
+
+def test_out_in_a_directory_not_yet_made_or_not_writable(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nested = tmp_path / "a" / "b" / "out"
+    assert main([*check_args(bundle_files, nested), "--no-mlflow"]) == 1
+    assert read_report(nested)["status"] == "fail"
+    assert main([*check_args(bundle_files, Path("/proc/gate-out")), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gate: error: --out /proc/gate-out: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(("users", "code"), [(4, 3), (6, 3), (7, 1)])
+def test_a_copy_of_train_never_passes_because_there_are_few_users(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], users: int, code: int
+) -> None:
+    """With 4 train users even a verbatim copy gives p = 0.5^4 > alpha: the check cannot
+    fail, so the audit is an error, not a PASS; with max_epsilon 0.5 it takes 7 users."""
+    files = {
+        "train": write_jsonl(
+            tmp_path / "t.jsonl",
+            [{"user_id": f"u{i}", "text": unique_text(i)} for i in range(users)],
+        ),
+        "holdout": write_jsonl(
+            tmp_path / "h.jsonl",
+            [{"user_id": f"v{i}", "text": unique_text(50 + i)} for i in range(users)],
+        ),
+        "synthetic": write_jsonl(
+            tmp_path / "s.jsonl", [{"text": unique_text(i)} for i in range(users)]
+        ),
+        "policy": write_policy(tmp_path / "p.yaml"),  # max_epsilon 0.5, exact
+    }
+    assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == code
+    report = read_report(tmp_path / "out")
+    if code == 3:
+        error = report["audits"]["disclosure"]["error"]
+        assert f"with {users} train users" in error and "at least 7 train users" in error
+    else:
+        assert report["status"] == "fail"
+
+
 def test_one_out_directory_serves_one_run_at_a_time(
     bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -845,7 +943,7 @@ def test_a_closed_stdout_keeps_the_verdicts_exit_code(
 def test_split_refuses_to_overwrite_its_source_and_check_uses_its_user_column(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = [{"author": f"a{i % 10}", "text": unique_text(i)} for i in range(60)]
+    rows = [{"author": f"a{i % 40}", "text": unique_text(i)} for i in range(120)]
     source = write_jsonl(tmp_path / "train.jsonl", rows)
     assert split(source, tmp_path, seed=1) == 2
     assert "would overwrite the source" in capsys.readouterr().err
@@ -854,7 +952,7 @@ def test_split_refuses_to_overwrite_its_source_and_check_uses_its_user_column(
     policy = write_policy(tmp_path / "p.yaml", MINIMAL_POLICY)
     assert check_manifest(policy, tmp_path / "s", release, tmp_path / "o") == 0
     inputs = read_report(tmp_path / "o")["inputs"]
-    assert inputs["train"]["users"] + inputs["holdout"]["users"] == 10  # authors, not records
+    assert inputs["train"]["users"] + inputs["holdout"]["users"] == 40  # authors, not records
 
 
 @pytest.mark.parametrize(

@@ -239,7 +239,10 @@ def test_rip_rounds_perturb_the_parameters(tmp_path: Path, corpus: Path) -> None
 def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Path) -> None:
     policy = write_policy(
         tmp_path / "policy.yaml",
-        GATE_BLOCK.replace("max_epsilon: 0.5", "max_epsilon: 50")
+        # a threshold the parrot stays below (ε̂ >= 50 is beyond any corpus: refused)
+        GATE_BLOCK.replace(
+            "max_epsilon: 0.5", "max_excess_disclosures: 1.0e9\n      excess_statistic: point"
+        )
         + REMEDIATION.format(generator_config="{}"),
     )
     out = tmp_path / "out"

@@ -112,9 +112,37 @@ def test_manifest_p_must_match_policy(source: Path, tmp_path: Path, bundle_files
 
 def test_bad_manifest(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
-    path.write_text('{"kind": "gate-split-manifest"}')
+    path.write_text('{"kind": "gate-split-manifest", "schema_version": 1}')
     with pytest.raises(BundleError, match=r"m.json: p: Field required"):
         read_manifest(path)
+    for text, message in [
+        ('{"schema_version": 1}', "kind: required key is missing"),
+        ('{"kind": "gate-split-manifest"}', "schema_version: required key is missing"),
+        (
+            '{"kind": "gate-split-manifest", "schema_version": 2}',
+            "schema_version: Input should be 1",
+        ),
+    ]:
+        path.write_text(text)
+        with pytest.raises(BundleError, match=message):
+            read_manifest(path)
+
+
+def test_a_manifest_is_read_strictly_and_its_user_column_must_exist(
+    source: Path, tmp_path: Path, bundle_files
+) -> None:
+    outcome = split_source(source, p=0.5, seed=2, by="user_id", out_dir=tmp_path / "o")
+    data = json.loads(outcome.manifest_path.read_text())
+    outcome.manifest_path.write_text(json.dumps({**data, "p": "0.5"}))
+    with pytest.raises(BundleError, match=r"p: Input should be a valid number"):
+        read_manifest(outcome.manifest_path)
+    outcome.manifest_path.write_text(json.dumps({**data, "by": "author"}))
+    with pytest.raises(BundleError, match=r"no 'author' column, by which the split manifest"):
+        load_bundle(
+            membership=MembershipPolicy(),
+            manifest=outcome.manifest_path,
+            synthetic=bundle_files["synthetic"],
+        )
 
 
 def test_split_without_user_column_splits_records(tmp_path: Path) -> None:
@@ -194,3 +222,33 @@ def test_a_second_split_into_the_same_directory_leaves_none_of_the_first(
         "split-manifest.json",
         "train.jsonl",
     ]
+
+
+def test_split_refuses_what_gate_check_would_and_an_empty_side(
+    source: Path, tmp_path: Path
+) -> None:
+    """Nothing is written for a source gate check would refuse, or a split with a side
+    without users."""
+    cases = {
+        "dup.jsonl": (
+            [{"record_id": "a", "text": "x"}, {"record_id": "a", "text": "y"}],
+            "one record_id is used more than once, at lines 1, 2",
+        ),
+        "null.jsonl": ([{"text": "x"}, {"text": None}], "line 2: 'text' must be a string"),
+        "one.jsonl": (
+            [{"user_id": "u", "text": "x"}, {"user_id": "u", "text": "y"}],
+            "the split leaves no user in",
+        ),
+        "blank-user.jsonl": ([{"user_id": " ", "text": "x"}], "line 1: empty 'user_id'"),
+    }
+    for name, (rows, message) in cases.items():
+        out = tmp_path / f"out-{name}"
+        with pytest.raises(BundleError, match=message):
+            split_source(
+                write_jsonl(tmp_path / name, rows), p=0.5, seed=1, by="user_id", out_dir=out
+            )
+        assert not out.exists(), name
+    with pytest.raises(BundleError, match="the split leaves no user in"):
+        split_source(
+            source, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "c", canary_fraction=0.999
+        )

@@ -17,7 +17,9 @@ from gate.stats.feature_match import (
     exact_rate_lower_bound,
     exact_tail,
     feature_match_test,
+    largest_rate_lower_bound,
     rate_from_epsilon,
+    train_users_to_exceed,
 )
 from gate.stats.weighted_tail import (
     weight_multiplicities,
@@ -256,6 +258,45 @@ def test_exact_rate_lower_bound_is_the_infimum_on_few_counts(
     assert root == pytest.approx(infimum, abs=1e-6)
     p_hat = exact_rate_lower_bound(counts=np.array(counts), statistic=statistic, alpha=ALPHA)
     assert root - 1e-6 <= p_hat <= root
+
+
+@pytest.mark.parametrize("estimator", ["exact", "hoeffding"])
+def test_the_largest_rate_bound_is_reached_by_a_copy_and_never_exceeded(estimator: str) -> None:
+    """Every train user disclosing (equal counts), no holdout user: the largest p̂; no
+    other outcome of a few users gives more (every assignment of random counts)."""
+    rng = np.random.default_rng(3)
+    for n in range(1, 9):
+        ceiling = largest_rate_lower_bound(train_users=n, alpha=ALPHA, estimator=estimator)
+        copy = feature_match_test(
+            counts=np.r_[np.full(n, 5), np.zeros(n, int)],
+            is_train=np.r_[np.ones(n, bool), np.zeros(n, bool)],
+            alpha=ALPHA,
+        )
+        reached = copy.p_lower_exact if estimator == "exact" else copy.p_lower
+        assert reached == pytest.approx(ceiling, abs=1e-7)
+        for _ in range(30):
+            counts = rng.integers(0, 6, size=2 * n)
+            r = feature_match_test(
+                counts=counts, is_train=np.r_[np.ones(n, bool), np.zeros(n, bool)], alpha=ALPHA
+            )
+            assert (r.p_lower_exact if estimator == "exact" else r.p_lower) <= ceiling + 1e-9
+    assert largest_rate_lower_bound(train_users=4, alpha=ALPHA, estimator="exact") < 0.5
+    assert train_users_to_exceed(rate=0.5, alpha=ALPHA, estimator="exact") == 5  # 2^-5 < 0.05
+    # epsilon 0.5 at p = 1/2 needs p̂ > 0.6225: alpha^(1/n) > 0.6225 from n = 7
+    assert (
+        train_users_to_exceed(
+            rate=rate_from_epsilon(epsilon=0.5, p=0.5), alpha=ALPHA, estimator="exact"
+        )
+        == 7
+    )
+    for estimator_ in ("exact", "hoeffding"):
+        for rate in (0.3, 0.5, 0.9, 0.99):
+            n = train_users_to_exceed(rate=rate, alpha=ALPHA, estimator=estimator_)
+            assert largest_rate_lower_bound(train_users=n, alpha=ALPHA, estimator=estimator_) > rate
+            assert (
+                largest_rate_lower_bound(train_users=n - 1, alpha=ALPHA, estimator=estimator_)
+                <= rate
+            )
 
 
 def test_the_exact_p_value_is_never_looser_than_hoeffding() -> None:

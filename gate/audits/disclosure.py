@@ -17,6 +17,7 @@ import numpy as np
 from gate.audits.base import Audit, AuditContext
 from gate.audits.feature_store import ClassDisclosures
 from gate.data.bundle import Bundle
+from gate.errors import AuditError
 from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
@@ -25,7 +26,13 @@ from gate.redaction import feature_hash, mask, user_hash
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
 from gate.stats.excess import phantom_excess
-from gate.stats.feature_match import feature_match_test
+from gate.stats.feature_match import (
+    epsilon_from_rate,
+    feature_match_test,
+    largest_rate_lower_bound,
+    rate_from_epsilon,
+    train_users_to_exceed,
+)
 
 _PAPER = "Phantoms and Disclosures (2026)"
 _LOWER = "lower confidence bound, level 1 - alpha, over the random assignment of users"
@@ -221,6 +228,58 @@ def round_robin(lists: list[list[Witness]], limit: int) -> tuple[Witness, ...]:
     return tuple(out[:limit])
 
 
+def refuse_checks_that_cannot_fail(
+    config: DisclosureAudit, *, train_users: int, p: float, alpha: float
+) -> None:
+    """Raise when no threshold of ``config`` can fail with ``train_users`` train users,
+    whatever the release holds (a copy of every train record included): with few users
+    the test cannot reject zero learning at ``alpha``, and a PASS would say nothing.
+
+    Raises:
+        AuditError: every check is bounded below its threshold; the message names how many
+            train users the thresholds need.
+    """
+    t = config.thresholds
+    if t.max_excess_disclosures is not None and (
+        t.excess_statistic == "point" or t.max_excess_disclosures < 0
+    ):
+        return  # the point excess grows with the disclosures; a bound can pass below 0
+    needs: list[str] = []
+    if t.max_epsilon is not None:
+        rate = largest_rate_lower_bound(
+            train_users=train_users, alpha=alpha, estimator=t.epsilon_estimator
+        )
+        ceiling = epsilon_from_rate(rate=rate, p=p)
+        if ceiling > t.max_epsilon:
+            return
+        target = rate_from_epsilon(epsilon=t.max_epsilon, p=p)
+        estimator = t.epsilon_estimator
+        fewest = (
+            f"at least {train_users_to_exceed(rate=target, alpha=alpha, estimator=estimator)}"
+            if target < 1
+            else "more than any number of"
+        )
+        needs.append(
+            f"the {t.epsilon_estimator} epsilon bound is at most {ceiling:.4g} <= max_epsilon "
+            f"= {t.max_epsilon:g} (it needs {fewest} train users)"
+        )
+    if t.max_excess_disclosures is not None:  # the lower bound: > 0 only if the test rejects
+        rate = largest_rate_lower_bound(train_users=train_users, alpha=alpha, estimator="exact")
+        if rate > p:
+            return
+        needed = train_users_to_exceed(rate=p, alpha=alpha, estimator="exact")
+        needs.append(
+            "the excess's lower bound is at most 0 <= max_excess_disclosures = "
+            f"{t.max_excess_disclosures:g} (it needs at least {needed} train users)"
+        )
+    raise AuditError(
+        f"the checks cannot fail: with {train_users} train users at alpha = {alpha:g} and "
+        f"p = {p:g}, even a release that copies every train record passes: "
+        + "; ".join(needs)
+        + ". Audit more users, or gate on excess_statistic: point"
+    )
+
+
 @AUDITS.register("disclosure")
 class DisclosureAuditRunner(Audit[DisclosureAudit]):
     name = "disclosure"
@@ -264,6 +323,9 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
         details: dict[str, object] = {}
         per_class: list[list[Witness]] = []
         user_is_train = bundle.user_is_train
+        refuse_checks_that_cannot_fail(
+            config, train_users=int(user_is_train.sum()), p=context.p, alpha=context.alpha
+        )
         for feature_config in config.features:
             started = time.perf_counter()
             found = context.features.disclosures(feature_config)

@@ -44,6 +44,7 @@ from gate.stats.roc import RocCurve, RocResult, roc_auc, similarity_two_sample, 
 
 if TYPE_CHECKING:
     from gate.data.bundle import Bundle
+from gate.errors import AuditError
 
 STANDARD_FPRS = (0.1, 0.01)
 MAX_CURVE_POINTS = 201
@@ -458,6 +459,12 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
 
     def run(self, bundle: Bundle, config: MembershipAudit, context: AuditContext) -> AuditResult:
         labels = bundle.user_is_train
+        train_users, holdout_users = int(labels.sum()), int((~labels).sum())
+        if min(train_users, holdout_users) < 2:
+            raise AuditError(
+                "the membership audit compares users: it needs at least 2 train and 2 "
+                f"holdout users; found {train_users} and {holdout_users}"
+            )
         declared = self.declared_metrics(config)
         metrics: list[Metric] = []
         statements: dict[str, str] = {}

@@ -20,7 +20,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.io import RawTable, TableReader, column_names, read_table, sha256_file
+from gate.data.io import (
+    RawTable,
+    TableReader,
+    column_names,
+    first_line,
+    read_table,
+    require_text,
+    sha256_file,
+)
 from gate.data.split import SplitManifest, read_manifest
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -145,32 +153,6 @@ class Bundle:
 _SPLIT_LABEL = re.compile(r"[\w\-]{0,20}")
 
 
-def _first_line(frame: pd.DataFrame, mask: pd.Series) -> int:
-    return int(frame.loc[mask.idxmax(), "__line__"])
-
-
-def _require_text(table: RawTable) -> pd.Series:
-    frame = table.frame
-    if "text" not in frame.columns:
-        raise BundleError(f"{table.path}: no 'text' column; columns found: {column_names(frame)}")
-    text = frame["text"]
-    if isinstance(text.dtype, pd.StringDtype):  # strings or missing values
-        not_str = text.isna()
-    else:
-        not_str = ~text.map(lambda v: isinstance(v, str)).astype(bool)
-    if not_str.any():
-        line = _first_line(frame, not_str)
-        found = text[not_str].iloc[0]
-        # the type only: the value may be a private record (bytes, a list of lines)
-        shown = (
-            "null"
-            if found is None or (isinstance(found, float) and found != found)
-            else type(found).__name__
-        )
-        raise BundleError(f"{table.path}: line {line}: 'text' must be a string; found {shown}")
-    return text.astype(str)
-
-
 def _id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
     frame = table.frame
     if column not in frame.columns:
@@ -178,7 +160,7 @@ def _id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
     values = frame[column]
     empty = values.isna() | (values.astype(str).str.strip() == "")
     if empty.any():
-        line = _first_line(frame, empty)
+        line = first_line(frame, empty)
         raise BundleError(f"{table.path}: line {line}: empty {column!r}")
     return values.astype(str)
 
@@ -197,9 +179,14 @@ def _source_frame(
     table: RawTable, split: pd.Series | str, id_prefix: str, user_column: str = "user_id"
 ) -> pd.DataFrame:
     frame = table.frame
-    text = _require_text(table)
+    text = require_text(table)
     default_ids = id_prefix + frame["__line__"].astype(str)
     record_id = _id_column(table, "record_id", default_ids)
+    if user_column != "user_id" and user_column not in frame.columns:
+        raise BundleError(
+            f"{table.path}: no {user_column!r} column, by which the split manifest defines "
+            f"users; columns found: {column_names(frame)}"
+        )
     user_id = _id_column(table, user_column, record_id)
     extras = [c for c in frame.columns if c not in (*SOURCE_COLUMNS, "__line__")]
     out = pd.DataFrame(
@@ -219,7 +206,7 @@ def _source_frame(
 
 def _synthetic_frame(table: RawTable) -> pd.DataFrame:
     frame = table.frame
-    text = _require_text(table)
+    text = require_text(table)
     record_id = _id_column(table, "record_id", "synthetic:" + frame["__line__"].astype(str))
     out = pd.DataFrame({"record_id": record_id.array, "text": text.array})
     if "source_id" in frame.columns:
@@ -390,7 +377,7 @@ def load_source(
         split = table.frame["split"].astype(str).str.strip().str.lower()
         bad = ~split.isin(["train", "holdout"])
         if bad.any():
-            line = _first_line(table.frame, bad)
+            line = first_line(table.frame, bad)
             found = str(table.frame["split"][bad].iloc[0])
             shown = repr(found) if _SPLIT_LABEL.fullmatch(found) else "a value that is no label"
             raise BundleError(
@@ -512,6 +499,7 @@ def load_bundle(
         tables["synthetic"] = read(synthetic)
         synthetic_frame = _synthetic_frame(tables["synthetic"])
         synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text or TextPolicy())
+        _reject_blank_release(synthetic_frame, tables["synthetic"])
         _reject_copied_files(tables)
         if "source_id" in synthetic_frame.columns:
             _check_source_ids(synthetic_frame, frame, tables["synthetic"])
@@ -582,15 +570,28 @@ WHITE_SPACE = (
 _NOT_SPACE = "[^" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE) + "]"
 
 
+def _visible(texts: pd.Series) -> pd.Series:
+    """Whether each text holds a character that is not white space (one RE2 match each)."""
+    return pd.Series(
+        pc.match_substring_regex(pa.array(texts.array), _NOT_SPACE).to_numpy(zero_copy_only=False),
+        index=texts.index,
+    )
+
+
+def _reject_blank_release(synthetic: pd.DataFrame, table: RawTable) -> None:
+    """A release whose records are all empty or white space (most often the wrong column)
+    discloses nothing and would pass every audit."""
+    if len(synthetic) and not _visible(synthetic["text"]).any():
+        raise BundleError(
+            f"{table.path}: all {len(synthetic)} synthetic records are empty or white space: "
+            "there is nothing to audit (check the text column)"
+        )
+
+
 def _reject_blank_sides(frame: pd.DataFrame) -> None:
     """A side whose records are all empty or white space has no feature to audit: every
     test would pass for want of evidence."""
-    visible = pd.Series(
-        pc.match_substring_regex(pa.array(frame["text"].array), _NOT_SPACE).to_numpy(
-            zero_copy_only=False
-        ),
-        index=frame.index,
-    )
+    visible = _visible(frame["text"])
     for side in ("train", "holdout"):
         on_side = frame["split"] == side
         if on_side.any() and not visible[on_side].any():
@@ -650,7 +651,7 @@ def _verify_manifest(
             found = tables[name].sha256 if name in tables else "(not given)"
             raise BundleError(
                 f"{path}: the {name} file does not match the manifest (sha256 {found[:12]}… "
-                f"!= {expected[:12]}…); it was changed after `gate split`"
+                f"!= {expected[:12]}…): not the file `gate split` wrote, or changed since"
             )
     if abs(manifest.p - policy_p) > 1e-12:
         raise BundleError(

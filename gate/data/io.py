@@ -179,8 +179,7 @@ def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
             ) from None
         if not isinstance(row, dict):
             raise BundleError(
-                f"{path}: line {number}: each line must be a JSON object; "
-                f"found {type(row).__name__}"
+                f"{path}: line {number}: each line must be a JSON object; found {value_kind(row)}"
             )
         if "\\u" in line:  # only an escape can produce a lone surrogate
             _reject_surrogates(path, number, row)
@@ -229,6 +228,48 @@ def column_names(frame: pd.DataFrame) -> str:
     return f"{shown!r} and {hidden} not shown, which look like data (is the header row missing?)"
 
 
+def first_line(frame: pd.DataFrame, mask: pd.Series) -> int:
+    """The ``__line__`` of the first row where ``mask`` holds."""
+    return int(frame.loc[mask.idxmax(), "__line__"])
+
+
+def value_kind(value: object) -> str:
+    """What a value is, for an error message that must not show it (it may be private)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "null"  # a column with a JSON null holds NaN
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple | np.ndarray):
+        return "a list"
+    return type(value).__name__
+
+
+def require_text(table: RawTable) -> pd.Series:
+    """The table's ``text`` column as strings.
+
+    Raises:
+        BundleError: no ``text`` column, or a value that is not a string (its kind is
+            named, never the value).
+    """
+    frame = table.frame
+    if "text" not in frame.columns:
+        raise BundleError(f"{table.path}: no 'text' column; columns found: {column_names(frame)}")
+    text = frame["text"]
+    if isinstance(text.dtype, pd.StringDtype):  # strings or missing values
+        not_str = text.isna()
+    else:
+        not_str = ~text.map(lambda v: isinstance(v, str)).astype(bool)
+    if not_str.any():
+        line = first_line(frame, not_str)
+        shown = value_kind(text[not_str].iloc[0])
+        raise BundleError(f"{table.path}: line {line}: 'text' must be a string; found {shown}")
+    return text.astype(str)
+
+
 def require_regular_file(path: Path, what: str = "file") -> None:
     """Refuse what is missing, a directory, or not a regular file (a FIFO or a device
     would block the gate forever)."""
@@ -255,8 +296,8 @@ def read_table(path: str | Path) -> RawTable:
             "reads Parquet and JSON Lines datasets at any URI its cluster can)"
         )
     p = Path(path)
-    fmt = table_format(p)
     require_regular_file(p)
+    fmt = table_format(p)
     if fmt == "jsonl":
         return _read_jsonl_file(p)
     try:

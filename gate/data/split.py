@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -14,8 +15,10 @@ from gate._version import __version__
 from gate.atomic import atomic_write_text
 from gate.data.io import (
     column_names,
+    first_line,
     read_table,
     require_regular_file,
+    require_text,
     sha256_file,
     write_table,
 )
@@ -26,7 +29,7 @@ CANARY_STREAM = 1  # second seed word of the canary-source draw
 
 
 class FileEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     path: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -42,9 +45,9 @@ class SplitManifest(BaseModel):
     and §5.1); see docs/methods.md §0.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # no "0.5" for 0.5
 
-    schema_version: int = 1
+    schema_version: Literal[1] = 1
     kind: str = Field("gate-split-manifest", pattern="^gate-split-manifest$")
     method: str = Field("bernoulli", pattern="^bernoulli$")
     p: float = Field(gt=0, lt=1)
@@ -101,12 +104,19 @@ def split_source(
         raise BundleError(f"--seed must be >= 0; found {seed}")
     table = read_table(source)
     frame = table.frame
-    if "text" not in frame.columns:
-        raise BundleError(f"{source}: no 'text' column; columns found: {column_names(frame)}")
+    require_text(table)  # what gate check would refuse is refused before any file is written
+    if "record_id" in frame.columns:
+        duplicated = frame["record_id"].astype(str).duplicated(keep=False)
+        if duplicated.any():
+            lines = frame.loc[duplicated, "__line__"].tolist()[:3]
+            raise BundleError(
+                f"{source}: one record_id is used more than once, at lines "
+                f"{', '.join(map(str, lines))}"
+            )
     if by in frame.columns:
-        missing = frame[by].isna()
+        missing = frame[by].isna() | (frame[by].astype(str).str.strip() == "")
         if missing.any():
-            line = int(frame.loc[missing.idxmax(), "__line__"])
+            line = first_line(frame, missing)
             raise BundleError(f"{source}: line {line}: empty {by!r}; every record needs one")
         units = frame[by].astype(str).to_numpy()
     elif by == "user_id":
@@ -120,6 +130,13 @@ def split_source(
         canary = assign_members(
             units, p=canary_fraction, rng=np.random.default_rng([seed, CANARY_STREAM])
         )
+    for side, members in (("train", flags & ~canary), ("holdout", ~flags & ~canary)):
+        if not members.any():
+            raise BundleError(
+                f"{source}: the split leaves no user in {side} ({np.unique(units).size} users, "
+                f"p = {p:g}, canary fraction {canary_fraction:g}, seed {seed}); audit more "
+                "users or choose p and the canary fraction so that both sides get some"
+            )
     names = ("train", "holdout", "canary-source") if canary.any() else ("train", "holdout")
     out = Path(out_dir)
     suffix = Path(source).suffix
@@ -188,6 +205,9 @@ def read_manifest(path: str | Path) -> SplitManifest:
         raise BundleError(f"{p}: cannot read: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise BundleError(f"{p}: not a valid JSON split manifest: {exc}") from None
+    if isinstance(data, dict) and ("kind" not in data or "schema_version" not in data):
+        missing = "kind" if "kind" not in data else "schema_version"
+        raise BundleError(f"{p}: {missing}: required key is missing; not a gate split manifest")
     try:
         return SplitManifest.model_validate(data)
     except ValidationError as exc:

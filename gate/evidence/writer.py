@@ -104,13 +104,37 @@ def is_gate_report_file(name: str) -> bool:
     return name in EVIDENCE_FILES
 
 
+def is_gate_report_json(path: Path) -> bool:
+    """Whether ``path`` is a report a gate command wrote (a JSON object with its schema
+    and gate versions), not a user's file of the same name."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and {"schema_version", "gate_version"} <= data.keys()
+
+
+def is_gate_report_dir(out: Path) -> bool:
+    """Whether the directory ``out`` is an earlier ``gate check`` report: its
+    ``report.json`` is one the gate wrote and ``plots/`` holds nothing but PNG files."""
+    if not is_gate_report_json(out / REPORT_NAME):
+        return False
+    plots = out / "plots"
+    return not plots.exists() or (
+        plots.is_dir() and all(p.is_file() and p.suffix == ".png" for p in plots.iterdir())
+    )
+
+
 class EvidenceWriteError(GateError):
     """The evidence could not be written (a full disk, a read-only directory); exit 3."""
 
 
 @contextmanager
 def out_dir_lock(
-    out_dir: Path, *, is_own: Callable[[str], bool] = is_gate_report_file
+    out_dir: Path,
+    *,
+    is_own: Callable[[str], bool] = is_gate_report_file,
+    is_output: Callable[[Path], bool] = is_gate_report_dir,
 ) -> Iterator[Path]:
     """Hold ``out_dir`` for one gate run (yields the checked, symlink-resolved path): a
     second run on the same ``--out`` is refused instead of mixing its files or deleting
@@ -122,8 +146,15 @@ def out_dir_lock(
     """
     import fcntl
 
-    out = check_out_dir(out_dir, is_own=is_own)
-    with open(out.parent / f".{out.name}.lock", "a") as handle:
+    out = check_out_dir(out_dir, is_own=is_own, is_output=is_output)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(out.parent / f".{out.name}.lock", "a")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise InputError(
+            f"--out {out_dir}: cannot create {exc.filename or out.parent}: {exc.strerror}"
+        ) from None
+    with lock as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -137,12 +168,18 @@ def out_dir_lock(
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def check_out_dir(out_dir: Path, *, is_own: Callable[[str], bool] = is_gate_report_file) -> Path:
+def check_out_dir(
+    out_dir: Path,
+    *,
+    is_own: Callable[[str], bool] = is_gate_report_file,
+    is_output: Callable[[Path], bool] = is_gate_report_dir,
+) -> Path:
     """``out_dir`` resolved (a symlink to a directory becomes its target), or InputError
     when the evidence could not be written there: a file, a dangling link, the working
     directory, a mount point (the final rename cannot replace it), a parent that cannot
     be written, or a directory holding anything but an earlier output of the same command
-    (a file name ``is_own`` does not accept)."""
+    (a file name ``is_own`` does not accept, or a directory ``is_output`` does not
+    recognise by its content: a user's own ``report.json`` is not a gate report)."""
     if not str(out_dir).strip():
         raise InputError("--out is empty; give a directory (the default is gate-report/)")
     if out_dir.is_symlink() and not out_dir.exists():
@@ -170,6 +207,12 @@ def check_out_dir(out_dir: Path, *, is_own: Callable[[str], bool] = is_gate_repo
                 "output "
                 f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
                 "empty or new directory"
+            )
+        if any(out.iterdir()) and not is_output(out):
+            raise InputError(
+                f"--out {out_dir}: the directory holds files of the names this command "
+                "writes, but they are not an earlier output of it (its report is not one "
+                "the gate wrote, or it holds other files); choose an empty or new directory"
             )
     return out
 

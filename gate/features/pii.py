@@ -140,6 +140,21 @@ _TORCH_STACK = ("torch", "transformers")
 _IMPORTED_WITHOUT_TORCH: list[str] = []
 
 
+def unsearchable_entities(
+    *, engine: Literal["spacy", "patterns"], spacy_model: str, entities: Sequence[str]
+) -> str | None:
+    """Why this engine cannot search ``entities`` (types no recognizer of it finds), or
+    None. Builds the process's analyzer (kept for the detection)."""
+    supported = set(build_analyzer(engine, spacy_model).get_supported_entities(language="en"))
+    missing = sorted(set(entities) - supported)
+    if not missing:
+        return None
+    return (
+        f"the {engine!r} PII engine cannot find entity types {missing}; it finds "
+        f"{sorted(supported)}"
+    )
+
+
 def spacy_pipeline_needs_torch(spacy_model: str) -> bool:
     """True if the installed spaCy pipeline runs on torch (a transformer component, or a
     transformers package among its requirements); a pipeline without a readable
@@ -295,14 +310,9 @@ def detect_pii(
         progress: a progress reporter (``track``), or None.
         description: the progress bar's label.
     """
-    analyzer = build_analyzer(engine, spacy_model)
-    supported = set(analyzer.get_supported_entities(language="en"))
-    missing = sorted(set(entities) - supported)
-    if missing:  # never search fewer types than the policy asked for
-        raise ValueError(
-            f"the {engine!r} PII engine cannot find entity types {missing}; it finds "
-            f"{sorted(supported)}"
-        )
+    problem = unsearchable_entities(engine=engine, spacy_model=spacy_model, entities=entities)
+    if problem:  # never search fewer types than the policy asked for
+        raise ValueError(problem)
     if processes is not None and processes < 1:
         raise ValueError(f"processes must be >= 1 or None; found {processes}")
     codes, unique_texts = distinct_texts(texts)

@@ -14,6 +14,7 @@ from typing import Any
 
 from gate._version import __version__
 from gate.atomic import atomic_write, atomic_write_text
+from gate.evidence.writer import is_gate_report_json
 from gate.remediation.loop import RoundRecord
 from gate.results import Status
 
@@ -26,6 +27,13 @@ ROUND_DIR = re.compile(r"round-\d+")
 def is_remediation_output(name: str) -> bool:
     """Whether ``name`` is a file or directory ``gate remediate`` writes in ``--out``."""
     return name in (REPORT_NAME, PLOT_NAME, HTML_NAME) or ROUND_DIR.fullmatch(name) is not None
+
+
+def is_remediation_dir(out: Path) -> bool:
+    """Whether the directory ``out`` is an earlier ``gate remediate`` output: its
+    ``remediation.json`` is one the gate wrote and its rounds are directories."""
+    rounds = [p for p in out.iterdir() if ROUND_DIR.fullmatch(p.name)]
+    return is_gate_report_json(out / REPORT_NAME) and all(p.is_dir() for p in rounds)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy import optimize, stats
@@ -91,6 +91,42 @@ def epsilon_from_rate(*, rate: float, p: float) -> float:
     if rate >= 1.0:
         return math.inf
     return math.log(rate * (1.0 - p) / (p * (1.0 - rate)))
+
+
+def largest_rate_lower_bound(
+    *, train_users: int, alpha: float, estimator: Literal["exact", "hoeffding"]
+) -> float:
+    """The largest p̂ the feature-match test can give with ``train_users`` train users,
+    whatever the release discloses: every train user discloses and no holdout user does.
+
+    Exact tail: ``P_q(S >= C1)`` is the chance that all m disclosing users are in train,
+    ``q^m``, so p̂ is ``alpha^(1/m)``, largest at m = ``train_users`` (a holdout disclosure
+    only lowers it). Hoeffding: ``p̂ = 1 - sqrt(C2 ln(1/alpha) / 2) / C1`` with
+    ``C2 / C1^2 >= 1/m`` (equal counts), so at most ``1 - sqrt(ln(1/alpha) / (2m))``.
+    A threshold on ε̂ at or above ``epsilon_from_rate`` of this can never fail.
+    """
+    check_alpha(alpha)
+    if train_users < 1:
+        return 0.0
+    if estimator == "exact":
+        return alpha ** (1.0 / train_users)
+    return max(0.0, 1.0 - math.sqrt(math.log(1.0 / alpha) / (2.0 * train_users)))
+
+
+def train_users_to_exceed(
+    *, rate: float, alpha: float, estimator: Literal["exact", "hoeffding"]
+) -> int:
+    """The fewest train users with which :func:`largest_rate_lower_bound` exceeds ``rate``
+    (in (0, 1))."""
+    check_alpha(alpha)
+    check_probability("rate", rate, open_low=True, open_high=True)
+    if estimator == "exact":  # alpha^(1/n) > rate  <=>  n > ln(alpha) / ln(rate)
+        n = math.floor(math.log(alpha) / math.log(rate)) + 1
+    else:  # 1 - sqrt(ln(1/alpha) / (2n)) > rate  <=>  n > ln(1/alpha) / (2 (1-rate)^2)
+        n = math.floor(math.log(1.0 / alpha) / (2.0 * (1.0 - rate) ** 2)) + 1
+    while largest_rate_lower_bound(train_users=n, alpha=alpha, estimator=estimator) <= rate:
+        n += 1  # rounding at the boundary
+    return n
 
 
 def hoeffding_margin(*, c2: float, alpha: float) -> float:
