@@ -415,8 +415,8 @@ def _pii_classes(node: object, path: str) -> Iterator[tuple[str, PiiFeatures]]:
 
 
 def _check_pii_entities(loaded: LoadedPolicy) -> None:
-    """Refuse entity types a ``pii`` class's engine cannot find, before any work (Presidio
-    knows its recognizers only once loaded: the policy schema cannot).
+    """Refuse entity types a ``pii`` class of an enabled audit cannot search, before any
+    work (Presidio knows its recognizers only once loaded: the policy schema cannot).
 
     Raises:
         InputError: a type no recognizer of the engine finds, or a spaCy pipeline that is
@@ -424,7 +424,9 @@ def _check_pii_entities(loaded: LoadedPolicy) -> None:
     """
     from gate.features.pii import unsearchable_entities
 
-    for path, config in _pii_classes(loaded.policy.audits, "audits"):
+    enabled = loaded.policy.audits.enabled().items()
+    found = (found for name, audit in enabled for found in _pii_classes(audit, f"audits.{name}"))
+    for path, config in found:
         try:
             problem = unsearchable_entities(
                 engine=config.engine, spacy_model=config.spacy_model, entities=config.entities
@@ -523,7 +525,7 @@ def validate_policy(path: str | Path) -> PolicyValidation:
     """
     from gate.audits.registry import policy_checks
 
-    loaded = load_policy(path)
+    loaded = _with_engine(load_policy(path), None, None)  # an engine this installation has
     checks = policy_checks(loaded.policy)
     _check_before_work(loaded)
     if loaded.policy.remediation is not None:
@@ -572,9 +574,10 @@ def _with_engine(
             )
             raise InputError(f"{flags}: {exc.errors()[0]['msg']}") from exc
         loaded = replace(loaded, policy=loaded.policy.model_copy(update={"engine": settings}))
-    if settings.name not in ENGINES.names():  # the policy's own name: checked when loaded
+    if settings.name not in ENGINES.names():
+        where = "--engine" if engine is not None else f"{loaded.path}: engine.name"
         raise InputError(
-            f"--engine: no engine {settings.name!r} in this installation "
+            f"{where}: no engine {settings.name!r} in this installation "
             f"(available: {', '.join(ENGINES.names())})"
         )
     if spark_master is not None and settings.name != "spark":

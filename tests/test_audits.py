@@ -131,3 +131,50 @@ def test_unavailable_scorer_is_an_error_not_a_pass(tmp_path, scorer: str, monkey
     error = result.audits["membership"].error
     assert result.status == "error" and result.exit_code == 3
     assert f"needs the package {package!r}" in error and "pip install 'gate[text]'" in error
+
+
+def _disclosure(thresholds: str):
+    from gate.policy.models import DisclosureAudit
+
+    return DisclosureAudit.model_validate(
+        {"features": [{"class": "ngram"}], "thresholds": parse_thresholds(thresholds)}
+    )
+
+
+def parse_thresholds(text: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "users", "refused"),
+    [
+        ("{}", 3, False),  # no threshold: the audit reports, another gates
+        ("{max_epsilon: 0.5}", 6, True),
+        ("{max_epsilon: 0.5}", 7, False),
+        # Hoeffding: p̂ <= 1 - sqrt(ln(20) / 2n) > 0.6225 (epsilon 0.5) from n = 11
+        ("{max_epsilon: 0.5, epsilon_estimator: hoeffding}", 10, True),
+        ("{max_epsilon: 0.5, epsilon_estimator: hoeffding}", 11, False),
+        ("{max_epsilon: 0}", 4, True),
+        ("{max_epsilon: 0}", 5, False),  # 0.5^5 < 0.05: the test can reject
+        ("{max_excess_disclosures: 10}", 4, True),
+        ("{max_excess_disclosures: 10}", 5, False),
+        ("{max_excess_disclosures: 10, excess_statistic: point}", 1, False),
+        ("{max_excess_disclosures: -1}", 1, False),
+        ("{max_epsilon: 1.0e6}", 10**9, True),  # beyond any corpus, and answered at once
+        ("{max_epsilon: 40, epsilon_estimator: hoeffding}", 10**9, True),
+    ],
+)
+def test_thresholds_that_no_release_can_exceed_are_an_error(
+    thresholds: str, users: int, refused: bool
+) -> None:
+    from gate.audits.disclosure import refuse_checks_that_cannot_fail
+    from gate.errors import AuditError
+
+    config = _disclosure(thresholds)
+    if refused:
+        with pytest.raises(AuditError, match=f"with {users} train users"):
+            refuse_checks_that_cannot_fail(config, train_users=users, p=0.5, alpha=0.05)
+    else:
+        refuse_checks_that_cannot_fail(config, train_users=users, p=0.5, alpha=0.05)

@@ -82,10 +82,16 @@ def test_missing_text_column(tmp_path: Path, bundle_files: dict[str, Path]) -> N
         load(bundle_files, train=bad)
     # a CSV file without a header row: its first record becomes the column names
     headless = tmp_path / "headless.csv"
-    headless.write_text('r1,u1,"Hello, I am Zebulon Quixotewright"\nr2,u2,"bye"\n')
-    with pytest.raises(BundleError, match=r"\['r1', 'u1'\] and 1 not shown.*header row") as err:
+    headless.write_text("u17,Jane Doe,555-0142,Zebulon\nr2,u2,x,bye\n")
+    with pytest.raises(
+        BundleError, match=r"columns found: \[\] and 4 more, not shown.*header"
+    ) as e:
         load(bundle_files, train=headless)
-    assert "Zebulon" not in str(err.value)
+    assert not {"u17", "Jane", "555", "Zebulon"} & set(str(e.value).replace("'", " ").split())
+    named = tmp_path / "named.csv"
+    named.write_text("Text,user_id,comment\nx,u,y\n")  # the bundle's own names are quoted
+    with pytest.raises(BundleError, match=r"\['Text', 'user_id'\] and 1 more, not shown"):
+        load(bundle_files, train=named)
 
 
 def test_null_text_names_line(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
@@ -235,15 +241,15 @@ def test_source_file_needs_valid_split(tmp_path: Path, bundle_files: dict[str, P
         tmp_path / "b.jsonl", [{"text": "x", "split": "train"}, {"text": "y", "split": "public"}]
     )
     with pytest.raises(
-        BundleError, match=r"b.jsonl: line 2: 'split' must be 'train' or 'holdout'; found 'public'"
+        BundleError, match=r"b.jsonl: line 2: 'split' must be 'train' or 'holdout'; found another"
     ):
         load_bundle(membership=MEMBERSHIP, source=bad, synthetic=bundle_files["synthetic"])
-    # a longer value may be a record's text shifted into the column: not quoted
+    # the value is never quoted: it may be a record's text shifted into the column
     shifted = tmp_path / "c.csv"
-    shifted.write_text("text,split\nhello,train\nJohn Smith, 555-0100 Elm Street\n")
-    with pytest.raises(BundleError, match=r"line 2: .*found a value that is no label") as err:
+    shifted.write_text("text,split\nhello,train\nJohn Smith, Zebulon\n")
+    with pytest.raises(BundleError, match=r"line 2: .*found another value") as err:
         load_bundle(membership=MEMBERSHIP, source=shifted, synthetic=bundle_files["synthetic"])
-    assert "555" not in str(err.value)
+    assert "Zebulon" not in str(err.value)
 
 
 def test_source_and_train_are_exclusive(bundle_files: dict[str, Path]) -> None:
@@ -268,7 +274,7 @@ def test_unknown_source_id(tmp_path: Path, bundle_files: dict[str, Path]) -> Non
     syn = write_jsonl(
         tmp_path / "s.jsonl", [{"text": "x", "source_id": "t1"}, {"text": "y", "source_id": "zz"}]
     )
-    with pytest.raises(BundleError, match=r"s.jsonl: line 2: source_id 'zz' is not a record_id"):
+    with pytest.raises(BundleError, match=r"s.jsonl: line 2: its source_id is not a record_id"):
         load(bundle_files, synthetic=syn)
 
 

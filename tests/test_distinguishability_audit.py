@@ -138,6 +138,16 @@ def test_a_release_without_source_ids_is_an_error_never_a_pass(tmp_path: Path, c
     assert code == 3 and "source_id" in report["audits"]["distinguishability"]["error"]
 
 
+def test_an_unknown_attack_of_a_disabled_game_is_not_refused(tmp_path: Path) -> None:
+    path = write_policy(
+        tmp_path / "p.yaml",
+        HEAD + "audits:\n  distinguishability:\n    enabled: false\n    attacks: [telepathy]\n"
+        "    thresholds: {max_epsilon: 1}\n"
+        "  membership: {scorers: [ngram], thresholds: {max_auc: 0.9}}\n",
+    )
+    load_policy(path)
+
+
 @pytest.mark.parametrize(
     ("block", "message"),
     [

@@ -106,7 +106,11 @@ def test_unknown_engine_is_bad_input(bundle_files: dict[str, Path], tmp_path: Pa
     policy = bundle_files["policy"]
     policy.write_text(policy.read_text() + "engine:\n  name: nope\n")
     assert main(check_args(bundle_files, tmp_path / "out")) == 2
-    assert f"{policy}:12: engine.name: no engine 'nope'" in capsys.readouterr().err
+    assert f"{policy}: engine.name: no engine 'nope'" in capsys.readouterr().err
+    assert main(["policy", "validate", str(policy)]) == 2
+    assert f"{policy}: engine.name: no engine 'nope'" in capsys.readouterr().err
+    # a policy for another installation's engine runs here with --engine local
+    assert main(check_args(bundle_files, tmp_path / "out", engine="local")) == 1
     with pytest.raises(PluginUnavailableError, match="engine 'nope' is not available"):
         create_engine(EngineSettings(name="nope"))
 

@@ -523,6 +523,15 @@ def test_an_entity_type_no_recognizer_finds_is_refused_before_any_work(
     out = tmp_path / "out"
     assert main([*check_args({**bundle_files, "policy": policy}, out), "--no-mlflow"]) == 2
     assert expected in capsys.readouterr().err and not out.exists()
+    # a pii class of a disabled audit is never loaded, so never refused
+    disabled = write_policy(
+        tmp_path / "d.yaml",
+        "version: 1\nname: t\naudits:\n  disclosure:\n    enabled: false\n    features:\n"
+        "      - {class: pii, engine: spacy, spacy_model: no_such_pipeline}\n"
+        "    thresholds: {max_epsilon: 1}\n"
+        "  membership: {scorers: [ngram], thresholds: {max_auc: 0.9}}\n",
+    )
+    assert main(["policy", "validate", str(disabled)]) == 0
 
 
 def test_a_typo_gets_a_suggestion(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

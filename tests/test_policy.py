@@ -358,7 +358,7 @@ def test_policy_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ("engine: {name: warp}\n", ":11: engine.name: no engine 'warp' in this installation"),
+        ("engine: {name: warp}\n", "p.yaml: engine.name: no engine 'warp' in this installation"),
         ("remediation: {generator: nope}\n", "remediation.generator: unknown generator 'nope'"),
         (
             "remediation: {generator: reference, generator_config: {bogus: 1}}\n",

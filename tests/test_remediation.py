@@ -494,3 +494,23 @@ def test_reference_generator_memorises_then_dp_sgd_passes(tmp_path: Path) -> Non
     assert dp["gate"]["p_value"]["ngram"] > 0.05  # zero learning is not rejected
     assert dp["privacy"]["epsilon"] <= 4.0 and dp["privacy"]["accountant"] == "prv"
     assert dp["release"]["records"] == zero["release"]["records"] > 0
+
+
+def test_an_interrupted_remediation_output_is_recognised_and_a_users_file_is_not(
+    tmp_path: Path,
+) -> None:
+    """Rounds are written into --out and remediation.json last: a run killed after a
+    round leaves no report, and the next run must still take the directory back."""
+    from gate.remediation.report import is_remediation_dir
+
+    out = tmp_path / "out"
+    (out / "round-0" / "report").mkdir(parents=True)
+    (out / "round-0" / "round.json").write_text("{}")
+    (out / "round-1").mkdir()
+    (out / "round-1" / ".report.x1.tmp").mkdir()  # an interrupted evidence write
+    assert is_remediation_dir(out)
+    (out / "round-1" / "notes.txt").write_text("mine")
+    assert not is_remediation_dir(out)
+    (out / "round-1" / "notes.txt").unlink()
+    (out / "remediation.json").write_text('{"my": "report"}')
+    assert not is_remediation_dir(out)

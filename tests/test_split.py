@@ -240,6 +240,8 @@ def test_split_refuses_what_gate_check_would_and_an_empty_side(
             "the split leaves no user in",
         ),
         "blank-user.jsonl": ([{"user_id": " ", "text": "x"}], "line 1: empty 'user_id'"),
+        "blank-id.jsonl": ([{"record_id": " ", "text": "x"}], "line 1: empty 'record_id'"),
+        "blank.jsonl": ([{"text": " "}, {"text": ""}], "all 2 records are empty or white space"),
     }
     for name, (rows, message) in cases.items():
         out = tmp_path / f"out-{name}"
@@ -252,3 +254,14 @@ def test_split_refuses_what_gate_check_would_and_an_empty_side(
         split_source(
             source, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "c", canary_fraction=0.999
         )
+
+
+def test_splitting_an_earlier_output_into_its_directory_keeps_that_file(
+    source: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    split_source(source, p=0.5, seed=3, by="user_id", out_dir=out, canary_fraction=0.3)
+    public = out / "canary-source.jsonl"
+    before = public.read_bytes()
+    again = split_source(public, p=0.5, seed=4, by="user_id", out_dir=out)
+    assert public.read_bytes() == before and again.manifest.canary_source is None

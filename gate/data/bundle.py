@@ -9,7 +9,6 @@ records have ``text``, optional ``record_id`` and ``source_id``. Every problem i
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
@@ -148,11 +147,6 @@ class Bundle:
         return self.source[self.source["split"] == "holdout"]
 
 
-# a 'split' value quoted in an error; a longer one may be a record's text (a CSV
-# whose quoting is broken shifts the text into the column)
-_SPLIT_LABEL = re.compile(r"[\w\-]{0,20}")
-
-
 def _id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
     frame = table.frame
     if column not in frame.columns:
@@ -185,7 +179,7 @@ def _source_frame(
     if user_column != "user_id" and user_column not in frame.columns:
         raise BundleError(
             f"{table.path}: no {user_column!r} column, by which the split manifest defines "
-            f"users; columns found: {column_names(frame)}"
+            f"users; columns found: {column_names(table)}"
         )
     user_id = _id_column(table, user_column, record_id)
     extras = [c for c in frame.columns if c not in (*SOURCE_COLUMNS, "__line__")]
@@ -378,10 +372,8 @@ def load_source(
         bad = ~split.isin(["train", "holdout"])
         if bad.any():
             line = first_line(table.frame, bad)
-            found = str(table.frame["split"][bad].iloc[0])
-            shown = repr(found) if _SPLIT_LABEL.fullmatch(found) else "a value that is no label"
-            raise BundleError(
-                f"{source}: line {line}: 'split' must be 'train' or 'holdout'; found {shown}"
+            raise BundleError(  # the value is not quoted: it may be text shifted there
+                f"{source}: line {line}: 'split' must be 'train' or 'holdout'; found another value"
             )
         frame = _source_frame(table, split, id_prefix="")
     else:
@@ -632,8 +624,7 @@ def _check_source_ids(synthetic: pd.DataFrame, source: pd.DataFrame, table: RawT
     if unknown.any():
         line = int(table.frame.loc[unknown[unknown].index[0], "__line__"])
         raise BundleError(
-            f"{table.path}: line {line}: source_id {given[unknown].iloc[0]!r} is not a "
-            "record_id of the source records"
+            f"{table.path}: line {line}: its source_id is not a record_id of the source records"
         )
 
 

@@ -213,19 +213,25 @@ def _read_parquet(path: str | Path, raw: bytes) -> pd.DataFrame:
     return frame
 
 
-# a column name shown in an error; anything else may be a record read as the header
-_HEADER_NAME = re.compile(r"[\w .\-]{1,64}")
+# columns of a bundle: a CSV header with these names (in any case) is safe to quote
+_KNOWN_COLUMNS = frozenset({"text", "record_id", "user_id", "split", "source_id", "label"})
 
 
-def column_names(frame: pd.DataFrame) -> str:
+def column_names(table: RawTable) -> str:
     """The columns of a table for an error message, without what may be data: a CSV file
-    without a header row has its first record read as the names."""
-    names = [str(c) for c in frame.columns if c != "__line__"]
-    shown = [n for n in names if _HEADER_NAME.fullmatch(n)]
+    without a header row has its first record read as the names, so of a CSV file only
+    the names of the bundle's own columns (in any case) are quoted."""
+    names = [str(c) for c in table.frame.columns if c != "__line__"]
+    if table.format != "csv":
+        return repr(names)
+    shown = [n for n in names if n.casefold() in _KNOWN_COLUMNS]
     hidden = len(names) - len(shown)
     if not hidden:
         return repr(shown)
-    return f"{shown!r} and {hidden} not shown, which look like data (is the header row missing?)"
+    return (
+        f"{shown!r} and {hidden} more, not shown (in a CSV file without a header row the "
+        "names are the first record; is the header row missing?)"
+    )
 
 
 def first_line(frame: pd.DataFrame, mask: pd.Series) -> int:
@@ -257,7 +263,7 @@ def require_text(table: RawTable) -> pd.Series:
     """
     frame = table.frame
     if "text" not in frame.columns:
-        raise BundleError(f"{table.path}: no 'text' column; columns found: {column_names(frame)}")
+        raise BundleError(f"{table.path}: no 'text' column; columns found: {column_names(table)}")
     text = frame["text"]
     if isinstance(text.dtype, pd.StringDtype):  # strings or missing values
         not_str = text.isna()

@@ -104,9 +104,18 @@ def split_source(
         raise BundleError(f"--seed must be >= 0; found {seed}")
     table = read_table(source)
     frame = table.frame
-    require_text(table)  # what gate check would refuse is refused before any file is written
+    texts = require_text(table)  # what gate check refuses is refused before any file is written
+    if not texts.str.strip().astype(bool).any():
+        raise BundleError(
+            f"{source}: all {len(texts)} records are empty or white space: there is nothing "
+            "to audit (check the text column)"
+        )
     if "record_id" in frame.columns:
-        duplicated = frame["record_id"].astype(str).duplicated(keep=False)
+        ids = frame["record_id"]
+        empty = ids.isna() | (ids.astype(str).str.strip() == "")
+        if empty.any():
+            raise BundleError(f"{source}: line {first_line(frame, empty)}: empty 'record_id'")
+        duplicated = ids.astype(str).duplicated(keep=False)
         if duplicated.any():
             lines = frame.loc[duplicated, "__line__"].tolist()[:3]
             raise BundleError(
@@ -122,7 +131,7 @@ def split_source(
     elif by == "user_id":
         units = frame["__line__"].astype(str).to_numpy()  # no users: each record is its own
     else:
-        raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(frame)}")
+        raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(table)}")
 
     flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
     canary = np.zeros(units.size, dtype=bool)
@@ -146,7 +155,11 @@ def split_source(
             f"--out {out_dir}: would overwrite the source {source}; choose another directory"
         )
     out.mkdir(parents=True, exist_ok=True)
-    earlier = _earlier_outputs(out / MANIFEST_NAME) - {path.name for path in outputs}
+    earlier = {
+        name
+        for name in _earlier_outputs(out / MANIFEST_NAME) - {path.name for path in outputs}
+        if (out / name).resolve() != Path(source).resolve()  # a file split again
+    }
     body = frame.drop(columns=["split"], errors="ignore")
     entries = {}
     masks = {"train": flags & ~canary, "holdout": ~flags & ~canary, "canary-source": canary}

@@ -15,7 +15,7 @@ from typing import Any
 from gate._version import __version__
 from gate.atomic import atomic_write, atomic_write_text
 from gate.evidence.writer import is_gate_report_json
-from gate.remediation.loop import RoundRecord
+from gate.remediation.loop import RELEASE_NAME, ROUND_FILE, RoundRecord
 from gate.results import Status
 
 REPORT_NAME = "remediation.json"
@@ -29,11 +29,22 @@ def is_remediation_output(name: str) -> bool:
     return name in (REPORT_NAME, PLOT_NAME, HTML_NAME) or ROUND_DIR.fullmatch(name) is not None
 
 
+ROUND_FILES = frozenset({"report", ROUND_FILE, RELEASE_NAME, "generator"})
+
+
 def is_remediation_dir(out: Path) -> bool:
     """Whether the directory ``out`` is an earlier ``gate remediate`` output: its
-    ``remediation.json`` is one the gate wrote and its rounds are directories."""
+    ``remediation.json`` (missing after an interrupted run) is one the gate wrote, and its
+    rounds are directories of the round's files only (and the hidden staging files of
+    an interrupted write)."""
+    report = out / REPORT_NAME
+    if report.exists() and not is_gate_report_json(report):
+        return False
     rounds = [p for p in out.iterdir() if ROUND_DIR.fullmatch(p.name)]
-    return is_gate_report_json(out / REPORT_NAME) and all(p.is_dir() for p in rounds)
+    return all(
+        p.is_dir() and {c.name for c in p.iterdir() if not c.name.startswith(".")} <= ROUND_FILES
+        for p in rounds
+    )
 
 
 @dataclass(frozen=True)

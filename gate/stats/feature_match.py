@@ -124,8 +124,10 @@ def train_users_to_exceed(
         n = math.floor(math.log(alpha) / math.log(rate)) + 1
     else:  # 1 - sqrt(ln(1/alpha) / (2n)) > rate  <=>  n > ln(1/alpha) / (2 (1-rate)^2)
         n = math.floor(math.log(1.0 / alpha) / (2.0 * (1.0 - rate) ** 2)) + 1
-    while largest_rate_lower_bound(train_users=n, alpha=alpha, estimator=estimator) <= rate:
-        n += 1  # rounding at the boundary
+    for _ in range(8):  # rounding at the boundary (beyond it, floats cannot tell n apart)
+        if largest_rate_lower_bound(train_users=n, alpha=alpha, estimator=estimator) > rate:
+            break
+        n += 1
     return n
 
 
