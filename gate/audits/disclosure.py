@@ -232,8 +232,9 @@ def refuse_checks_that_cannot_fail(
     config: DisclosureAudit, *, train_users: int, p: float, alpha: float
 ) -> None:
     """Raise when the thresholds ``config`` sets (if any) cannot fail with ``train_users``
-    train users, whatever the release holds (a copy of every train record included): with few users
-    the test cannot reject zero learning at ``alpha``, and a PASS would say nothing.
+    train users, whatever the release holds (a copy of every train record included): with
+    few users the test cannot reject zero learning at ``alpha``, and a PASS would say
+    nothing.
 
     Raises:
         AuditError: every check is bounded below its threshold; the message names how many
