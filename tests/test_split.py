@@ -232,7 +232,7 @@ def test_split_refuses_what_gate_check_would_and_an_empty_side(
     cases = {
         "dup.jsonl": (
             [{"record_id": "a", "text": "x"}, {"record_id": "a", "text": "y"}],
-            "one record_id is used more than once, at lines 1, 2",
+            "one record_id is used more than once, at .*dup.jsonl:1, .*dup.jsonl:2",
         ),
         "null.jsonl": ([{"text": "x"}, {"text": None}], "line 2: 'text' must be a string"),
         "one.jsonl": (

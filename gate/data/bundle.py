@@ -24,7 +24,9 @@ from gate.data.io import (
     TableReader,
     column_names,
     first_line,
+    id_column,
     read_table,
+    reject_duplicates,
     require_text,
     sha256_file,
 )
@@ -147,41 +149,19 @@ class Bundle:
         return self.source[self.source["split"] == "holdout"]
 
 
-def _id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
-    frame = table.frame
-    if column not in frame.columns:
-        return default
-    values = frame[column]
-    empty = values.isna() | (values.astype(str).str.strip() == "")
-    if empty.any():
-        line = first_line(frame, empty)
-        raise BundleError(f"{table.path}: line {line}: empty {column!r}")
-    return values.astype(str)
-
-
-def _reject_duplicates(ids: pd.Series, lines: pd.Series, paths: pd.Series, what: str) -> None:
-    duplicated = ids.duplicated(keep=False)
-    if duplicated.any():
-        value = ids[duplicated].iloc[0]  # not in the message: an id may identify a person
-        where = [
-            f"{p}:{ln}" for p, ln in zip(paths[ids == value], lines[ids == value], strict=True)
-        ]
-        raise BundleError(f"one {what} is used more than once, at {', '.join(where[:3])}")
-
-
 def _source_frame(
     table: RawTable, split: pd.Series | str, id_prefix: str, user_column: str = "user_id"
 ) -> pd.DataFrame:
     frame = table.frame
     text = require_text(table)
     default_ids = id_prefix + frame["__line__"].astype(str)
-    record_id = _id_column(table, "record_id", default_ids)
+    record_id = id_column(table, "record_id", default_ids)
     if user_column != "user_id" and user_column not in frame.columns:
         raise BundleError(
             f"{table.path}: no {user_column!r} column, by which the split manifest defines "
             f"users; columns found: {column_names(table)}"
         )
-    user_id = _id_column(table, user_column, record_id)
+    user_id = id_column(table, user_column, record_id)
     extras = [c for c in frame.columns if c not in (*SOURCE_COLUMNS, "__line__")]
     out = pd.DataFrame(
         {
@@ -201,13 +181,13 @@ def _source_frame(
 def _synthetic_frame(table: RawTable) -> pd.DataFrame:
     frame = table.frame
     text = require_text(table)
-    record_id = _id_column(table, "record_id", "synthetic:" + frame["__line__"].astype(str))
+    record_id = id_column(table, "record_id", "synthetic:" + frame["__line__"].astype(str))
     out = pd.DataFrame({"record_id": record_id.array, "text": text.array})
     if "source_id" in frame.columns:
         out["source_id"] = frame["source_id"].astype("string").to_numpy()
     if "label" in frame.columns:
         out["label"] = frame["label"].to_numpy()
-    _reject_duplicates(
+    reject_duplicates(
         out["record_id"], frame["__line__"], pd.Series([table.path] * len(out)), "record_id"
     )
     return out
@@ -398,7 +378,7 @@ def load_source(
             ignore_index=True,
         )
     frame["text"] = normalize_text(frame["text"], text or TextPolicy())
-    _reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
+    reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
     _reject_shared_users(frame)
     _reject_blank_sides(frame)
     canary_frame = None

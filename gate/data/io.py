@@ -276,6 +276,35 @@ def require_text(table: RawTable) -> pd.Series:
     return text.astype(str)
 
 
+def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
+    """The table's ``column`` of ids as strings, or ``default`` if it has none.
+
+    Raises:
+        BundleError: an empty or blank id (its row named).
+    """
+    frame = table.frame
+    if column not in frame.columns:
+        return default
+    values = frame[column]
+    empty = values.isna() | (values.astype(str).str.strip() == "")
+    if empty.any():
+        line = first_line(frame, empty)
+        raise BundleError(f"{table.path}: line {line}: empty {column!r}")
+    return values.astype(str)
+
+
+def reject_duplicates(ids: pd.Series, lines: pd.Series, paths: pd.Series, what: str) -> None:
+    """Refuse an id used twice (its first three places named, never its value: an id may
+    identify a person)."""
+    duplicated = ids.duplicated(keep=False)
+    if duplicated.any():
+        value = ids[duplicated].iloc[0]
+        where = [
+            f"{p}:{ln}" for p, ln in zip(paths[ids == value], lines[ids == value], strict=True)
+        ]
+        raise BundleError(f"one {what} is used more than once, at {', '.join(where[:3])}")
+
+
 def require_regular_file(path: Path, what: str = "file") -> None:
     """Refuse what is missing, a directory, or not a regular file (a FIFO or a device
     would block the gate forever)."""

@@ -9,14 +9,16 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate._version import __version__
 from gate.atomic import atomic_write_text
 from gate.data.io import (
     column_names,
-    first_line,
+    id_column,
     read_table,
+    reject_duplicates,
     require_regular_file,
     require_text,
     sha256_file,
@@ -111,23 +113,12 @@ def split_source(
             "to audit (check the text column)"
         )
     if "record_id" in frame.columns:
-        ids = frame["record_id"]
-        empty = ids.isna() | (ids.astype(str).str.strip() == "")
-        if empty.any():
-            raise BundleError(f"{source}: line {first_line(frame, empty)}: empty 'record_id'")
-        duplicated = ids.astype(str).duplicated(keep=False)
-        if duplicated.any():
-            lines = frame.loc[duplicated, "__line__"].tolist()[:3]
-            raise BundleError(
-                f"{source}: one record_id is used more than once, at lines "
-                f"{', '.join(map(str, lines))}"
-            )
+        ids = id_column(table, "record_id", frame["record_id"])
+        reject_duplicates(
+            ids, frame["__line__"], pd.Series(table.path, index=frame.index), "record_id"
+        )
     if by in frame.columns:
-        missing = frame[by].isna() | (frame[by].astype(str).str.strip() == "")
-        if missing.any():
-            line = first_line(frame, missing)
-            raise BundleError(f"{source}: line {line}: empty {by!r}; every record needs one")
-        units = frame[by].astype(str).to_numpy()
+        units = id_column(table, by, frame[by]).to_numpy()
     elif by == "user_id":
         units = frame["__line__"].astype(str).to_numpy()  # no users: each record is its own
     else:
