@@ -718,7 +718,7 @@ def remediate_release(
     from gate.remediation.utility import UtilityMeter
 
     progress = progress or NullProgress()
-    loaded = load_policy(policy)
+    loaded = _with_engine(load_policy(policy), None, None)
     root_seed = loaded.policy.seed if seed is None else seed
     if root_seed < 0:
         raise InputError(f"--seed must be >= 0; found {root_seed}")

@@ -277,6 +277,15 @@ def _discard_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _emit(text: str, end: str = "\n") -> None:
+    """Print to stdout; a reader that went away (`gate policy schema | head`) is no error.
+    Only here is a BrokenPipeError the closed stdout: elsewhere it is a failed step."""
+    try:
+        print(text, end=end, flush=True)
+    except BrokenPipeError:
+        _discard_stdout()
+
+
 def _split(args: argparse.Namespace) -> int:
     from gate.data.split import split_source
 
@@ -289,17 +298,17 @@ def _split(args: argparse.Namespace) -> int:
         canary_fraction=args.canary_fraction,
     )
     m = outcome.manifest
-    print(
+    _emit(
         f"split {m.source.records} records of {m.source.users} users with p = {m.p:g}, "
         f"seed = {m.seed}: train {m.train.records} records / {m.train.users} users, "
         f"holdout {m.holdout.records} records / {m.holdout.users} users"
     )
     if m.canary_source is not None:
-        print(
+        _emit(
             f"canary source: {m.canary_source.records} records / {m.canary_source.users} "
             "users (in neither train nor holdout)"
         )
-    print(f"manifest: {outcome.manifest_path}")
+    _emit(f"manifest: {outcome.manifest_path}")
     return 0
 
 
@@ -307,18 +316,18 @@ def _policy(args: argparse.Namespace) -> int:
     from gate.policy.loader import effective_policy_yaml, load_policy, policy_json_schema
 
     if args.policy_command == "schema":
-        print(json.dumps(policy_json_schema(), indent=2))
+        _emit(json.dumps(policy_json_schema(), indent=2))
         return 0
     if args.policy_command == "validate":
         from gate.api import validate_policy
 
         found = validate_policy(args.path)
-        print(
+        _emit(
             f"{args.path}: valid policy {found.name!r} (version {found.version}): "
             f"{found.audits} audits, {found.checks} threshold checks; sha256 {found.sha256}"
         )
     else:
-        print(effective_policy_yaml(load_policy(args.path).policy), end="")
+        _emit(effective_policy_yaml(load_policy(args.path).policy), end="")
     return 0
 
 
@@ -340,7 +349,7 @@ def _audits(args: argparse.Namespace) -> int:
         ("generators", GENERATORS),
         ("engines", ENGINES),
     ):
-        print(f"{title}: {' '.join(registry.names())}")
+        _emit(f"{title}: {' '.join(registry.names())}")
     return 0
 
 
@@ -377,10 +386,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    except BrokenPipeError:
-        # the reader of stdout went away (`gate policy schema | head`): nothing to report
-        _discard_stdout()
-        return 0
     except (GateError, OSError, Terminated) as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -25,7 +25,11 @@ GENERIC = "thank you for your message we will look into it and reply soon"
 
 
 class ParrotConfig(GeneratorConfig):
-    fail_with: str | None = Field(None, description="'diverge', 'empty' or 'interrupt'")
+    fail_with: str | None = Field(
+        None,
+        description="'diverge', 'empty', 'interrupt', 'blank' (invisible text, no error), "
+        "'nan_epsilon' or 'delta_above' (an accountant's impossible report)",
+    )
     private_copies: float = Field(0.0, ge=0, le=1, description="Share of train copied under DP.")
 
 
@@ -63,8 +67,8 @@ class ParrotGenerator(ParametricGenerator[ParrotConfig]):
         if privacy is not None:
             spent = PrivacySpent(
                 accountant=privacy.accountant,
-                epsilon=privacy.epsilon,
-                delta=privacy.delta,
+                epsilon=float("nan") if self.config.fail_with == "nan_epsilon" else privacy.epsilon,
+                delta=privacy.delta * (2 if self.config.fail_with == "delta_above" else 1),
                 noise_multiplier=1.0,
                 sample_rate=0.1,
                 steps=10,
@@ -88,6 +92,8 @@ class ParrotGenerator(ParametricGenerator[ParrotConfig]):
             )
         if self.config.fail_with == "interrupt":
             raise KeyboardInterrupt
+        if self.config.fail_with == "blank" and self.private:
+            return ["\u200b"] * n
         rng = np.random.default_rng(self.seed)
         copies = self.config.private_copies if self.private else 1.0
         noisy = float(np.linalg.norm(self.theta - self.fitted)) > 1.0  # RIP noise destroyed it

@@ -284,6 +284,77 @@ def test_spark_reads_datasets_of_part_files_and_uris(tmp_path: Path, spark_engin
     assert as_uri.sha256 == inputs["train"]["sha256"]  # the same files, named another way
 
 
+def test_spark_reads_a_local_dataset_whose_path_has_a_space_or_percent(
+    tmp_path: Path, spark_engine
+) -> None:
+    """A local directory is handed to Spark as file:// plus its path: Path.as_uri()
+    percent-encodes a space as %20, which Hadoop does not decode (PATH_NOT_FOUND)."""
+    from gate.data.io import read_table
+
+    frame = read_table(EXAMPLE / "split" / "train.jsonl").frame.drop(columns="__line__")
+    plain = write_parts(frame, tmp_path / "plain" / "train.parquet", "parquet", 2)
+    odd = write_parts(frame, tmp_path / "my data %41" / "train.parquet", "parquet", 2)
+    found, expected = spark_engine.read_table(odd), spark_engine.read_table(plain)
+    assert found.sha256 == expected.sha256 and len(found.frame) == len(frame)
+
+
+def test_a_java_error_is_named_by_its_root_cause() -> None:
+    from gate.engines.spark import _root_cause
+
+    trace = (
+        "An error occurred while calling o51.getResult.\n"
+        ": org.apache.spark.SparkException: Exception thrown in awaitResult:\n"
+        "\tat org.apache.spark.util.SparkThreadUtils$.awaitResult(SparkThreadUtils.scala:56)\n"
+        "Caused by: org.apache.spark.SparkException: Job aborted due to stage failure\n"
+        "\tat scala.Option.foreach(Option.scala:437)\n"
+        "Caused by: java.io.FileNotFoundException: part-00001.parquet (Permission denied)\n"
+    )
+    assert _root_cause(RuntimeError(trace)) == (
+        "java.io.FileNotFoundException: part-00001.parquet (Permission denied)"
+    )
+    assert _root_cause(RuntimeError("[PATH_NOT_FOUND] Path does not exist\nmore")) == (
+        "[PATH_NOT_FOUND] Path does not exist"
+    )
+
+
+def test_signals_during_the_start_of_spark_are_deferred() -> None:
+    """A SIGTERM while the JVM starts is noted, not raised inside PySpark's launcher (which
+    orphaned the JVM); the handlers are restored afterwards."""
+    import signal
+
+    from gate.engines.spark import _signals_deferred
+
+    before = signal.getsignal(signal.SIGTERM)
+    with _signals_deferred() as received:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+    assert received == [signal.SIGTERM]
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_failed_start_restores_the_environment(tmp_path: Path) -> None:
+    """In a process without a Spark session (this one has the tests' session)."""
+    script = (
+        "import os\n"
+        "from gate.engines.spark import SparkEngine\n"
+        "from gate.policy.models import EngineSettings\n"
+        "engine = SparkEngine(EngineSettings(name='spark', spark_master='no-such-master'))\n"
+        "try:\n"
+        "    engine.session\n"
+        "except RuntimeError as exc:\n"
+        "    print('failed:', str(exc)[:56])\n"
+        "engine.close()\n"
+        "print('PYSPARK_PYTHON' in os.environ)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    failed, leaked = run.stdout.splitlines()
+    assert failed.startswith("failed: Spark did not start on master 'no-such-master'")
+    assert leaked == "False", run.stderr
+
+
 def test_spark_names_the_dataset_it_cannot_read(tmp_path: Path, spark_engine) -> None:
     from gate.data.io import read_table
     from gate.errors import BundleError

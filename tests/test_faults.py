@@ -466,6 +466,23 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     assert run.stdout.strip().endswith(" 0") and "Traceback" not in run.stderr
 
 
+def test_a_broken_pipe_inside_a_step_is_an_error_not_a_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plug-in's pipe or socket failing is not the reader of stdout going away: exit 3
+    (it was exit 0, a PASS in CI, from gate remediate with no verdict written)."""
+
+    def pipe_fails(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("gate.api.remediate_release", pipe_fails)
+    monkeypatch.setattr("gate.api.validate_policy", pipe_fails)
+    policy = write_policy(tmp_path / "p.yaml")
+    assert main(["policy", "validate", str(policy)]) == 3
+    assert main(["remediate", "--policy", str(policy), "--manifest", str(tmp_path)]) == 3
+    assert "Broken pipe" in capsys.readouterr().err
+
+
 def test_an_unexpected_error_is_one_line_and_exit_3(
     bundle_files: dict[str, Path],
     tmp_path: Path,

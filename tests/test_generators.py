@@ -91,12 +91,44 @@ def test_cosine_schedule_reaches_the_optimizer(private: bool) -> None:
     """The schedule reaches the optimizer (also Opacus's DP optimizer): from the same seed,
     cosine and constant fits end at different parameters."""
     cosine = TINY.model_copy(update={"lr_schedule": "cosine"})
-    privacy = DpSgdSpec(epsilon=8.0, delta=1e-3) if private else None
+    privacy = DpSgdSpec(epsilon=8.0, delta=1e-3, noise_seed=5) if private else None
     a, b = ReferenceGenerator(TINY, seed=4), ReferenceGenerator(cosine, seed=4)
     a.fit(USERS, epochs=2, privacy=privacy)
     b.fit(USERS, epochs=2, privacy=privacy)
     assert not np.array_equal(a.parameter_vector(), b.parameter_vector())
     assert np.isfinite(b.parameter_vector()).all()
+
+
+def test_dp_noise_is_secret_unless_seeded() -> None:
+    """Without a noise seed, two DP fits of one generator seed differ (the noise and the
+    Poisson batches come from the operating system's entropy, which no record holds); with
+    one they are identical. A private fit's losses are not in its record."""
+
+    def fitted(spec: DpSgdSpec) -> tuple[np.ndarray, dict]:
+        generator = ReferenceGenerator(TINY, seed=4)
+        report = generator.fit(USERS, epochs=1, privacy=spec)
+        return generator.parameter_vector(), report.as_dict()
+
+    secret = DpSgdSpec(epsilon=8.0, delta=1e-3)
+    (a, record), (b, _) = fitted(secret), fitted(secret)
+    assert not np.array_equal(a, b)
+    assert record["losses"] is None and record["privacy"]["epsilon"] <= 8.0 * 1.01
+    seeded = DpSgdSpec(epsilon=8.0, delta=1e-3, noise_seed=11)
+    assert np.array_equal(fitted(seeded)[0], fitted(seeded)[0])
+
+
+@pytest.mark.parametrize("mode", ["hooks", "functorch"])
+def test_an_empty_poisson_batch_is_a_step_of_noise(mode: str) -> None:
+    """At q = 1/12 about a third of the Poisson batches are empty. Each is a step of noise
+    alone, as DP-SGD's analysis assumes; they were skipped, which showed that no user was
+    sampled (16 steps of the 24 planned with this seed)."""
+    config = TINY.model_copy(update={"batch_size": 1, "grad_sample_mode": mode})
+    generator = ReferenceGenerator(config, seed=3)
+    spec = DpSgdSpec(epsilon=4.0, delta=1 / 12, noise_seed=1)
+    report = generator.fit(USERS, epochs=2, privacy=spec)
+    assert report.privacy is not None and report.privacy.sample_rate == pytest.approx(1 / 12)
+    assert report.steps == report.privacy.steps == 24
+    assert report.privacy.epsilon <= 4.0 * 1.01 and np.isfinite(generator.parameter_vector()).all()
 
 
 @pytest.mark.parametrize("mode", ["hooks", "functorch"])

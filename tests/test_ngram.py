@@ -313,7 +313,7 @@ def test_crafted_token_hash_collisions_cannot_hide_a_copy() -> None:
     s1 = " ".join(a if t == 0 else b for t in pattern)
     s2 = " ".join(b if t == 0 else a for t in pattern)
     # under the public key the two 64-grams collide: the attack is real
-    ids = ngram_spill.token_hashes(pa.array(s1.split() + s2.split()), key="0123456789123456")
+    ids = ngram_module.token_hashes(pa.array(s1.split() + s2.split()), key="0123456789123456")
     hasher = ngram_module.NgramHasher(ids, np.array([0, 64, 128]))
     assert hasher.hashes(np.array([0]), 64) == hasher.hashes(np.array([64]), 64)
     users = np.array([0, 1])
@@ -327,3 +327,39 @@ def test_crafted_token_hash_collisions_cannot_hide_a_copy() -> None:
         assert expected.record_counts.tolist() == [1, 0]
         assert found.record_counts.tolist() == [1, 0]
         assert (found.rare_features, found.disclosed_features) == (rare, 1)
+
+
+def test_decoys_colliding_under_public_token_ids_cannot_hide_a_copy() -> None:
+    """A review's attack on the in-memory path: d is a short vector with
+    Σ d_t B^(7-t) ≡ 0 (mod 2^64) for the module's base (found by lattice reduction), so
+    an 8-gram of token ids x and the decoy x - d (then the copy's tokens) hash alike at
+    every length from 8 to 16. Decoys placed before a verbatim copy made the confirmation,
+    which reads the first release occurrence of a hash, fail: 0 disclosures instead of
+    117. Keyed token hashes make the decoys ordinary n-grams."""
+    d = [142, 73, 16, -63, -158, 0, -23, 97]
+    base, modulus = int(ngram_module._BASE), 1 << 64
+    assert sum(v * pow(base, 7 - t, modulus) for t, v in enumerate(d)) % modulus == 0
+    rng = np.random.default_rng(0)
+    vocabulary = [f"w{i}" for i in range(20_000)]  # the first record fixes ids: w{i} is i + 1
+    target_ids = rng.integers(5000, 15000, size=24)
+    target = " ".join(f"w{i - 1}" for i in target_ids)
+    decoys = []
+    for i in range(target_ids.size - 8 + 1):
+        x = [int(v) for v in target_ids[i : i + 16]]
+        shifted = [a - b for a, b in zip(x[:8], d, strict=True)]
+        decoys.append(" ".join(f"w{v - 1}" for v in shifted + x[8:]))
+    source = [" ".join(vocabulary), target] + [
+        " ".join(rng.choice(vocabulary, 30)) for _ in range(40)
+    ]
+    users = np.arange(len(source))
+    src, syn = corpora(source, [" ".join(decoys[::-1]), target])
+    assert src.ids[src.starts[1] : src.starts[2]].tolist() == target_ids.tolist()
+    public = ngram_module.NgramHasher.of(syn)  # the decoys collide under the public ids
+    # the release's first decoy is that of the copy's last 8-gram
+    last = int(syn.starts[1]) + target_ids.size - 8
+    assert public.hashes(np.array([0]), 8) == public.hashes(np.array([last]), 8)
+    found = ngram_disclosures(src, syn, users=users, n_min=8, n_max=16, max_users=1)
+    plain_src, plain_syn = corpora(source, [target])
+    plain = ngram_disclosures(plain_src, plain_syn, users=users, n_min=8, n_max=16, max_users=1)
+    assert found.record_counts[1] == plain.record_counts[1] == 117
+    assert found.user_counts.tolist() == plain.user_counts.tolist()

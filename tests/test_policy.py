@@ -13,7 +13,7 @@ from gate.audits.registry import policy_checks
 from gate.cli import main
 from gate.errors import PolicyError
 from gate.policy import effective_policy_yaml, load_policy, parse_policy
-from gate.policy.loader import format_yaml_path, policy_json_schema
+from gate.policy.loader import _UniqueKeyLoader, format_yaml_path, policy_json_schema
 from gate.policy.models import NgramFeatures, PiiFeatures, Policy, SemanticFeatures
 
 from .conftest import MINIMAL_POLICY, REPO
@@ -106,6 +106,61 @@ def test_wrong_type_names_what_was_found() -> None:
     message = error_of(MINIMAL_POLICY.replace("n_min: 3", "n_min: three"))
     assert "audits.disclosure.features[0].n_min: Input should be a valid integer" in message
     assert 'found "three"' in message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "max_epsilon: 0.5",
+            'max_epsilon: "0.5"',
+            'max_epsilon: Input should be a valid number; found "0.5"',
+        ),
+        ("n_min: 3", 'n_min: "3"', 'n_min: Input should be a valid integer; found "3"'),
+        ("n_min: 3", "n_min: 3.0", "n_min: Input should be a valid integer; found 3.0"),
+        (
+            "name: test",
+            "name: test\nseed: true",
+            "seed: Input should be a valid integer; found true",
+        ),
+        (
+            "name: test",
+            "name: test\nalpha: '0.05'",
+            'alpha: Input should be a valid number; found "0.05"',
+        ),
+        (
+            "features:",
+            "enabled: 'yes'\n    features:",
+            'enabled: Input should be a valid boolean; found "yes"',
+        ),
+    ],
+)
+def test_values_are_not_coerced(old: str, new: str, expected: str) -> None:
+    """A quoted number, a boolean seed or a quoted boolean is refused, not converted: the
+    policy is read as written."""
+    assert expected in error_of(MINIMAL_POLICY.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(("written", "value"), [("1e-6", 1e-6), ("1.0e9", 1e9), ("-2E+3", -2e3)])
+def test_exponents_without_dot_or_sign_are_numbers(written: str, value: float) -> None:
+    """PyYAML (YAML 1.1) reads 1e-6 as a string; the policy reads it as YAML 1.2 does."""
+    data = yaml.load(f"number: {written}\n", Loader=_UniqueKeyLoader)
+    assert data["number"] == value and isinstance(data["number"], float)
+    policy = parse_policy(MINIMAL_POLICY.replace("max_epsilon: 0.5", "max_epsilon: 5e-1"))
+    assert policy.audits.disclosure.thresholds.max_epsilon == 0.5  # type: ignore[union-attr]
+    assert 'found "1e-6"' in error_of(MINIMAL_POLICY.replace("0.5", '"1e-6"'))
+
+
+def test_lists_are_read_as_tuples_and_their_items_strictly() -> None:
+    pii = HEAD + (
+        "audits:\n  disclosure:\n    features:\n      - class: pii\n"
+        "        entities: [EMAIL_ADDRESS, PHONE_NUMBER]\n    thresholds: {max_epsilon: 0.5}\n"
+    )
+    (features,) = parse_policy(pii).audits.disclosure.features  # type: ignore[union-attr]
+    assert isinstance(features, PiiFeatures)
+    assert features.entities == ("EMAIL_ADDRESS", "PHONE_NUMBER")
+    message = error_of(pii.replace("PHONE_NUMBER", "3"))
+    assert "audits.disclosure.features[0].entities[1]: Input should be a valid string" in message
 
 
 def test_unknown_feature_class() -> None:

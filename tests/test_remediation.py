@@ -236,6 +236,34 @@ def test_rip_rounds_perturb_the_parameters(tmp_path: Path, corpus: Path) -> None
     assert report["rounds"][1]["fit"] == report["rounds"][0]["fit"]
 
 
+def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
+    tmp_path: Path, corpus: Path
+) -> None:
+    """With the noise drawn from the recorded round seed, a reader of remediation.json could
+    regenerate it and subtract it from the kept checkpoint: by default it is drawn from the
+    operating system's entropy, so two runs of one seed differ, and the record says so."""
+
+    def run(policy: Path, name: str, method: str) -> dict:
+        assert remediate(policy, corpus, tmp_path / name, "--no-mlflow", "--method", method) == 0
+        return read(tmp_path / name)["rounds"][1]
+
+    secret = policy_file(tmp_path)
+    first, second = run(secret, "a", "rip"), run(secret, "b", "rip")
+    assert first["seed"] == second["seed"]
+    assert first["rip"]["perturbation_norm"] != second["rip"]["perturbation_norm"]
+    assert first["rip"]["noise_source"].startswith("secret")
+    dp = run(secret, "c", "dpsgd")
+    assert dp["privacy"]["noise_source"].startswith("secret") and dp["fit"]["losses"] is None
+
+    seeded = write_policy(
+        tmp_path / "seeded.yaml",
+        GATE_BLOCK + REMEDIATION.format(generator_config="{}") + "  secret_noise: false\n",
+    )
+    first, second = run(seeded, "d", "rip"), run(seeded, "e", "rip")
+    assert first["rip"]["perturbation_norm"] == second["rip"]["perturbation_norm"]
+    assert "not private" in first["rip"]["noise_source"]
+
+
 def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Path) -> None:
     policy = write_policy(
         tmp_path / "policy.yaml",
@@ -252,16 +280,39 @@ def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Pat
     assert report["generator"] is None and not (out / "round-0" / "generator").exists()
 
 
-@pytest.mark.parametrize("failure", ["diverge", "empty"])
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [("diverge", "diverged"), ("empty", "empty records")],
+)
 def test_training_or_sampling_failure_is_an_error(
-    tmp_path: Path, corpus: Path, failure: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, corpus: Path, failure: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     policy = policy_file(tmp_path, config=f"{{fail_with: {failure}}}")
     assert remediate(policy, corpus, out, "--no-mlflow") == 3
-    assert ("diverged" if failure == "diverge" else "empty records") in capsys.readouterr().err
+    assert message in capsys.readouterr().err
     assert not (out / "round-0").exists()  # no half-written round
     assert not (out / "remediation.json").exists()  # and no verdict
+
+
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        ("blank", "wrote a release the gate refuses"),
+        ("nan_epsilon", "reports epsilon nan > target 8"),
+        ("delta_above", "reports delta"),
+    ],
+)
+def test_a_private_round_that_cannot_be_trusted_is_an_error(
+    tmp_path: Path, corpus: Path, failure: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plug-in's blank release is the generator's error (exit 3), not bad input (exit 2);
+    an accountant reporting NaN or a delta above the target is never a pass."""
+    out = tmp_path / "out"
+    policy = policy_file(tmp_path, config=f"{{fail_with: {failure}}}")
+    assert remediate(policy, corpus, out, "--no-mlflow") == 3
+    assert message in capsys.readouterr().err
+    assert not (out / "remediation.json").exists()
 
 
 def test_interrupt_leaves_no_half_written_round(tmp_path: Path, corpus: Path) -> None:
@@ -298,6 +349,7 @@ def test_interrupt_leaves_no_half_written_round(tmp_path: Path, corpus: Path) ->
         ),
         ("{bogus: 1}", "", [], "remediation.generator_config.bogus"),
         ("{private_copies: 2}", "", [], "remediation.generator_config.private_copies"),
+        ("{}", "engine: {name: nosuch}\n", [], "engine.name: no engine 'nosuch'"),
     ],
 )
 def test_bad_generator_settings_exit_2(

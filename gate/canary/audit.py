@@ -171,6 +171,7 @@ def _train_and_sample(
             delta=p.delta if p.delta is not None else 1.0 / len(examples),
             max_grad_norm=p.max_grad_norm,
             accountant=p.accountant,
+            noise_seed=seed + 2,  # an audit's model is never released: reproducible noise
         )
     generator = generators.generator_cls(generators.generator_config, seed=seed)
     with progress.step(f"training the {label} generator ({len(examples)} examples)"):

@@ -20,10 +20,13 @@ and fetched by Spark (``binaryFile``) and parsed by the gate's file readers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,8 +38,14 @@ from gate.data.io import RawTable, dataset_format, dataset_table, is_uri, read_t
 from gate.engines.base import Engine
 from gate.errors import BundleError
 from gate.features.distinct import distinct_texts
-from gate.features.ngram import NgramDisclosures, NgramHasher, check_ngram_arguments
-from gate.features.ngram_spill import hash_key, text_sizes, token_hashes
+from gate.features.ngram import (
+    NgramDisclosures,
+    NgramHasher,
+    check_ngram_arguments,
+    hash_key,
+    token_hashes,
+)
+from gate.features.ngram_spill import text_sizes
 from gate.features.tokenize import Texts, arrow_texts, tokenize
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
@@ -135,7 +144,7 @@ def ngram_rows(
 ) -> Any:
     """One Arrow record batch of records (``doc``, ``text`` and maybe ``user``) to the
     rows of every n-gram, ``n_min <= n <= n_max``, that fits in its record (an Arrow
-    table); token hashes under ``key`` (:func:`gate.features.ngram_spill.hash_key`)."""
+    table); token hashes under ``key`` (:func:`gate.features.ngram.hash_key`)."""
     corpus, first, second = _hashed_batch(
         batch,
         tokenizer=tokenizer,
@@ -225,6 +234,18 @@ def _first_line(exc: BaseException, limit: int = 300) -> str:
     text = str(exc).strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _root_cause(exc: BaseException) -> str:
+    """What a Java exception says went wrong: the last "Caused by:" of its stack trace (a
+    Py4J error's first line is only "An error occurred while calling o51.getResult."),
+    else its first line."""
+    causes = [
+        line.strip()[len("Caused by:") :].strip()
+        for line in str(exc).splitlines()
+        if line.strip().startswith("Caused by:")
+    ]
+    return _first_line(RuntimeError(causes[-1])) if causes else _first_line(exc)
 
 
 def _answered_errors() -> tuple[type[Exception], ...]:
@@ -346,12 +367,12 @@ class SparkEngine(Engine):
                     if not self._failed:  # a lost JVM cannot stop; its error was reported
                         raise
         finally:
-            if self._owned:
-                for name, value in self._environ.items():
-                    if value is None:
-                        os.environ.pop(name, None)
-                    else:
-                        os.environ[name] = value
+            for name, value in self._environ.items():  # saved before a start, failed or not
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            self._environ = {}
             self._owned = False
             self._session = None
             if self._log is not None and not self._failed:
@@ -384,7 +405,8 @@ class SparkEngine(Engine):
         if is_uri(name):
             location = name
         elif Path(name).is_dir():
-            location = Path(name).resolve().as_uri()
+            # not Path.as_uri(): Hadoop does not decode its %20 (a space) or %25 (a %)
+            location = "file://" + str(Path(name).resolve())
         else:
             return read_table(path)
         fmt = dataset_format(name)
@@ -403,8 +425,16 @@ class SparkEngine(Engine):
                 .toArrow()
             )
         except _answered_errors() as exc:  # a read error, not a lost JVM
+            if _out_of_memory(exc):
+                raise  # explained by _explain_lost_jvm
+            if "maxResultSize" in str(exc):
+                raise BundleError(
+                    f"{name}: the dataset's files are larger than the session's "
+                    "spark.driver.maxResultSize; raise it in the policy's engine.spark_conf "
+                    "(0: no limit; the gate's own sessions have none)"
+                ) from None
             raise BundleError(
-                f"{name}: Spark cannot read the dataset: {_first_line(exc)}"
+                f"{name}: Spark cannot read the dataset: {_root_cause(exc)}"
             ) from None
         return list(
             zip(files.column("path").to_pylist(), files.column("content").to_pylist(), strict=True)
@@ -695,7 +725,12 @@ def _unique_longer(
     )
 
 
-SESSION_DEFAULTS = {"spark.driver.memory": "4g"}  # local[N] runs the tasks in the driver
+SESSION_DEFAULTS = {
+    "spark.driver.memory": "4g",  # local[N] runs the tasks in the driver
+    # the driver fetches the datasets' files and the embeddings (3 GB at 1M + 1M + 1M
+    # records); its memory is the limit that matters, and its error names it
+    "spark.driver.maxResultSize": "0",
+}
 
 
 def default_parallelism(session: Any) -> int:
@@ -756,7 +791,8 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
         saved = os.dup(2)
         try:
             os.dup2(log.fileno(), 2)  # the JVM, started now, inherits this stderr
-            session = builder.getOrCreate()
+            with _signals_deferred() as received:
+                session = builder.getOrCreate()
         except Exception as exc:
             raise RuntimeError(
                 f"Spark did not start on master {master!r}: {type(exc).__name__}: {exc} "
@@ -765,5 +801,30 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+    if received:
+        # stopped before the signal's handler runs: an interrupted launch orphaned a JVM
+        session.stop()
+        Path(log.name).unlink(missing_ok=True)
+        signal.raise_signal(received[0])
     session.sparkContext.setLogLevel("ERROR")
     return session, Path(log.name)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[list[int]]:
+    """SIGTERM and SIGINT are noted, not acted on, while the JVM starts: an exception
+    raised inside PySpark's launcher left the JVM running without its parent (a reviewer
+    saw it after a SIGTERM 1.6 s into the start). The caller stops the session and raises
+    the signal again. Python handlers, unlike blocked signals, are not inherited by the
+    JVM. Outside the main thread nothing changes (only it may set handlers)."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    caught = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in caught}
+    try:
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -8,18 +8,21 @@ shorter n-gram left the question open (an n-gram that occurs once extends to (n+
 that occur once; one absent from the other corpus extends to absent ones). Set operations
 use sorting (numpy's sort of 64-bit keys is far faster than hash tables or random
 ``searchsorted`` here) and a bit-table pre-filter, so only n-grams that might occur in the
-release reach the expensive steps. No Python loop runs over tokens. Hash matches are
-confirmed on the token ids before they count, so a 64-bit collision never becomes a
-disclosure.
+release reach the expensive steps. No Python loop runs over tokens. The polynomial runs
+over the tokens' hashes under a key drawn for each call, so a release cannot craft
+n-grams that collide with a copy's; hash matches are confirmed on the token ids before
+they count, so a 64-bit collision never becomes a disclosure.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import pandas as pd
 
 from gate.features.tokenize import TokenizedCorpus
 
@@ -44,6 +47,23 @@ def hash_powers(count: int, *, base: int | None = None) -> tuple[np.ndarray, np.
     forward = _BASE if base is None else np.uint64(base)
     inverse = _BASE_INV if base is None else np.uint64(pow(base, -1, 1 << 64))
     return _powers(inverse, count), _powers(forward, count)
+
+
+def hash_key() -> str:
+    """A secret key for :func:`token_hashes`, new for every run: with a known key, two
+    tokens whose hashes agree in their low bits can be found, and a Thue–Morse sequence of
+    them collides with its complement under the n-gram hash (a crafted release could hide
+    a copy that way)."""
+    return secrets.token_hex(8)
+
+
+def token_hashes(tokens: Any, *, key: str) -> np.ndarray:
+    """64-bit hashes (never 0) of token strings: SipHash (pandas) under ``key``, a string
+    of 16 characters (:func:`hash_key`)."""
+    values = np.asarray(tokens.to_numpy(zero_copy_only=False), dtype=object)
+    hashed = pd.util.hash_array(values, hash_key=key, categorize=False)
+    hashed[hashed == 0] = 1
+    return hashed
 
 
 class NgramHasher:
@@ -376,6 +396,19 @@ def check_ngram_arguments(
     return users
 
 
+def keyed_hashers(source: TokenizedCorpus, synthetic: TokenizedCorpus) -> tuple[NgramHasher, ...]:
+    """Hashers of two corpora of one vocabulary over their tokens' hashes under a key drawn
+    for this call (:func:`hash_key`). Over the public token ids, a release could place,
+    before a verbatim copy, n-grams whose hash equals the copy's but whose tokens do not
+    (lattice reduction finds them in seconds): the copy's confirmation, which reads the
+    first release occurrence of each hash, failed and the copy went uncounted."""
+    values = token_hashes(source.vocab, key=hash_key())
+    return tuple(
+        NgramHasher(values[corpus.ids - 1] if corpus.ids.size else corpus.ids, corpus.starts)
+        for corpus in (source, synthetic)
+    )
+
+
 def ngram_disclosures(
     source: TokenizedCorpus,
     synthetic: TokenizedCorpus,
@@ -409,7 +442,7 @@ def ngram_disclosures(
         n_users=int(users.max()) + 1 if users.size else 0,
         n_max=n_max,
     )
-    src_hasher, syn_hasher = NgramHasher.of(source), NgramHasher.of(synthetic)
+    src_hasher, syn_hasher = keyed_hashers(source, synthetic)
     lengths = range(n_min, n_max + 1)
     if progress is None:
         steps: Any = [(s, n) for s in range(shards) for n in lengths]

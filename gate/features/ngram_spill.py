@@ -21,7 +21,6 @@ counted in characters.
 from __future__ import annotations
 
 import os
-import secrets
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow.compute as pc
 
 from gate.features.ngram import (
@@ -37,34 +35,19 @@ from gate.features.ngram import (
     NgramHasher,
     NgramTally,
     check_ngram_arguments,
+    hash_key,
     hash_powers,
     partition_of,
+    token_hashes,
 )
 from gate.features.tokenize import Texts, arrow_texts, tokenize
 
 CHUNK_CHARS = 8 * 2**20  # characters of text per chunk of the spilled path
-PARTITION_RECORDS = 1_000_000  # source n_min-grams per partition (17 MB, plus the release's)
+PARTITION_RECORDS = 1_000_000  # n_min-grams of the larger corpus per partition (17 MB)
 CONFIRM_BATCH = 16_384  # disclosures confirmed per mapping of the token files
 _REPEATED, _SHARED = np.uint8(1), np.uint8(2)
 _SOURCE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8"), ("flags", "u1")])
 _RELEASE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8")])
-
-
-def hash_key() -> str:
-    """A secret key for :func:`token_hashes`, new for every run: with a known key, two
-    tokens whose hashes agree in their low bits can be found, and a Thue–Morse sequence of
-    them collides with its complement under the n-gram hash (a crafted release could hide
-    a copy that way)."""
-    return secrets.token_hex(8)
-
-
-def token_hashes(tokens: Any, *, key: str) -> np.ndarray:
-    """64-bit hashes (never 0) of token strings: SipHash (pandas) under ``key``, a string
-    of 16 characters (:func:`hash_key`)."""
-    values = np.asarray(tokens.to_numpy(zero_copy_only=False), dtype=object)
-    hashed = pd.util.hash_array(values, hash_key=key, categorize=False)
-    hashed[hashed == 0] = 1
-    return hashed
 
 
 @dataclass(frozen=True)
@@ -222,8 +205,8 @@ def spilled_ngram_disclosures(
     chunks of ``chunk_chars`` of text through hash partitions on disk (in a temporary
     directory under ``workdir``, removed afterwards).
 
-    ``partitions`` defaults to one per :data:`PARTITION_RECORDS` source tokens. The
-    counts do not depend on the chunks or the partitions.
+    ``partitions`` defaults to one per :data:`PARTITION_RECORDS` tokens of the larger
+    corpus. The counts do not depend on the chunks or the partitions.
     """
     users = check_ngram_arguments(
         n_records=len(source_texts), users=users, n_min=n_min, n_max=n_max, max_users=max_users
@@ -256,7 +239,10 @@ def spilled_ngram_disclosures(
             **options,  # type: ignore[arg-type]
         )
         if partitions is None:
-            partitions = max(1, -(-source.tokens // PARTITION_RECORDS))
+            # every release position is a record at n_min: a release far larger than the
+            # source must not make one partition larger than memory
+            largest = max(source.tokens, synthetic.tokens)
+            partitions = max(1, -(-largest // PARTITION_RECORDS))
         if partitions < 1:
             raise ValueError(f"partitions must be >= 1; found {partitions}")
         return _count(

@@ -43,12 +43,18 @@ class DpSgdSpec:
         max_grad_norm: per-user clipping norm C.
         accountant: Opacus accountant that solves the noise multiplier and reports ε
             (``prv`` or ``rdp``).
+        noise_seed: seeds the Gaussian noise (the Poisson batches then follow the
+            generator's seed); None (the default) draws both from the operating system's
+            entropy and records nothing of it. The guarantee holds only against an
+            adversary who cannot reproduce the noise: a seed recorded in the evidence or
+            the checkpoint lets its reader subtract it.
     """
 
     epsilon: float
     delta: float
     max_grad_norm: float = 1.0
     accountant: Literal["prv", "rdp"] = "prv"
+    noise_seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,9 @@ class FitReport:
         return {
             "epochs": self.epochs,
             "steps": self.steps,
-            "losses": list(self.losses),
+            # a private fit's losses are exact statistics of the train users, which its
+            # epsilon does not cover: not released
+            "losses": list(self.losses) if self.privacy is None else None,
             "seconds": self.seconds,
             "examples": self.examples,
             "privacy": None if self.privacy is None else self.privacy.as_dict(),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import secrets
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -221,6 +222,9 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
         lr = c.learning_rate if privacy is None else (c.dp_learning_rate or c.learning_rate)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
         batches_gen = torch.Generator().manual_seed(self.seed + 1)
+        if privacy is not None and privacy.noise_seed is None:
+            # secret Poisson batches: which users a step sampled is part of the mechanism
+            batches_gen.manual_seed(secrets.randbits(63))
         loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(data),
             batch_size=min(c.batch_size, len(encoded)),
@@ -231,7 +235,9 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
         trained = model
         if privacy is not None:
             engine = privacy_engine_class()(accountant=privacy.accountant)
-            noise_gen = torch.Generator(device=device).manual_seed(self.seed + 2)
+            noise_gen = torch.Generator(device=device).manual_seed(
+                secrets.randbits(63) if privacy.noise_seed is None else privacy.noise_seed
+            )
             trained, optimizer, loader = engine.make_private_with_epsilon(
                 module=model,
                 optimizer=optimizer,
@@ -251,15 +257,20 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
         for epoch in progress.track(range(epochs), total=epochs, description="training epochs"):
             total, count = 0.0, 0
             for (batch,) in loader:
-                if batch.shape[0] == 0:
-                    # an empty Poisson batch releases nothing: no step (the accountant counts
-                    # the steps taken, so the reported epsilon stays an upper bound)
-                    continue
                 batch = batch.to(device)
                 if c.lr_schedule == "cosine":
                     for group in optimizer.param_groups:
                         group["lr"] = _cosine_rate(lr, step=steps, steps=planned_steps)
                 optimizer.zero_grad(set_to_none=True)
+                if batch.shape[0] == 0:  # Poisson sampling drew no user (DP-SGD only)
+                    # a step of noise alone, as the analysis assumes: skipping it would
+                    # show that no user was sampled (the model cannot run an empty batch;
+                    # Opacus clips and sums empty per-example gradients to zero)
+                    for p in optimizer.params:
+                        p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+                    optimizer.step()
+                    steps += 1
+                    continue
                 per_user = _sequence_losses(trained, batch)
                 loss = per_user.mean()
                 if not torch.isfinite(loss):

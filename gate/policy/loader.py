@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,13 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,
+)
+# YAML 1.1 (PyYAML) reads 1e-6 and 1.0e9 as strings: an exponent needs a dot and a
+# sign there. YAML 1.2 reads them as numbers, as users of δ = 1e-6 expect.
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
 )
 
 

@@ -20,11 +20,39 @@ SCHEMA_VERSION = 1
 _Settings = typing.TypeVar("_Settings", bound=BaseModel)
 
 
+def _is_tuple(annotation: object) -> bool:
+    """A ``tuple[...]`` annotation, or a union (``tuple[...] | None``) holding one."""
+    if typing.get_origin(annotation) is tuple:
+        return True
+    return any(typing.get_origin(a) is tuple for a in typing.get_args(annotation))
+
+
 class StrictModel(BaseModel):
-    # allow_inf_nan=False: a threshold of .inf or .nan could never fail.
+    """Base of every policy model: no unknown keys, no coercion (the string "0.6" is not a
+    number, ``true`` is not 1; a YAML list is read as a tuple where the field is one).
+    allow_inf_nan=False: a threshold of .inf or .nan could never fail."""
+
     model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False, strict=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists_as_tuples(cls, data: object) -> object:
+        # strict mode takes only tuple instances for a tuple field; YAML has lists
+        if not isinstance(data, dict):
+            return data
+        tuples = {
+            key
+            for name, info in cls.model_fields.items()
+            if _is_tuple(info.annotation)
+            for key in (name, info.alias)
+            if key is not None
+        }
+        return {
+            key: tuple(value) if key in tuples and isinstance(value, list) else value
+            for key, value in data.items()
+        }
 
 
 class ThresholdModel(StrictModel):
@@ -863,6 +891,13 @@ class Remediation(StrictModel):
     )
     dpsgd: DpSgdRemediation = Field(default_factory=DpSgdRemediation)
     rip: RipRemediation = Field(default_factory=RipRemediation)
+    secret_noise: bool = Field(
+        True,
+        description="Draw the privacy noise (DP-SGD's Gaussian noise and Poisson batches, "
+        "RIP's perturbation) from the operating system's entropy, never recorded, so that "
+        "whoever reads the evidence or the checkpoint cannot subtract it; false: from the "
+        "recorded round seed, reproducible and not private (tests only).",
+    )
 
 
 class EngineSettings(StrictModel):

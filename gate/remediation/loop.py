@@ -22,6 +22,7 @@ import numpy as np
 
 from gate.atomic import atomic_write_text
 from gate.data.io import sha256_file
+from gate.errors import InputError
 from gate.generators.base import (
     DpSgdSpec,
     Generator,
@@ -168,6 +169,13 @@ def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
     return out
 
 
+def _noise_source(secret: bool) -> str:
+    """How a round's privacy noise was drawn, for its record (never the noise's seed)."""
+    if secret:
+        return "secret: the operating system's entropy, not recorded"
+    return "seeded from the round seed (remediation.secret_noise: false): reproducible, not private"
+
+
 def round_seed(seed: int, index: int) -> tuple[int, dict[str, Any]]:
     """The generator seed of round ``index``: a child of the run's seed sequence."""
     child = np.random.SeedSequence(seed, spawn_key=(index,))
@@ -228,6 +236,7 @@ class RemediationRun:
                 delta=default_delta(delta=r.dpsgd.delta, train_users=len(self.users)),
                 max_grad_norm=r.dpsgd.max_grad_norm,
                 accountant=r.dpsgd.accountant,
+                noise_seed=None if r.secret_noise else gen_seed + 2,
             )
         with self.progress.step(f"round {plan.index}: training ({plan.label})"):
             report = generator.fit(
@@ -240,11 +249,17 @@ class RemediationRun:
                     f"generator {self.generator_cls.name!r} was asked for DP-SGD but reported "
                     "no privacy spent; it cannot be used for the dpsgd method"
                 )
-            spent = report.privacy.as_dict()
-            if report.privacy.epsilon > privacy.epsilon * (1 + ACCOUNTANT_TOLERANCE):
+            spent = {**report.privacy.as_dict(), "noise_source": _noise_source(r.secret_noise)}
+            reported = report.privacy
+            if not reported.epsilon <= privacy.epsilon * (1 + ACCOUNTANT_TOLERANCE):  # NaN too
                 raise GeneratorError(
-                    f"the accountant reports epsilon {report.privacy.epsilon:.4g} > target "
+                    f"the accountant reports epsilon {reported.epsilon:.4g} > target "
                     f"{privacy.epsilon:g}"
+                )
+            if not reported.delta <= privacy.delta:
+                raise GeneratorError(
+                    f"the accountant reports delta {reported.delta:.4g} > target "
+                    f"{privacy.delta:.4g}"
                 )
         return generator, report.as_dict(), spent, None
 
@@ -283,10 +298,11 @@ class RemediationRun:
             self._spread,
             eta=plan.target,
             noise=r.rip.noise,
-            rng=np.random.default_rng(gen_seed),
+            rng=np.random.default_rng(None if r.secret_noise else gen_seed),
         )
         rip = {
             **noise.as_dict(),
+            "noise_source": _noise_source(r.secret_noise),
             "replicas": self._spread.replicas,
             "half_size": self._spread.half_size,
             "sigma": self._spread.sigma,
@@ -332,6 +348,11 @@ class RemediationRun:
         t0 = time.perf_counter()
         n = self.remediation.sample_size or self.train_records
         texts = generator.sample(n, progress=self.progress)
+        if len(texts) != n or not all(isinstance(t, str) for t in texts):
+            raise GeneratorError(
+                f"generator {self.generator_cls.name!r} returned {len(texts)} records for the "
+                f"{n} asked, or a record that is not text"
+            )
         release = round_dir / RELEASE_NAME
         lines = (
             json.dumps({"record_id": f"g{plan.index}-{i:06d}", "text": t}, ensure_ascii=False)
@@ -348,7 +369,12 @@ class RemediationRun:
         seconds["utility"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        gated = self.evaluate(release, round_dir / "report", run_id, plan)
+        try:
+            gated = self.evaluate(release, round_dir / "report", run_id, plan)
+        except InputError as exc:  # the inputs passed before round 0: the release is at fault
+            raise GeneratorError(
+                f"generator {self.generator_cls.name!r} wrote a release the gate refuses: {exc}"
+            ) from exc
         seconds["gate"] = time.perf_counter() - t0
 
         release_info: dict[str, Any] = {
