@@ -116,6 +116,7 @@ class ParrotGenerator(ParametricGenerator[ParrotConfig]):
 
     def save(self, directory: Path) -> None:
         (directory / "parrot.txt").write_text("private" if self.private else "plain")
+        (directory / "theta.txt").write_text(" ".join(repr(float(v)) for v in self.theta))
 
     @classmethod
     def load(cls, directory: Path) -> Any:

@@ -319,17 +319,34 @@ def test_a_java_error_is_named_by_its_root_cause() -> None:
 
 def test_signals_during_the_start_of_spark_are_deferred() -> None:
     """A SIGTERM while the JVM starts is noted, not raised inside PySpark's launcher (which
-    orphaned the JVM); the handlers are restored afterwards."""
+    orphaned the JVM); a second one is acted on at once (a hung start stays interruptible);
+    the handlers are restored afterwards, and an ignored signal stays ignored."""
     import signal
 
     from gate.engines.spark import _signals_deferred
 
-    before = signal.getsignal(signal.SIGTERM)
-    with _signals_deferred() as received:
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.05)
-    assert received == [signal.SIGTERM]
-    assert signal.getsignal(signal.SIGTERM) is before
+    class Stop(Exception):
+        pass
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stop
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        received: list[int] = []
+        with pytest.raises(Stop), _signals_deferred(received):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert received == [signal.SIGTERM]
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        assert received == [signal.SIGTERM] * 2
+        assert signal.getsignal(signal.SIGTERM) is stop
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with _signals_deferred([]):
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_a_failed_start_restores_the_environment(tmp_path: Path) -> None:

@@ -149,6 +149,9 @@ def test_exponents_without_dot_or_sign_are_numbers(written: str, value: float) -
     policy = parse_policy(MINIMAL_POLICY.replace("max_epsilon: 0.5", "max_epsilon: 5e-1"))
     assert policy.audits.disclosure.thresholds.max_epsilon == 0.5  # type: ignore[union-attr]
     assert 'found "1e-6"' in error_of(MINIMAL_POLICY.replace("0.5", '"1e-6"'))
+    # a string of that form is quoted by `gate policy show`, so its output reads back
+    named = parse_policy(MINIMAL_POLICY.replace("name: test", 'name: "8271e42"'))
+    assert parse_policy(effective_policy_yaml(named)) == named
 
 
 def test_lists_are_read_as_tuples_and_their_items_strictly() -> None:

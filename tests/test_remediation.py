@@ -241,26 +241,31 @@ def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
 ) -> None:
     """With the noise drawn from the recorded round seed, a reader of remediation.json could
     regenerate it and subtract it from the kept checkpoint: by default it is drawn from the
-    operating system's entropy, so two runs of one seed differ, and the record says so."""
+    operating system's entropy, so two runs of one seed keep different checkpoints, and
+    the record holds neither the drawn radius nor the model's losses."""
 
-    def run(policy: Path, name: str, method: str) -> dict:
+    def run(policy: Path, name: str, method: str) -> tuple[dict, str]:
         assert remediate(policy, corpus, tmp_path / name, "--no-mlflow", "--method", method) == 0
-        return read(tmp_path / name)["rounds"][1]
+        rounds = read(tmp_path / name)["rounds"]
+        # RIP releases round 0's model plus noise; a DP-SGD round's model is its own
+        assert rounds[0]["fit"]["losses"] is None if method == "rip" else rounds[0]["fit"]["losses"]
+        assert rounds[1]["fit"]["losses"] is None
+        return rounds[1], (tmp_path / name / "round-1" / "generator" / "theta.txt").read_text()
 
     secret = policy_file(tmp_path)
-    first, second = run(secret, "a", "rip"), run(secret, "b", "rip")
-    assert first["seed"] == second["seed"]
-    assert first["rip"]["perturbation_norm"] != second["rip"]["perturbation_norm"]
+    (first, kept_a), (second, kept_b) = run(secret, "a", "rip"), run(secret, "b", "rip")
+    assert first["seed"] == second["seed"] and kept_a != kept_b
     assert first["rip"]["noise_source"].startswith("secret")
-    dp = run(secret, "c", "dpsgd")
-    assert dp["privacy"]["noise_source"].startswith("secret") and dp["fit"]["losses"] is None
+    assert "radius" not in first["rip"] and "perturbation_norm" not in first["rip"]
+    dp, _ = run(secret, "c", "dpsgd")
+    assert dp["privacy"]["noise_source"].startswith("secret")
 
     seeded = write_policy(
         tmp_path / "seeded.yaml",
         GATE_BLOCK + REMEDIATION.format(generator_config="{}") + "  secret_noise: false\n",
     )
-    first, second = run(seeded, "d", "rip"), run(seeded, "e", "rip")
-    assert first["rip"]["perturbation_norm"] == second["rip"]["perturbation_norm"]
+    (first, kept_a), (second, kept_b) = run(seeded, "d", "rip"), run(seeded, "e", "rip")
+    assert kept_a == kept_b and first["rip"]["radius"] == second["rip"]["radius"]
     assert "not private" in first["rip"]["noise_source"]
 
 

@@ -431,7 +431,7 @@ class SparkEngine(Engine):
                 raise BundleError(
                     f"{name}: the dataset's files are larger than the session's "
                     "spark.driver.maxResultSize; raise it in the policy's engine.spark_conf "
-                    "(0: no limit; the gate's own sessions have none)"
+                    "(0: no limit, the default of sessions the gate starts)"
                 ) from None
             raise BundleError(
                 f"{name}: Spark cannot read the dataset: {_root_cause(exc)}"
@@ -787,13 +787,15 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     )
     for key, value in {**SESSION_DEFAULTS, **conf}.items():
         builder = builder.config(key, value)
+    received: list[int] = []
     with tempfile.NamedTemporaryFile(prefix="gate-spark-", suffix=".log", delete=False) as log:
         saved = os.dup(2)
         try:
             os.dup2(log.fileno(), 2)  # the JVM, started now, inherits this stderr
-            with _signals_deferred() as received:
+            with _signals_deferred(received):
                 session = builder.getOrCreate()
         except Exception as exc:
+            _deliver(received)  # a signal that came during a failed start comes first
             raise RuntimeError(
                 f"Spark did not start on master {master!r}: {type(exc).__name__}: {exc} "
                 f"(Spark's log: {log.name})"
@@ -805,26 +807,49 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
         # stopped before the signal's handler runs: an interrupted launch orphaned a JVM
         session.stop()
         Path(log.name).unlink(missing_ok=True)
-        signal.raise_signal(received[0])
+        _deliver(received)
+        raise RuntimeError(f"Spark's start was interrupted by signal {received[0]}")
     session.sparkContext.setLogLevel("ERROR")
     return session, Path(log.name)
 
 
+def _deliver(received: list[int]) -> None:
+    """Raise the first signal noted again, now that its handler may act on it."""
+    if received:
+        signal.raise_signal(received[0])
+
+
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[list[int]]:
-    """SIGTERM and SIGINT are noted, not acted on, while the JVM starts: an exception
-    raised inside PySpark's launcher left the JVM running without its parent (a reviewer
-    saw it after a SIGTERM 1.6 s into the start). The caller stops the session and raises
-    the signal again. Python handlers, unlike blocked signals, are not inherited by the
-    JVM. Outside the main thread nothing changes (only it may set handlers)."""
-    received: list[int] = []
+def _signals_deferred(received: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGINT are noted in ``received``, not acted on, while the JVM starts:
+    an exception raised inside PySpark's launcher left the JVM running without its parent
+    (a reviewer saw it after a SIGTERM 1.6 s into the start). The caller stops the session
+    and delivers the signal. A second signal is acted on at once (a start that hangs, a
+    YARN queue that is full, can still be interrupted). Python handlers, unlike blocked
+    signals, are not inherited by the JVM. A signal ignored or handled outside Python is
+    left as it is; outside the main thread nothing changes (only it may set handlers)."""
     if threading.current_thread() is not threading.main_thread():
-        yield received
+        yield
         return
-    caught = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in caught}
-    try:
-        yield received
-    finally:
+    previous = {
+        s: handler
+        for s in (signal.SIGTERM, signal.SIGINT)
+        if (handler := signal.getsignal(s)) is not None and handler is not signal.SIG_IGN
+    }
+
+    def restore() -> None:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+    def note(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) > 1:
+            restore()
+            signal.raise_signal(signum)
+
+    for s in previous:
+        signal.signal(s, note)
+    try:
+        yield
+    finally:
+        restore()

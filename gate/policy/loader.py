@@ -57,12 +57,19 @@ _UniqueKeyLoader.add_constructor(
     _construct_mapping,
 )
 # YAML 1.1 (PyYAML) reads 1e-6 and 1.0e9 as strings: an exponent needs a dot and a
-# sign there. YAML 1.2 reads them as numbers, as users of δ = 1e-6 expect.
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+.0123456789"),
-)
+# sign there. YAML 1.2 reads them as numbers, as users of δ = 1e-6 expect; the dumper of
+# `gate policy show` quotes strings of that form, so that its output reads back the same.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+
+
+class _PolicyDumper(yaml.SafeDumper):
+    """SafeDumper that quotes what the policy loader would read as a number."""
+
+
+for _resolving in (_UniqueKeyLoader, _PolicyDumper):
+    _resolving.add_implicit_resolver(
+        "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789")
+    )
 
 
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:
@@ -234,7 +241,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
 def effective_policy_yaml(policy: Policy) -> str:
     """The policy after defaults, as YAML."""
     data = policy.model_dump(mode="json", by_alias=True)
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return yaml.dump(data, Dumper=_PolicyDumper, sort_keys=False, allow_unicode=True)
 
 
 def policy_json_schema() -> dict[str, Any]:

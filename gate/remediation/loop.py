@@ -301,7 +301,7 @@ class RemediationRun:
             rng=np.random.default_rng(None if r.secret_noise else gen_seed),
         )
         rip = {
-            **noise.as_dict(),
+            **noise.as_dict(with_draw=not r.secret_noise),
             "noise_source": _noise_source(r.secret_noise),
             "replicas": self._spread.replicas,
             "half_size": self._spread.half_size,
@@ -341,9 +341,12 @@ class RemediationRun:
         generator, fit, privacy, rip = self._train(plan, gen_seed)
         seconds["train"] = time.perf_counter() - t0
         rip_planned = any(p.method == "rip" for p in self.plans)
-        if plan.method == "none" and rip_planned and isinstance(generator, ParametricGenerator):
-            self._rip_base, self._rip_theta = generator, generator.parameter_vector()
-            self._rip_fit, self._rip_seed = fit, gen_seed
+        if plan.method == "none" and rip_planned:
+            # RIP releases this model plus noise: its losses are not released either
+            fit = {**fit, "losses": None}
+            if isinstance(generator, ParametricGenerator):
+                self._rip_base, self._rip_theta = generator, generator.parameter_vector()
+                self._rip_fit, self._rip_seed = fit, gen_seed
 
         t0 = time.perf_counter()
         n = self.remediation.sample_size or self.train_records
@@ -371,7 +374,9 @@ class RemediationRun:
         t0 = time.perf_counter()
         try:
             gated = self.evaluate(release, round_dir / "report", run_id, plan)
-        except InputError as exc:  # the inputs passed before round 0: the release is at fault
+        except InputError as exc:
+            if str(release) not in str(exc):  # a private file changed during the run
+                raise
             raise GeneratorError(
                 f"generator {self.generator_cls.name!r} wrote a release the gate refuses: {exc}"
             ) from exc

@@ -85,13 +85,16 @@ class RipNoise:
     perturbation_norm: float
     parameters: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, with_draw: bool = True) -> dict[str, Any]:
+        """The record; ``with_draw=False`` leaves out the drawn radius and norm, which
+        tell a reader who can retrain on a candidate dataset D whether
+        ‖θ′ − θ_D‖ is the norm drawn (it is then D)."""
+        drawn = {"radius": self.radius, "perturbation_norm": self.perturbation_norm}
         return {
             "eta": self.eta,
             "noise": self.noise,
             "laplace_scale": self.laplace_scale,
-            "radius": self.radius,
-            "perturbation_norm": self.perturbation_norm,
+            **(drawn if with_draw else {}),
             "parameters": self.parameters,
         }
 

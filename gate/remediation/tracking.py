@@ -20,7 +20,8 @@ def round_metrics(record: RoundRecord) -> dict[str, float]:
             metrics[f"dpsgd.{key}"] = float(record.privacy[key])
     if record.rip is not None:
         for key in ("eta", "laplace_scale", "radius", "perturbation_norm", "sigma"):
-            metrics[f"rip.{key}"] = float(record.rip[key])
+            if key in record.rip:  # the drawn radius and norm only with seeded noise
+                metrics[f"rip.{key}"] = float(record.rip[key])
     for group, values in record.gate.items():
         for name, value in values.items():
             metrics[f"gate.{name}.{group}"] = float(value)
