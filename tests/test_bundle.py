@@ -473,7 +473,7 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
 
     pattern = "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in invisible_ranges()) + "]"
     if policy.strip_invisible:
-        texts = texts.map(lambda t: re.sub(pattern, "", t))
+        texts = texts.map(lambda t: re.sub(pattern, "", t).replace("\u2800", " "))
     if policy.normalization != "none":
         texts = texts.map(lambda t: unicodedata.normalize(policy.normalization, t))
     if policy.casefold:
@@ -530,6 +530,34 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
                     assert got.name == "text"
                     assert got.tolist() == _reference_normalize(series, policy).tolist(), policy
     assert normalize_text(pd.Series(["e\u200b\u0301"]), TextPolicy()).tolist() == ["\u00e9"]
+
+
+# Unicode 15.1's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), unassigned
+# code points included
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)  # fmt: skip
+
+
+def test_every_default_ignorable_code_point_is_stripped_and_a_braille_blank_is_a_space() -> None:
+    """A review hid verbatim copies behind U+180B (a Mongolian variation selector), one in
+    every word, and joined whole records into one token with U+2800 (braille blank)."""
+    from gate.data.bundle import normalize_text
+    from gate.policy.models import TextPolicy
+
+    points = [c for lo, hi in DEFAULT_IGNORABLE for c in range(lo, hi + 1)]
+    texts = pd.Series([f"alpha{chr(c)}beta" for c in points] + ["alpha\u2800beta"])
+    got = normalize_text(texts, TextPolicy()).tolist()
+    assert got == ["alphabeta"] * len(points) + ["alpha beta"]
+    # a copy with U+180B in every word reads as the copy
+    copy = " ".join(f"{w[:2]}\u180b{w[2:]}" for w in ["the", "patient", "called", "about", "her"])
+    assert normalize_text(pd.Series([copy]), TextPolicy()).tolist() == [
+        "the patient called about her"
+    ]
 
 
 def test_a_side_is_blank_exactly_when_python_s_strip_empties_every_text(

@@ -48,7 +48,17 @@ from .conftest import write_jsonl
     ("kind", "raw", "expected"),
     [
         ("PHONE_NUMBER", "(555) 123-4567", "5551234567"),
-        ("PHONE_NUMBER", "+1 555.123.4567", "15551234567"),
+        ("PHONE_NUMBER", "+1 555.123.4567", "5551234567"),
+        ("PHONE_NUMBER", "1 (555) 123-4567", "5551234567"),
+        (
+            "PHONE_NUMBER",
+            "\u0665\u0665\u0665-\u0661\u0662\u0663-\u0664\u0665\u0666\u0667",
+            "5551234567",
+        ),
+        ("PHONE_NUMBER", "+44 20 7946 0958", "2079460958"),
+        ("PHONE_NUMBER", "020 7946 0958", "2079460958"),
+        ("PHONE_NUMBER", "+1 555.123.4567 ext. 12", "5551234567x12"),
+        ("CREDIT_CARD", "\uff14\uff11\uff11\uff11-1111-1111-1111", "4111111111111111"),
         ("EMAIL_ADDRESS", "John.Smith@Example.COM", "john.smith@example.com"),
         ("PERSON", "  John   SMITH ", "john smith"),
         ("IBAN_CODE", "de89 3704 0044 0532 0130 00", "DE89370400440532013000"),

@@ -204,17 +204,27 @@ def _fingerprint(table: RawTable, users: int | None, records: int) -> Fingerprin
     )
 
 
-# Invisible beyond Unicode's format characters (category Cf): variation selectors, the
-# combining grapheme joiner, Hangul and Khmer fillers that render as nothing.
+# Invisible beyond Unicode's format characters (category Cf): the rest of Unicode's
+# Default_Ignorable_Code_Point set (DerivedCoreProperties.txt), which renderers draw as
+# nothing, unassigned code points of it included: variation selectors (Mongolian ones
+# too), the combining grapheme joiner, Hangul and Khmer fillers, and the reserved
+# U+2065, U+FFF0-U+FFF8 and plane 14. A review hid verbatim copies behind U+180B, one
+# in every word (each token then differs from train's).
 _ALSO_INVISIBLE = (
     (0x034F, 0x034F),
     (0x115F, 0x1160),
     (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2065, 0x2065),
     (0x3164, 0x3164),
     (0xFE00, 0xFE0F),
     (0xFFA0, 0xFFA0),
-    (0xE0100, 0xE01EF),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
 )
+# Drawn as a blank of a space's width but not white space (a whole record would be one
+# whitespace token): read as a space.
+_BLANK_LOOKALIKES = "\u2800"
 
 
 @functools.cache
@@ -285,6 +295,9 @@ def _normalized_chunk(values: pa.Array, policy: TextPolicy) -> pa.Array:
         return values
     if policy.strip_invisible:
         changed = pc.replace_substring_regex(changed, pattern=invisible_pattern(), replacement="")
+        changed = pc.replace_substring_regex(
+            changed, pattern=f"[{_BLANK_LOOKALIKES}]", replacement=" "
+        )
     if policy.normalization != "none":
         form = policy.normalization
         changed = pa.array(

@@ -137,8 +137,9 @@ class TextPolicy(StrictModel):
     )
     strip_invisible: bool = Field(
         True,
-        description="Remove zero-width and invisible format characters (U+200B-U+200D, "
-        "U+2060, U+FEFF, soft hyphen).",
+        description="Remove the characters Unicode draws as nothing (Default_Ignorable_Code_"
+        "Point: zero-width spaces and joiners, U+FEFF, soft hyphen, variation selectors, "
+        "fillers, tags) and read U+2800 (braille blank) as a space.",
     )
     casefold: bool = Field(
         False, description="Case-fold all text (str.casefold) before any feature class."
