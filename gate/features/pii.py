@@ -54,6 +54,10 @@ from gate.imports import imports_blocked
 _DIGITS = re.compile(r"\D+")
 _SPACES = re.compile(r"\s+")
 _ALNUM = re.compile(r"[^0-9A-Za-z]+")
+# a title before a name, a generational suffix or a possessive after it
+_NAME_AFFIXES = re.compile(
+    r"^(?:dr|mr|mrs|ms|mx|miss|prof|sir|dame)\.?\s+|,?\s+(?:jr|sr|ii|iii|iv)\.?$|['\u2019]s?$"
+)
 _CHUNK = 64  # documents per batch (spaCy batch and unit of work of a worker)
 # fewer unique documents per worker than this: no worker pool (start-up would not pay)
 _DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 250}
@@ -74,7 +78,10 @@ def normalise(entity_type: str, value: str) -> str:
         return _ascii_digits(value)
     if entity_type in ("IBAN_CODE", "US_BANK_NUMBER"):
         return _ALNUM.sub("", value).upper()
-    return _SPACES.sub(" ", value.strip()).lower()
+    text = _SPACES.sub(" ", value.strip()).lower()
+    if entity_type == "PERSON":  # "Dr. Jill Rose Jr." and "Jill Rose's" are Jill Rose
+        text = _NAME_AFFIXES.sub("", text).strip()
+    return text
 
 
 def _ascii_digits(value: str) -> str:
