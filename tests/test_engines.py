@@ -326,7 +326,7 @@ def test_signals_during_the_start_of_spark_are_deferred() -> None:
     from gate.engines.spark import _signals_deferred
 
     class Stop(Exception):
-        pass
+        """Raised by the handler the gate had before the start."""
 
     def stop(signum: int, frame: object) -> None:
         raise Stop
