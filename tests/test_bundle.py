@@ -470,10 +470,20 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
     import re
 
     from gate.data.bundle import invisible_ranges
+    from gate.data.confusables import ascii_lookalikes
 
     pattern = "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in invisible_ranges()) + "]"
     if policy.strip_invisible:
         texts = texts.map(lambda t: re.sub(pattern, "", t).replace("\u2800", " "))
+    if policy.fold_confusables:
+        lookalikes = ascii_lookalikes()
+        decompose = {"NFKC": "NFKD", "NFC": "NFD"}.get(policy.normalization)
+        texts = texts.map(
+            lambda t: "".join(
+                lookalikes.get(ord(c), c)
+                for c in (unicodedata.normalize(decompose, t) if decompose else t)
+            )
+        )
     if policy.normalization != "none":
         texts = texts.map(lambda t: unicodedata.normalize(policy.normalization, t))
     if policy.casefold:
@@ -503,6 +513,9 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
             np.arange(0xFF01, 0xFF5E),  # full-width ASCII
             np.arange(0x1100, 0x1120),  # Hangul jamo (compose into syllables)
             np.arange(0xAC00, 0xAC20),
+            np.arange(0x400, 0x460),  # Cyrillic (lookalikes of Latin letters among them)
+            np.arange(0x660, 0x66A),  # Arabic-Indic digits
+            np.arange(0x2010, 0x2027),  # dashes, curly quotes, ellipsis
             np.array([0x41, 0x65, 0x20]),
         ]
     )
@@ -520,10 +533,13 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
     for rows in (1 << 16, 7):  # texts per slice: many slices per Arrow chunk, or none
         monkeypatch.setattr(bundle_module, "_NORMALIZE_ROWS", rows)
         for form in ("NFKC", "NFC", "none"):
-            for strip in (True, False):
+            for strip, fold in ((True, True), (True, False), (False, True), (False, False)):
                 for casefold in (False, True):
                     policy = TextPolicy(
-                        normalization=form, strip_invisible=strip, casefold=casefold
+                        normalization=form,
+                        strip_invisible=strip,
+                        fold_confusables=fold,
+                        casefold=casefold,
                     )
                     got = normalize_text(series, policy)
                     assert got.index.equals(series.index) and got.dtype == series.dtype

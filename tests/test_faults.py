@@ -73,8 +73,10 @@ def accented(i: int) -> str:
         lambda t: unicodedata.normalize("NFD", t),
         lambda t: t.replace(" ", "\u200b "),  # zero-width spaces before every space
         lambda t: unicodedata.normalize("NFKD", t).replace("x", "\uff58"),  # full-width x
+        lambda t: t.translate(str.maketrans("aeoxyZ", "аеохуΖ")),  # Cyrillic and Greek
+        lambda t: t.translate({48 + d: 0x660 + d for d in range(10)}),  # Arabic-Indic digits
     ],
-    ids=["NFD", "zero-width", "full-width"],
+    ids=["NFD", "zero-width", "full-width", "lookalike-letters", "other-script-digits"],
 )
 def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path, transform) -> None:
     train = write_jsonl(
@@ -93,6 +95,7 @@ def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path,
     assert metrics["ngram.epsilon_lower_exact"] > 0.5 and metrics["ngram.holdout_disclosures"] == 0
     effective = read_report(tmp_path / "out")["policy"]["effective"]["text"]
     assert effective["normalization"] == "NFKC" and effective["strip_invisible"] is True
+    assert effective["fold_confusables"] is True
 
 
 @pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])

@@ -127,5 +127,6 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
             details={
                 "nearest_release_search": asdict(index.search),
                 "neighbour_search": asdict(neighbour_search),
+                "windows": {"mode": config.windows, **store.window_embeddings(config).summary()},
             },
         )

@@ -3,6 +3,7 @@ each set of embeddings) once for every audit that asks for the same configuratio
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,47 @@ class SemanticIndex:
     nearest_similarity: np.ndarray  # (n_source, k), descending
     nearest_release: np.ndarray  # (n_source, k)
     search: KnnSearch  # how the nearest release records were searched
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Embeddings of the source and the release: of every window (``*_windows``, window
+    ``j`` of record ``*_owner[j]``; a record that fits in the encoder's window, or every
+    record under ``windows: first``, is one window; release windows overlap when their
+    stride is below the window) and of every record (the mean of its windows,
+    L2-normalised)."""
+
+    source_windows: np.ndarray
+    source_owner: np.ndarray
+    release_windows: np.ndarray
+    release_owner: np.ndarray
+    source: np.ndarray
+    release: np.ndarray
+    pieces: int | None  # word pieces per window at most (None: windows: first)
+    release_stride: int | None  # word pieces from one release window to the next
+
+    @property
+    def windowed(self) -> bool:
+        """Whether any record has more than one window."""
+        return bool(
+            self.source_windows.shape[0] > self.source.shape[0]
+            or self.release_windows.shape[0] > self.release.shape[0]
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Window counts for the report."""
+        return {
+            "pieces_per_window": self.pieces,
+            "release_window_stride": self.release_stride,
+            "source_windows": int(self.source_windows.shape[0]),
+            "release_windows": int(self.release_windows.shape[0]),
+            "source_records_in_several": int(
+                (np.bincount(self.source_owner, minlength=self.source.shape[0]) > 1).sum()
+            ),
+            "release_records_in_several": int(
+                (np.bincount(self.release_owner, minlength=self.release.shape[0]) > 1).sum()
+            ),
+        }
 
 
 class CountedFeatures(Protocol):
@@ -146,7 +188,7 @@ class FeatureStore:
         self.progress = progress
         self._engine = engine
         self._disclosures: dict[tuple[str, str], ClassDisclosures] = {}
-        self._embeddings: dict[tuple[str | None, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._embeddings: dict[tuple[str | None, str, str, float], Embeddings] = {}
         self._indexes: dict[tuple[Any, ...], SemanticIndex] = {}
         self._densities: dict[tuple[Any, ...], tuple[np.ndarray, KnnSearch]] = {}
 
@@ -177,41 +219,93 @@ class FeatureStore:
         """Embeddings under ``config.model`` and each source record's ``k`` nearest
         release records (recomputed only if a larger ``k`` is asked for)."""
         from gate.features.embeddings import knn_search
+        from gate.features.text_windows import nearest_records
 
-        key = (config.model, config.precision, config.knn, config.ivf_nprobe)
+        key = (
+            config.model,
+            config.precision,
+            config.windows,
+            config.release_window_stride,
+            config.knn,
+            config.ivf_nprobe,
+        )
         cached = self._indexes.get(key)
         if cached is not None and cached.nearest_similarity.shape[1] >= min(
             k, cached.release.shape[0]
         ):
             return cached
-        source, release = self.embeddings(config)
+        found = self.window_embeddings(config)
+        search = functools.partial(
+            knn_search, method=config.knn, nprobe=config.ivf_nprobe, seed=KNN_SEED
+        )
         with self.progress.step("nearest release records"):
-            sims, ids, search = knn_search(
-                source,
-                release,
-                k=k,
-                method=config.knn,
-                nprobe=config.ivf_nprobe,
-                seed=KNN_SEED,
-            )
-        index = SemanticIndex(source, release, sims, ids, search)
+            if not found.windowed:
+                sims, ids, how = search(found.source, found.release, k=k)
+            else:  # enough windows per query window to hold its k nearest records
+                k = min(k, found.release.shape[0])
+                most = int(np.bincount(found.release_owner).max())
+                window_sims, hits, how = search(
+                    found.source_windows, found.release_windows, k=k * most
+                )
+                sims, ids = nearest_records(
+                    window_sims,
+                    found.release_owner[hits],
+                    found.source_owner,
+                    n_queries=found.source.shape[0],
+                    k=k,
+                )
+        index = SemanticIndex(found.source, found.release, sims, ids, how)
         self._indexes[key] = index
         return index
 
     def embeddings(self, config: SemanticFeatures) -> tuple[np.ndarray, np.ndarray]:
-        """Embeddings of the source and the release records under ``config.model`` and
-        ``config.precision`` (computed once; how neighbours are searched does not matter)."""
-        key = (config.model, config.precision)
+        """One embedding per source record and per release record (:class:`Embeddings`)."""
+        found = self.window_embeddings(config)
+        return found.source, found.release
+
+    def window_embeddings(self, config: SemanticFeatures) -> Embeddings:
+        """Embeddings of the source and the release under ``config.model``,
+        ``config.precision`` and ``config.windows`` (computed once; how neighbours are
+        searched does not matter)."""
+        from gate.features.embeddings import model_directory
+        from gate.features.text_windows import record_vectors, text_windows, window_tokenizer
+
+        key = (config.model, config.precision, config.windows, config.release_window_stride)
         if key not in self._embeddings:
             source = self.bundle.source["text"].tolist()
+            release = self.bundle.synthetic["text"].tolist()
+            pieces = stride = None
+            source_owner = np.arange(len(source), dtype=np.int64)
+            release_owner = np.arange(len(release), dtype=np.int64)
+            if config.windows == "all":
+                tokenizer, pieces = window_tokenizer(model_directory(config.model))
+                stride = max(1, round(pieces * config.release_window_stride))
+                with self.progress.step("cut long texts into the encoder's windows"):
+                    source_cut = text_windows(source, tokenizer=tokenizer, pieces=pieces)
+                    release_cut = text_windows(
+                        release, tokenizer=tokenizer, pieces=pieces, stride=stride
+                    )
+                source, source_owner = source_cut.texts, source_cut.owner
+                release, release_owner = release_cut.texts, release_cut.owner
             # one call: a release text that repeats a source text is embedded once
             both = self.engine.encode(
-                source + self.bundle.synthetic["text"].tolist(),
+                source + release,
                 config=config,
                 progress=self.progress,
                 description="embed source and release",
             )
-            self._embeddings[key] = (both[: len(source)], both[len(source) :])
+            source_windows, release_windows = both[: len(source)], both[len(source) :]
+            n_source, n_release = len(self.bundle.source), len(self.bundle.synthetic)
+            self._embeddings[key] = Embeddings(
+                source_windows=source_windows,
+                source_owner=source_owner,
+                release_windows=release_windows,
+                release_owner=release_owner,
+                source=record_vectors(source_windows, source_owner, n_source),
+                release=record_vectors(release_windows, release_owner, n_release),
+                pieces=pieces,
+                release_stride=stride,
+            )
         return self._embeddings[key]
 
     def rare_records(self, config: SemanticFeatures) -> np.ndarray:
@@ -227,7 +321,15 @@ class FeatureStore:
         source records, and how they were searched."""
         from gate.features.embeddings import neighbour_density
 
-        key = (config.model, config.precision, config.neighbours, config.knn, config.ivf_nprobe)
+        key = (
+            config.model,
+            config.precision,
+            config.windows,
+            config.release_window_stride,
+            config.neighbours,
+            config.knn,
+            config.ivf_nprobe,
+        )
         if key not in self._densities:
             source, _ = self.embeddings(config)
             with self.progress.step("neighbour density of source records"):

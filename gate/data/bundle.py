@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gate.data.confusables import fold_confusables
 from gate.data.io import (
     RawTable,
     TableReader,
@@ -255,19 +256,21 @@ _NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one s
 
 
 def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
-    """``texts`` (strings) without invisible characters, then in the policy's Unicode
-    normal form, then case-folded if asked. Invisible characters go first: one between a
-    letter and its combining accent would otherwise keep the two from composing.
+    """``texts`` (strings) without invisible characters, then with confusable characters
+    folded to their ASCII lookalikes (:mod:`gate.data.confusables`) in the policy's
+    Unicode normal form, then case-folded if asked. Invisible characters go first: one
+    between a letter and its combining accent would otherwise keep the two from composing.
 
-    A text of ASCII characters only is left as it is by the first two steps (no invisible
-    character is ASCII, and every ASCII character is its own normal form), so they run on
-    the other texts only, found by pyarrow's ``string_is_ascii`` (in slices of
+    A text of ASCII characters only is left as it is by the first three steps (no
+    invisible or folded character is ASCII, and every ASCII character is its own normal
+    form), so they run on the other texts only, found by pyarrow's ``string_is_ascii`` (in slices of
     :data:`_NORMALIZE_ROWS` texts): the invisible characters
     are removed by pyarrow's regular-expression kernel (RE2) and the normal form is
     Python's ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of
     "À" is "A" followed by U+0300).
     """
-    if (policy.strip_invisible or policy.normalization != "none") and len(texts):
+    unicode_steps = policy.strip_invisible or policy.fold_confusables
+    if (unicode_steps or policy.normalization != "none") and len(texts):
         values = pa.array(texts.array)
         pieces = [  # slices share the column's buffers
             chunk.slice(start, _NORMALIZE_ROWS)
@@ -298,12 +301,20 @@ def _normalized_chunk(values: pa.Array, policy: TextPolicy) -> pa.Array:
         changed = pc.replace_substring_regex(
             changed, pattern=f"[{_BLANK_LOOKALIKES}]", replacement=" "
         )
-    if policy.normalization != "none":
-        form = policy.normalization
-        changed = pa.array(
-            [unicodedata.normalize(form, t) for t in changed.to_pylist()], type=values.type
-        )
+    if policy.normalization != "none" or policy.fold_confusables:
+        changed = pa.array([_normal_form(t, policy) for t in changed.to_pylist()], type=values.type)
     return pc.replace_with_mask(values, other, changed)
+
+
+def _normal_form(text: str, policy: TextPolicy) -> str:
+    """``text`` folded (``fold_confusables``) on its decomposition, then in the policy's
+    normal form; with ``normalization: none`` folded as it stands."""
+    form = policy.normalization
+    if form == "none":
+        return fold_confusables(text, decompose=None) if policy.fold_confusables else text
+    if policy.fold_confusables:
+        text = fold_confusables(text, decompose="NFKD" if form == "NFKC" else "NFD")
+    return unicodedata.normalize(form, text)
 
 
 @dataclass(frozen=True)

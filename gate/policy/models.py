@@ -141,6 +141,12 @@ class TextPolicy(StrictModel):
         "Point: zero-width spaces and joiners, U+FEFF, soft hyphen, variation selectors, "
         "fillers, tags) and read U+2800 (braille blank) as a space.",
     )
+    fold_confusables: bool = Field(
+        True,
+        description="Replace each non-ASCII character that Unicode's confusables list "
+        "(UTS #39) gives an ASCII lookalike by that character (Cyrillic and Greek letters "
+        "that look Latin, curly quotes, any script's digits); ASCII text is left as it is.",
+    )
     casefold: bool = Field(
         False, description="Case-fold all text (str.casefold) before any feature class."
     )
@@ -270,6 +276,22 @@ class SemanticFeatures(FeatureClassConfig):
         ge=-1,
         le=1,
         description="A rare record is disclosed if a synthetic record is this close.",
+    )
+    windows: Literal["first", "all"] = Field(
+        "first",
+        description="first: the encoder reads the first window of each text (MiniLM: 256 "
+        "word pieces, about 190 words) and drops the rest. all: source texts are read in "
+        "consecutive windows and release texts in overlapping ones (release_window_stride); "
+        "two records are as similar as their closest windows, and a source record's rarity "
+        "is that of its windows' mean. Slower on long texts; sees a copy placed anywhere.",
+    )
+    release_window_stride: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="Under windows: all, a release window starts every this fraction of a "
+        "window (1 = consecutive windows; 0.25 leaves a passage at most an eighth of a "
+        "window from the best-aligned release window).",
     )
     batch_size: int = Field(16, ge=1, le=4096)
     precision: Literal["float32", "bfloat16"] = Field(

@@ -1,0 +1,115 @@
+"""The fold of non-ASCII lookalikes to ASCII (gate.data.confusables): the reader of
+Unicode's list on hand-made lines, the choice of the ASCII character on a hand-made
+list, and the real table's invariants and best-known entries."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pandas as pd
+import pytest
+
+from gate.data.confusables import (
+    ascii_lookalikes,
+    ascii_lookalikes_of,
+    confusables_file,
+    fold_confusables,
+    read_prototypes,
+)
+
+LINES = [
+    "\ufeff# confusables.txt",
+    "# Version: 13.0.0",
+    "",
+    "0430 ;\t0061 ;\tMA\t# ( а → a ) CYRILLIC SMALL LETTER A → LATIN SMALL LETTER A\t# ",
+    "006D ;\t0072 006E ;\tMA\t# ( m → rn )",
+    "11700 ;\t0072 006E ;\tMA\t# ( 𑜀 → rn ) AHOM LETTER KA",
+    "0022 ;\t0027 0027 ;\tMA\t#* ( \" → '' )",
+    "201C ;\t0027 0027 ;\tMA\t#* ( “ → '' )",
+    "A4FA ;\t002E 002E ;\tMA\t#* ( ꓺ → .. ) LISU LETTER TONE MYA CYA",
+    "0031 ;\t006C ;\tMA\t# ( 1 → l )",
+    "0049 ;\t006C ;\tMA\t# ( I → l )",
+    "007C ;\t006C ;\tMA\t#* ( | → l )",
+    "0406 ;\t006C ;\tMA\t# ( І → l ) CYRILLIC CAPITAL LETTER BYELORUSSIAN-UKRAINIAN I",
+    "04CF ;\t006C ;\tMA\t# ( ӏ → l ) CYRILLIC SMALL LETTER PALOCHKA",
+    "2223 ;\t006C ;\tMA\t#* ( ∣ → l ) DIVIDES",
+    "05D5 ;\t006C ;\tMA\t# ( ו → l ) HEBREW LETTER VAV",
+    "0661 ;\t006C ;\tMA\t# ( ١ → l ) ARABIC-INDIC DIGIT ONE",
+    "0C02 ;\t006F ;\tMA\t# ( ం → o ) TELUGU SIGN ANUSVARA",
+    "217F ;\t006D ;\tMA\t# ( ⅿ → m ) SMALL ROMAN NUMERAL ONE THOUSAND",
+    "05AD ;\t0596 ;\tMA\t# ( ֭ → ֖ ) HEBREW ACCENT DEHI → HEBREW ACCENT TIPEHA",
+]
+
+
+def test_the_reader_takes_source_and_prototype_and_names_a_bad_line() -> None:
+    prototypes = read_prototypes(LINES)
+    assert prototypes["\u0430"] == "a" and prototypes["m"] == "rn" and prototypes['"'] == "''"
+    assert len(prototypes) == len([line for line in LINES if line[:1].isalnum()])
+    with pytest.raises(ValueError, match=r"line 2: 2 fields, expected 3"):
+        read_prototypes(["# header", "0430 ; 0061"])
+    with pytest.raises(ValueError, match=r"line 1: .*'0430 0431 ; 0061 ; MA'"):
+        read_prototypes(["0430 0431 ; 0061 ; MA"])
+
+
+def test_each_source_gets_the_ascii_character_it_passes_for() -> None:
+    """Hand-made groups: the group's one ASCII character (а → a, 𑜀 → m, “ → "), an ASCII
+    prototype when the group has none (ꓺ → ..), the source's kind in the l 1 I | group, a
+    digit as its digit; marks, characters that NFKD changes, ASCII sources and groups
+    without ASCII are not folded."""
+    table = ascii_lookalikes_of(read_prototypes(LINES))
+    folded = {chr(k): v for k, v in table.items() if unicodedata.category(chr(k)) != "Nd"}
+    assert folded == {
+        "\u0430": "a",
+        "\U00011700": "m",
+        "\u201c": '"',
+        "\ua4fa": "..",
+        "\u0406": "I",  # upper-case letter
+        "\u04cf": "l",  # lower-case letter
+        "\u2223": "|",  # a symbol
+        "\u05d5": "l",  # another letter: the prototype
+    }
+    assert table[0x0661] == "1"  # a digit, whatever its group
+    digits = [c for c in range(0x80, 0x110000) if unicodedata.category(chr(c)) == "Nd"]
+    assert {c: table[c] for c in digits} == {c: str(unicodedata.decimal(chr(c))) for c in digits}
+
+
+def test_the_real_table() -> None:
+    """Unicode's list as shipped: every key a non-ASCII character that is not a mark and
+    that NFKD leaves alone, or a digit; every value ASCII; the best-known lookalikes."""
+    assert "Unicode Security Mechanisms for UTS #39" in confusables_file().read_text("utf-8-sig")
+    table = ascii_lookalikes()
+    assert len(table) > 1000
+    for code, value in table.items():
+        char = chr(code)
+        assert code >= 0x80 and value and value.isascii(), hex(code)
+        if unicodedata.category(char) != "Nd":
+            assert not unicodedata.category(char).startswith("M"), hex(code)
+            assert unicodedata.normalize("NFKD", char) == char, hex(code)
+    cyrillic = "аеорсхуАВЕКМНОРСТХІј"
+    assert "".join(table[ord(c)] for c in cyrillic) == "aeopcxyABEKMHOPCTXIj"
+    greek = "οΑΒΕΖΗΙΚΜΝΟΡΤΧ"
+    assert "".join(table[ord(c)] for c in greek) == "oABEZHIKMNOPTX"
+    assert [table[ord(c)] for c in "“”‘’–١٣"] == ['"', '"', "'", "'", "-", "1", "3"]
+
+
+def test_the_fold_keeps_accents_and_ascii() -> None:
+    assert fold_confusables("Jіll Rоsе", decompose="NFKD") == "Jill Rose"
+    # a lookalike under an accent is folded; the caller recomposes
+    assert unicodedata.normalize("NFC", fold_confusables("\u0451", decompose="NFD")) == "ë"
+    assert fold_confusables("José Müller", decompose="NFD") == unicodedata.normalize(
+        "NFD", "José Müller"
+    )
+    printable = "".join(map(chr, range(32, 127)))
+    assert fold_confusables(printable, decompose="NFKD") == printable
+    assert fold_confusables("𝚨", decompose=None) == "𝚨"  # NFKD makes it Greek Α, then A
+    assert fold_confusables("𝚨", decompose="NFKD") == "A"
+
+
+def test_the_policy_switch() -> None:
+    from gate.data.bundle import normalize_text
+    from gate.policy.models import TextPolicy
+
+    texts = pd.Series(["Jіll Rоsе “called” at ٣:٠٥", "plain"])
+    assert normalize_text(texts, TextPolicy()).tolist() == ['Jill Rose "called" at 3:05', "plain"]
+    kept = normalize_text(texts, TextPolicy(fold_confusables=False)).tolist()
+    assert kept == texts.tolist()
