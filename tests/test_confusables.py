@@ -105,6 +105,16 @@ def test_the_fold_keeps_accents_and_ascii() -> None:
     assert fold_confusables("𝚨", decompose="NFKD") == "A"
 
 
+def test_a_text_of_many_lookalikes_folds_like_one_of_few() -> None:
+    """Above 16 distinct foldable characters the fold is one str.translate pass: the same
+    text as the one-by-one replacement."""
+    table = ascii_lookalikes()
+    many = "".join(chr(code) for code in sorted(table)[:400]) + " ok"
+    assert fold_confusables(many, decompose=None) == many.translate(table)
+    few = "".join(chr(code) for code in sorted(table)[:16])
+    assert fold_confusables(few, decompose=None) == few.translate(table)
+
+
 def test_the_policy_switch() -> None:
     from gate.data.bundle import normalize_text
     from gate.policy.models import TextPolicy

@@ -263,11 +263,11 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
 
     A text of ASCII characters only is left as it is by the first three steps (no
     invisible or folded character is ASCII, and every ASCII character is its own normal
-    form), so they run on the other texts only, found by pyarrow's ``string_is_ascii`` (in slices of
-    :data:`_NORMALIZE_ROWS` texts): the invisible characters
-    are removed by pyarrow's regular-expression kernel (RE2) and the normal form is
-    Python's ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of
-    "À" is "A" followed by U+0300).
+    form), so they run on the other texts only, found by pyarrow's ``string_is_ascii``
+    (in slices of :data:`_NORMALIZE_ROWS` texts): the invisible characters are removed
+    by pyarrow's regular-expression kernel (RE2) and the normal form is Python's
+    ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of "À" is
+    "A" followed by U+0300).
     """
     unicode_steps = policy.strip_invisible or policy.fold_confusables
     if (unicode_steps or policy.normalization != "none") and len(texts):

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Literal
 
 _KINDS = {"Lu": str.isupper, "Lt": str.isupper, "Ll": str.islower}
+_PASSES = 16  # distinct folded characters of a text replaced one by one, at most
 _DIGITS_END = 0x20000  # every decimal digit (Nd) Unicode has assigned is below plane 2
 
 
@@ -151,10 +152,15 @@ def fold_confusables(text: str, *, decompose: Literal["NFD", "NFKD"] | None) -> 
     Each distinct foldable character of the text is replaced in one pass of its own
     (lookalikes are ASCII and no ASCII character is folded, so the order does not
     matter): 51 M characters/s on real-length e-mails, against 11 for ``str.translate``,
-    which looks every character up (``bench/bench_normalize.py``)."""
+    which looks every character up (``bench/bench_normalize.py``). A text with more than
+    :data:`_PASSES` distinct ones goes through ``str.translate``, so that a text written
+    to hold all of them costs one pass, not a thousand."""
     if decompose is not None:
         text = unicodedata.normalize(decompose, text)
     lookalikes = _lookalike_characters()
-    for character in lookalikes.keys() & set(text):
+    found = lookalikes.keys() & set(text)
+    if len(found) > _PASSES:
+        return text.translate(ascii_lookalikes())
+    for character in found:
         text = text.replace(character, lookalikes[character])
     return text
