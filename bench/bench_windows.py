@@ -3,8 +3,10 @@
     .venv/bin/python bench/bench_windows.py --records 200 --strides 0.25 0.125
 
 ``3 × records`` real-length e-mails (``gate.demo.corpora.email_threads``, 300–700
-words): train, holdout, and the release copies every train e-mail after the first 280
-words of an e-mail of the third part (a preamble longer than MiniLM's 256-piece window).
+words): train, holdout, and the release copies every train e-mail between the first 280
+words of an e-mail of the third part (a preamble longer than MiniLM's 256-piece window)
+and its next 100 words (so that the copy is aligned with neither end of the release
+text).
 One ``gate check`` per setting runs a policy with the semantic class alone (threshold
 0.9, rare quantile 0.05) under ``windows: first`` and ``windows: all`` at each release
 stride; printed: exit code, train and holdout disclosures, ε̂, the class's seconds and the
@@ -25,6 +27,14 @@ from bench_audits import run_check, write_jsonl
 from gate.demo.corpora import email_threads, make_faker
 
 PREAMBLE_WORDS = 280
+TRAILER_WORDS = 100
+
+
+def hidden_copy(other: str, copy: str) -> str:
+    """``copy`` between a preamble and a trailer taken from ``other``."""
+    words = other.split()
+    trailer = words[PREAMBLE_WORDS : PREAMBLE_WORDS + TRAILER_WORDS]
+    return " ".join([*words[:PREAMBLE_WORDS], copy, *trailer])
 
 
 def alignment(mails: list[str], strides: list[float]) -> None:
@@ -34,9 +44,7 @@ def alignment(mails: list[str], strides: list[float]) -> None:
     tokenizer, pieces = window_tokenizer(model_directory(None))
     half = len(mails) // 2
     sources, others = mails[:half], mails[half:]
-    copies = [
-        " ".join(o.split()[:PREAMBLE_WORDS]) + " " + t for o, t in zip(others, sources, strict=True)
-    ]
+    copies = [hidden_copy(o, t) for o, t in zip(others, sources, strict=True)]
     source_cut = text_windows(sources, tokenizer=tokenizer, pieces=pieces)
     source_vectors = encode(source_cut.texts)
     for fraction in [1.0, 0.5, *strides]:
@@ -78,10 +86,7 @@ def main() -> None:
         write_jsonl(
             out / "holdout.jsonl", [{"user_id": f"h{i}", "text": t} for i, t in enumerate(holdout)]
         )
-        release = [
-            " ".join(o.split()[:PREAMBLE_WORDS]) + " " + t
-            for o, t in zip(other, train, strict=True)
-        ]
+        release = [hidden_copy(o, t) for o, t in zip(other, train, strict=True)]
         write_jsonl(out / "release.jsonl", [{"text": t} for t in release])
         settings = [("first", 0.25)] + [("all", s) for s in args.strides]
         for mode, stride in settings:

@@ -470,19 +470,15 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
     import re
 
     from gate.data.bundle import invisible_ranges
-    from gate.data.confusables import ascii_lookalikes
+    from gate.data.confusables import fold_confusables
 
     pattern = "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in invisible_ranges()) + "]"
     if policy.strip_invisible:
         texts = texts.map(lambda t: re.sub(pattern, "", t).replace("\u2800", " "))
-    if policy.fold_confusables:
-        lookalikes = ascii_lookalikes()
+    if policy.fold_confusables:  # the fold itself: tests/test_confusables.py
         decompose = {"NFKC": "NFKD", "NFC": "NFD"}.get(policy.normalization)
         texts = texts.map(
-            lambda t: "".join(
-                lookalikes.get(ord(c), c)
-                for c in (unicodedata.normalize(decompose, t) if decompose else t)
-            )
+            lambda t: fold_confusables(t, decompose=decompose, casefold=policy.casefold)
         )
     if policy.normalization != "none":
         texts = texts.map(lambda t: unicodedata.normalize(policy.normalization, t))

