@@ -26,6 +26,11 @@ class BundleError(InputError):
     """A release bundle file is missing, unreadable or inconsistent."""
 
 
+class ReleaseError(BundleError):
+    """The synthetic release itself is bad: unreadable, blank, a copy of a source file, or
+    naming source records that do not exist (``gate remediate`` blames its generator)."""
+
+
 class AuditError(GateError):
     """An audit could not run to completion (exit 3); never a pass."""
 

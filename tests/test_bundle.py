@@ -590,3 +590,31 @@ def test_a_side_is_blank_exactly_when_python_s_strip_empties_every_text(
     rows = [{"user_id": f"b{i}", "text": spaces} for i in range(19)]
     one = write_jsonl(tmp_path / "one.jsonl", [*rows, {"user_id": "b19", "text": spaces + "·"}])
     assert len(load(bundle_files, holdout=one).holdout) == 20
+
+
+def test_a_bad_release_is_a_release_error_and_bad_source_is_not(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    """``gate remediate`` blames its generator for a ReleaseError only: a blank release or
+    one naming unknown source records is one; a bad train file is bad input of its own."""
+    from gate.data.bundle import load_bundle
+    from gate.errors import ReleaseError
+    from gate.policy.models import MembershipPolicy
+
+    def load(**files: Path) -> None:
+        paths = {k: bundle_files[k] for k in ("train", "holdout", "synthetic")} | files
+        load_bundle(membership=MembershipPolicy(), **paths)
+
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{"text": " "}\n')
+    with pytest.raises(ReleaseError, match=r"blank\.jsonl"):
+        load(synthetic=blank)
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text('{"text": "hello there", "source_id": "no-such-record"}\n')
+    with pytest.raises(ReleaseError, match=r"unknown\.jsonl"):
+        load(synthetic=unknown)
+    bad_train = tmp_path / "train.jsonl"
+    bad_train.write_text('{"user_id": "u1"}\n')
+    with pytest.raises(BundleError, match=r"train\.jsonl") as raised:
+        load(train=bad_train)
+    assert not isinstance(raised.value, ReleaseError)

@@ -85,7 +85,7 @@ def test_the_encoder_s_windows_hold_every_piece_within_its_length() -> None:
     texts.append(url)  # no white space: cut where the tokenizer starts a word
     texts.append("-".join(["unbelievably"] * 400))
     cut = text_windows(texts, tokenizer=tokenizer, pieces=pieces)
-    counts = cut.windows_per_text(len(texts))
+    counts = np.bincount(cut.owner, minlength=len(texts))
     assert counts[0] == 1 and cut.texts[0] == texts[0] and counts.min() >= 1
     assert list(cut.owner) == sorted(cut.owner)
     for row, text in enumerate(texts):
@@ -101,7 +101,7 @@ def test_the_encoder_s_windows_hold_every_piece_within_its_length() -> None:
         if len(windows) > 1:
             assert len(tokens[-1]) > pieces - 8  # not a short tail
     sliding = text_windows(texts, tokenizer=tokenizer, pieces=pieces, stride=64)
-    assert sliding.windows_per_text(len(texts))[2] > counts[2]
+    assert np.bincount(sliding.owner, minlength=len(texts))[2] > counts[2]
     with pytest.raises(ValueError, match="stride <= pieces"):
         text_windows(texts, tokenizer=tokenizer, pieces=8, stride=9)
 
@@ -164,7 +164,9 @@ def test_a_copy_after_a_preamble_is_seen_only_in_windows(tmp_path: Path) -> None
     and its next 100 (aligned with neither end of the release text): the first window
     of each release record is the preamble (no disclosure); read in
     windows, copies are disclosed (those whose best-aligned release window is at cosine
-    0.9 or more) and the holdout is not."""
+    0.9 or more) and the holdout is not. The counts are blind to membership (what keeps
+    the test's level under the null): with train and holdout swapped, the same records
+    are disclosed, now on the holdout side."""
     from gate.cli import main
     from gate.demo.corpora import email_threads, make_faker
 
@@ -185,23 +187,34 @@ def test_a_copy_after_a_preamble_is_seen_only_in_windows(tmp_path: Path) -> None
     }.items():
         files[name] = tmp_path / f"{name}.jsonl"
         files[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    swapped = {**files, "train": files["holdout"], "holdout": files["train"]}
     metrics = {}
-    for mode in ("first", "all"):
-        policy = tmp_path / f"{mode}.yaml"
+    for run, mode, inputs in (
+        ("first", "first", files),
+        ("all", "all", files),
+        ("swapped", "all", swapped),
+    ):
+        policy = tmp_path / f"{run}.yaml"
         policy.write_text(
             "version: 1\nname: windows\naudits:\n  disclosure:\n"
-            f"    features: [{{class: semantic, windows: {mode}, rare_quantile: 1.0}}]\n"
+            f"    features: [{{class: semantic, windows: {mode}, rare_quantile: 1.0, "
+            f"cache_dir: {tmp_path / 'cache'}}}]\n"
             "    thresholds: {max_epsilon: 0.5}\n"
         )
-        out = tmp_path / mode
+        out = tmp_path / run
         args = ["check", "--quiet", "--policy", str(policy), "--no-mlflow", "--out", str(out)]
-        args += [f"--{k}={v}" for k, v in files.items()]
+        args += [f"--{k}={v}" for k, v in inputs.items()]
         main(args)
         report = json.loads((out / "report.json").read_text())
-        metrics[mode] = report["audits"]["disclosure"]["metrics"]
+        metrics[run] = report["audits"]["disclosure"]["metrics"]
         windows = report["audits"]["disclosure"]["details"]["semantic"]["windows"]
         assert windows["mode"] == mode
     assert metrics["first"]["semantic.train_disclosures"] == 0
     assert metrics["all"]["semantic.train_disclosures"] >= 4
     assert metrics["all"]["semantic.holdout_disclosures"] == 0
     assert windows["source_records_in_several"] == 24 and windows["release_window_stride"] == 64
+    assert metrics["swapped"]["semantic.train_disclosures"] == 0
+    assert (
+        metrics["swapped"]["semantic.holdout_disclosures"]
+        == metrics["all"]["semantic.train_disclosures"]
+    )

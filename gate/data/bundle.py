@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.confusables import ascii_lookalikes, fold_confusables
+from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
 from gate.data.io import (
     RawTable,
     TableReader,
@@ -32,7 +32,7 @@ from gate.data.io import (
     sha256_file,
 )
 from gate.data.split import SplitManifest, read_manifest
-from gate.errors import BundleError
+from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
 from gate.stats.split_balance import SplitBalance, split_balance_test
 
@@ -236,13 +236,7 @@ def invisible_ranges() -> tuple[tuple[int, int], ...]:
     planes = (range(0x20000), range(0xE0000, 0xE1000))  # where Unicode puts every Cf
     points = [c for plane in planes for c in plane if unicodedata.category(chr(c)) == "Cf"]
     points += [c for lo, hi in _ALSO_INVISIBLE for c in range(lo, hi + 1)]
-    ranges: list[list[int]] = []
-    for c in sorted(set(points)):
-        if ranges and c == ranges[-1][1] + 1:
-            ranges[-1][1] = c
-        else:
-            ranges.append([c, c])
-    return tuple((lo, hi) for lo, hi in ranges)
+    return code_point_ranges(points)
 
 
 @functools.cache
@@ -478,7 +472,8 @@ def load_bundle(
     also read datasets).
 
     Raises:
-        BundleError: the bundle is incomplete, unreadable or inconsistent.
+        BundleError: the bundle is incomplete, unreadable or inconsistent
+            (:class:`ReleaseError` when the synthetic release is).
     """
     loaded = load_source(
         membership=membership,
@@ -495,13 +490,16 @@ def load_bundle(
     if synthetic is None:  # audits that make their own release (canary) need none
         synthetic_frame = pd.DataFrame({"record_id": pd.Series(dtype=str), "text": ""})
     else:
-        tables["synthetic"] = read(synthetic)
-        synthetic_frame = _synthetic_frame(tables["synthetic"])
-        synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text or TextPolicy())
-        _reject_blank_release(synthetic_frame, tables["synthetic"])
-        _reject_copied_files(tables)
-        if "source_id" in synthetic_frame.columns:
-            _check_source_ids(synthetic_frame, frame, tables["synthetic"])
+        try:
+            tables["synthetic"] = read(synthetic)
+            synthetic_frame = _synthetic_frame(tables["synthetic"])
+            synthetic_frame["text"] = normalize_text(synthetic_frame["text"], text or TextPolicy())
+            _reject_blank_release(synthetic_frame, tables["synthetic"])
+            _reject_copied_files(tables)
+            if "source_id" in synthetic_frame.columns:
+                _check_source_ids(synthetic_frame, frame, tables["synthetic"])
+        except BundleError as exc:  # the source passed above: the release is at fault
+            raise ReleaseError(str(exc)) from exc
 
     is_train = (frame["split"] == "train").to_numpy()
     for name, table in tables.items():

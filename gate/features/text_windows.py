@@ -36,11 +36,6 @@ class TextWindows:
 
     texts: list[str]
     owner: np.ndarray  # (windows,) int64, non-decreasing
-    pieces: int  # word pieces per window at most (the encoder's window without specials)
-
-    def windows_per_text(self, n_texts: int) -> np.ndarray:
-        """How many windows each of the ``n_texts`` texts has."""
-        return np.bincount(self.owner, minlength=n_texts)
 
 
 @cache
@@ -148,7 +143,7 @@ def text_windows(
             for first, last in cut_windows(offsets, word_ids, pieces=pieces, stride=stride):
                 windows.append(text[first:last])
                 owner.append(row)
-    return TextWindows(windows, np.asarray(owner, dtype=np.int64), pieces)
+    return TextWindows(windows, np.asarray(owner, dtype=np.int64))
 
 
 def record_vectors(vectors: np.ndarray, owner: np.ndarray, n_records: int) -> np.ndarray:

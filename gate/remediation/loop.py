@@ -22,7 +22,7 @@ import numpy as np
 
 from gate.atomic import atomic_write_text
 from gate.data.io import sha256_file
-from gate.errors import InputError
+from gate.errors import ReleaseError
 from gate.generators.base import (
     DpSgdSpec,
     Generator,
@@ -374,9 +374,7 @@ class RemediationRun:
         t0 = time.perf_counter()
         try:
             gated = self.evaluate(release, round_dir / "report", run_id, plan)
-        except InputError as exc:
-            if str(release) not in str(exc):  # a private file changed during the run
-                raise
+        except ReleaseError as exc:  # other bad input (a private file changed) stays so
             raise GeneratorError(
                 f"generator {self.generator_cls.name!r} wrote a release the gate refuses: {exc}"
             ) from exc
