@@ -173,7 +173,9 @@ def test_compatibility_lookalikes_fold_in_every_normal_form() -> None:
         if not 0xD800 <= c <= 0xDFFF and unicodedata.normalize("NFKD", chr(c)).isascii()
     ]
     assert beyond == []
-    texts = pd.Series(["\u2113ate \U0001d5ba \uff46\uff55\uff4c\uff4c \u00b2 \u00bd", "Привет \u2113"])
+    texts = pd.Series(
+        ["\u2113ate \U0001d5ba \uff46\uff55\uff4c\uff4c \u00b2 \u00bd", "Привет \u2113"]
+    )
     for form in ("NFKC", "NFC", "none"):
         got = normalize_text(texts, TextPolicy(normalization=form)).tolist()
         half = "1/2" if form == "NFKC" else "\u00bd"  # the fraction slash folds
