@@ -4,6 +4,7 @@ list, and the real table's invariants and best-known entries."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pandas as pd
@@ -180,8 +181,65 @@ def test_compatibility_lookalikes_fold_in_every_normal_form() -> None:
         got = normalize_text(texts, TextPolicy(normalization=form)).tolist()
         half = "1/2" if form == "NFKC" else "\u00bd"  # the fraction slash folds
         assert got == [f"late a full 2 {half}", "Привет l"], form
+        accented = normalize_text(
+            pd.Series(["c\u0430f\u00e9 \u0451\u0436"]), TextPolicy(normalization=form)
+        )
+        assert accented.tolist() == ["caf\u00e9 \u0451\u0436"]  # é is a Latin letter
     kept = normalize_text(texts, TextPolicy(normalization="NFC", fold_confusables=False))
     assert kept.tolist() == texts.tolist()
+
+
+_MARKS = "".join(
+    re.escape(chr(c)) for c in range(0x300, 0x20000) if unicodedata.category(chr(c))[0] == "M"
+)
+_WORD = re.compile(f"[\\w{_MARKS}]+")
+
+
+def _fold_word_by_word(text: str, letters: dict[str, str]) -> str:
+    """The letter fold as first written (a regular-expression callback per word), with
+    accented letters read by their base letter."""
+
+    def fold(match: re.Match[str]) -> str:
+        word = match.group()
+        if any(
+            c.isalpha()
+            and not c.isascii()
+            and c not in letters
+            and not (b := unicodedata.normalize("NFD", c)[0]).isascii()
+            and b not in letters
+            for c in word
+        ):
+            return word
+        return "".join(letters.get(c, c) for c in word)
+
+    return _WORD.sub(fold, text)
+
+
+def test_letters_fold_as_word_by_word() -> None:
+    """The letter fold splits the text at runs of words of another script and replaces
+    the rest: the same text as a check of every word, on random texts of Latin letters,
+    lookalikes, Cyrillic and Greek letters without one, marks, digits, underscores,
+    compatibility forms and separators, in every mode."""
+    import numpy as np
+
+    from gate.data.confusables import _fold_once, compatibility_lookalikes
+
+    rng = np.random.default_rng(11)
+    alphabet = list("abcXYZ019_ ,.-\n'") + list("аеорсхуАЕОВ") + list("бдфжБДЖλπΩ")
+    alphabet += ["\u0301", "\u0308", "\u2113", "\U0001d5ba", "\uff46", "\u00b2", "\u2160"]
+    alphabet += ["\u0660", "\u05d0", "\u3042", "\u0131", "\u01c5", "\u02b0", "\u1d2c"]
+    alphabet += ["\u00e9", "\u0451", "\u01d6", "\uac00", "\u1e9b"]  # é ё ǖ 가 ẛ
+    texts = ["".join(rng.choice(alphabet, int(rng.integers(0, 40)))) for _ in range(3000)]
+    texts += ["", "x" * 5000 + "д", "д" + "x" * 5000, "а " * 500 + "б"]
+    for compatibility in (False, True):
+        table = dict(ascii_lookalikes())
+        if compatibility:
+            table = {**compatibility_lookalikes(), **table}
+        letters = {chr(c): v for c, v in table.items() if unicodedata.category(chr(c))[0] == "L"}
+        others = {chr(c): v for c, v in table.items() if unicodedata.category(chr(c))[0] != "L"}
+        for text in texts:
+            expected = _fold_word_by_word("".join(others.get(c, c) for c in text), letters)
+            assert _fold_once(text, compatibility) == expected, (text, compatibility)
 
 
 def test_normalising_twice_is_normalising_once() -> None:

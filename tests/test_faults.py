@@ -98,6 +98,36 @@ def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path,
     assert effective["fold_confusables"] is True
 
 
+def sans_serif(text: str) -> str:
+    """Latin letters as mathematical sans-serif ones (U+1D5A0...), digits full-width."""
+    table = {65 + i: 0x1D5A0 + i for i in range(26)} | {97 + i: 0x1D5BA + i for i in range(26)}
+    return text.translate(table | {48 + d: 0xFF10 + d for d in range(10)})
+
+
+@pytest.mark.parametrize("form", ["NFC", "none"])
+def test_compatibility_lookalikes_of_train_records_fail_without_nfkc(
+    tmp_path: Path, form: str
+) -> None:
+    """Text kept in NFC (or as written): letters whose compatibility form is ASCII are
+    read as it, as NFKC would (they had passed at ε̂ 0 under NFC)."""
+    train = write_jsonl(
+        tmp_path / "t.jsonl", [{"user_id": f"t{i}", "text": accented(i)} for i in range(20)]
+    )
+    holdout = write_jsonl(
+        tmp_path / "h.jsonl", [{"user_id": f"h{i}", "text": accented(100 + i)} for i in range(20)]
+    )
+    release = write_jsonl(
+        tmp_path / "s.jsonl", [{"text": sans_serif(accented(i))} for i in range(20)]
+    )
+    files = {"train": train, "holdout": holdout, "synthetic": release}
+    files["policy"] = write_policy(
+        tmp_path / "p.yaml", MINIMAL_POLICY + f"text:\n  normalization: {form}\n"
+    )
+    assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == 1
+    metrics = read_report(tmp_path / "out")["audits"]["disclosure"]["metrics"]
+    assert metrics["ngram.epsilon_lower_exact"] > 0.5 and metrics["ngram.holdout_disclosures"] == 0
+
+
 @pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
 @pytest.mark.parametrize("key", ["max_epsilon", "max_excess_disclosures"])
 def test_non_finite_thresholds_are_refused(

@@ -43,7 +43,7 @@ import importlib.util
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -56,6 +56,8 @@ _SUPPLEMENT = {"\u051a": "Q", "\u053c": "L", "\u058a": "-"}
 # Soft_Dotted property): ı or i with U+0307 reads as i.
 _SOFT_DOTTED = {"i\u0307": "i", "j\u0307": "j", "\u0237\u0307": "j"}
 _DIGITS_END = 0x20000  # every decimal digit and mark below plane 14's variation selectors
+_WORDS_END = 0x40000  # every letter and digit is below (planes 0-3)
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 def code_point_ranges(points: Iterable[int]) -> tuple[tuple[int, int], ...]:
@@ -219,34 +221,55 @@ def _replace(text: str, found: set[str], lookalikes: dict[str, str]) -> str:
     return text
 
 
-@functools.cache
-def _word_pattern() -> re.Pattern[str]:
-    """A word: letters, digits and the combining marks among them (a decomposed text has
-    its accents, Arabic hamzas and vowel signs as marks of their own)."""
-    marks = code_point_ranges(
-        c for c in range(0x300, _DIGITS_END) if unicodedata.category(chr(c)).startswith("M")
-    )
-    ranges = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in marks)
-    return re.compile(f"[\\w{ranges}]+")
+def _character_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    return "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
 
 
 @functools.cache
-def _fold_words(compatibility: bool) -> Callable[[re.Match[str]], str]:
+def _other_script_runs(compatibility: bool, end: int) -> re.Pattern[str]:
+    """Runs of words of another script (words that hold a letter of another script,
+    :func:`_other_script`) with the separators between consecutive ones, for
+    ``re.split`` (one group). A word is letters, digits, underscores and the combining
+    marks among them (a decomposed text has its accents, Arabic hamzas and vowel signs as
+    marks of their own). A match starts only where a word does and never backtracks, so
+    a text is read once. The classes hold the code points below ``end`` (Python's ``re``
+    tests a class's ranges above U+FFFF one by one for every character)."""
     letters, _ = _lookalike_characters(compatibility)
+    foreign: list[int] = []  # letters of another script
+    own: list[int] = []  # the other word characters: ASCII, lookalikes, digits, marks
+    for code in range(end):
+        char = chr(code)
+        if char.isalnum() or char == "_" or unicodedata.category(char).startswith("M"):
+            (foreign if _other_script(char, letters) else own).append(code)
+    word = f"[{_character_class(code_point_ranges(foreign + own))}]"
+    not_word = word.replace("[", "[^", 1)
+    other_word = (
+        f"[{_character_class(code_point_ranges(own))}]*+"
+        f"[{_character_class(code_point_ranges(foreign))}]{word}*+"
+    )
+    return re.compile(f"((?<!{word}){other_word}(?:{not_word}++{other_word})*)")
 
-    def fold_word(match: re.Match[str]) -> str:
-        """A word with its lookalike letters folded, unless it holds a non-ASCII letter
-        that has no ASCII lookalike (a word of another script: Привет, שלום stay as
-        written)."""
-        word = match.group()
-        if word.isascii():
-            return word
-        characters = set(word)
-        if any(c.isalpha() and not c.isascii() and c not in letters for c in characters):
-            return word
-        return _replace(word, characters & letters.keys(), letters)
 
-    return fold_word
+def _other_script(char: str, letters: dict[str, str]) -> bool:
+    """A letter that is not ASCII, not a lookalike and not one with an accent (é, ё: its
+    canonical decomposition starts with an ASCII letter or a lookalike)."""
+    if not char.isalpha() or char.isascii() or char in letters:
+        return False
+    base = unicodedata.normalize("NFD", char)[0]
+    return not (base.isascii() or base in letters)
+
+
+def _fold_letters(text: str, found: set[str], compatibility: bool) -> str:
+    """``text`` with the lookalike letters ``found`` in it replaced outside words of
+    another script."""
+    letters, _ = _lookalike_characters(compatibility)
+    end = _WORDS_END if _ASTRAL.search(text) else 0x10000
+    pieces = _other_script_runs(compatibility, end).split(text)
+    if len(pieces) == 1:
+        return _replace(text, found, letters)
+    table = {ord(c): letters[c] for c in found}
+    pieces[0::2] = [piece.translate(table) for piece in pieces[0::2]]
+    return "".join(pieces)
 
 
 def fold_confusables(
@@ -256,9 +279,10 @@ def fold_confusables(
 
     Punctuation, symbols, spaces and digits are replaced wherever they are. Letters are
     replaced word by word, in words that hold no non-ASCII letter without an ASCII
-    lookalike: a word made of Latin letters and lookalikes (Rоsе with Cyrillic о and е,
-    or а alone) is folded, a word of Russian, Greek, Hebrew or Arabic is left as it is,
-    whatever the rest of the text holds. The fold runs before and after the
+    lookalike (accented ones count by their base letter): a word made of Latin letters
+    and lookalikes (Rоsе with Cyrillic о and е, cаfé, or а alone) is folded, a word of
+    Russian, Greek, Hebrew or Arabic is left as it is, whatever the rest of the text
+    holds. The fold runs before and after the
     decomposition ``decompose`` if given (then a lookalike letter under an accent is
     folded too, and the caller recomposes), and a dot above after i or j is dropped.
     With ``casefold`` the text is case-folded before each fold (Γ and ℾ fold only as γ).
@@ -285,6 +309,7 @@ def _fold_once(text: str, compatibility: bool) -> str:
     found = characters & others.keys()
     if found:
         text = _replace(text, found, others)
-    if characters & letters.keys():
-        text = _word_pattern().sub(_fold_words(compatibility), text)
+    found = characters & letters.keys()
+    if found:
+        text = _fold_letters(text, found, compatibility)
     return text
