@@ -204,7 +204,7 @@ def test_duplicate_scorer() -> None:
     ("snippet", "expected"),
     [
         ("alpha: 0.7\n", "alpha: Input should be less than or equal to 0.5; found 0.7"),
-        ("alpha: 0\n", "alpha: Input should be greater than 0; found 0"),
+        ("alpha: 0\n", "alpha: Input should be greater than or equal to 0.000001; found 0"),
         ("membership: {p: 1.0}\n", "membership.p: Input should be less than 1; found 1.0"),
         ("seed: -1\n", "seed: Input should be greater than or equal to 0; found -1"),
         ("name: 'has space'\n", "name: String should match pattern"),

@@ -971,7 +971,12 @@ class Policy(StrictModel):
     version: Literal[1] = Field(description="Policy schema version.")
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
-    alpha: float = Field(0.05, gt=0, le=0.5, description="Significance level of every test.")
+    alpha: float = Field(
+        0.05,
+        ge=1e-6,
+        le=0.5,
+        description="Significance level of every test (an audit may split it among its tests).",
+    )
     seed: int = Field(0, ge=0, description="Seed of every random step of the audits.")
     membership: MembershipPolicy = Field(default_factory=MembershipPolicy)
     text: TextPolicy = Field(default_factory=TextPolicy)

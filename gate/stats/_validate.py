@@ -40,9 +40,19 @@ def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> fl
     return float(value)
 
 
+MIN_ALPHA = 1e-12  # the exact tails carry an absolute error of up to ~1e-15
+
+
 def check_alpha(alpha: float) -> float:
-    """Significance levels live in (0, 1)."""
-    return check_probability("alpha", alpha, open_low=True, open_high=True)
+    """Significance levels live in [MIN_ALPHA, 1): below, the exact tails' bounded error
+    (:mod:`gate.stats.weighted_tail`) is no longer negligible against the level."""
+    value = check_probability("alpha", alpha, open_low=True, open_high=True)
+    if value < MIN_ALPHA:
+        raise ValueError(
+            f"alpha must be in [{MIN_ALPHA:g}, 1) (the exact tails' error is ~1e-15); "
+            f"found {alpha!r}"
+        )
+    return value
 
 
 def check_weights(weights: Any, multiplicities: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -194,21 +194,30 @@ def exact_rate_lower_bound(
         if k > n:
             return 1.0
         bound = float(stats.beta.ppf(alpha, k, n - k + 1))
-        while bound > 0 and (  # ppf's rounding: the same exact tail as below decides
-            weighted_bernoulli_sf(
-                weights=weights, multiplicities=mult, q=bound, threshold=statistic
+
+        def rejected(q: float) -> bool:  # the same exact tail as below decides
+            tail = weighted_bernoulli_sf(
+                weights=weights, multiplicities=mult, q=q, threshold=statistic
             )
-            > alpha
-        ):
-            bound = max(0.0, bound * (1 - 1e-12) - 1e-300)
-        return bound
+            return tail <= alpha
+
+        if rejected(bound):
+            return bound
+        low = 0.0  # ppf's rounding (or the tail's error): bisect down to a rejected rate
+        for _ in range(64):
+            middle = (low + bound) / 2
+            low, bound = (middle, bound) if rejected(middle) else (low, middle)
+        return low
 
     def log_excess(q: float) -> float:
         tail = weighted_bernoulli_sf(weights=weights, multiplicities=mult, q=q, threshold=statistic)
         return math.log(max(tail, 1e-300)) - math.log(alpha)
 
-    # ``lo`` is always a rejected rate: 0 (T > 0 is impossible at q = 0) or Hoeffding's p̂.
+    # ``lo`` is always a rejected rate: 0 (T > 0 is impossible at q = 0) or Hoeffding's p̂
+    # (unless the exact tail's error puts it above alpha).
     lo = min(max(start, 0.0), 1.0)
+    if lo > 0 and log_excess(lo) > 0:
+        lo = 0.0
     hi = 1.0
     # The saddlepoint root at a level a hair below alpha is, in practice, a rejected rate
     # within ~1e-4 (relative, in level) of the exact bound: one exact evaluation verifies it.

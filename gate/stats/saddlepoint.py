@@ -17,7 +17,7 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
-from gate.stats._validate import check_alpha, check_probability, check_weights
+from gate.stats._validate import check_probability, check_weights
 
 
 def _lattice(weights: np.ndarray, multiplicities: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -102,7 +102,7 @@ def saddlepoint_rate(
 ) -> float | None:
     """The rate ``q`` at which the saddlepoint tail ``P_q(S >= T)`` equals ``alpha``, searched
     above ``lower``; None when the approximation does not cross ``alpha`` there."""
-    check_alpha(alpha)
+    check_probability("alpha", alpha, open_low=True, open_high=True)  # a target level
     target = math.log(alpha)
 
     def excess(q: float) -> float:

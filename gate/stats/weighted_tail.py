@@ -21,6 +21,9 @@ from gate.stats._validate import check_probability, check_weights
 
 _TOL = 1e-20  # mass dropped per truncation (Hoeffding-bounded)
 _FFT_MIN = 256  # below this length np.convolve is faster and exact
+_HEAVY_SPAN = 8  # a component this many times longer than the lighter ones is enumerated
+_HEAVY_MIN_CELLS = 1 << 16  # ... if it spans more cells than this
+_HEAVY_VALUES = 1 << 16  # values the enumerated components may take together
 
 
 class LatticePmf(NamedTuple):
@@ -109,13 +112,54 @@ def weighted_bernoulli_pmf(
 def weighted_bernoulli_sf(
     *, weights: np.ndarray, multiplicities: np.ndarray, q: float, threshold: float
 ) -> float:
-    """``P(sum_w w * Binomial(m_w, q) >= threshold)``, an upper bound within 1e-15."""
-    dist = weighted_bernoulli_pmf(weights=weights, multiplicities=multiplicities, q=q)
-    start = math.ceil(threshold) - dist.offset
-    if start <= 0:
-        tail = 1.0
-    elif start >= dist.pmf.size:
-        tail = 0.0
-    else:
-        tail = float(dist.pmf[start:].sum())
-    return min(1.0, tail + dist.dropped)
+    """``P(sum_w w * Binomial(m_w, q) >= threshold)``, an upper bound within 1e-15.
+
+    A component that would span more lattice cells than :data:`_HEAVY_SPAN` times all
+    lighter ones together (a user with millions of disclosures among users with tens) is
+    not laid on the lattice: the values the heavy components take together (at most
+    :data:`_HEAVY_VALUES`) are enumerated, each with its probability, against the tail
+    of the light ones, ``sum_h P(heavy = h) P(light >= threshold - h)``, so memory and
+    time follow the light weights, not the largest one.
+    """
+    check_probability("q", q)
+    w, m = check_weights(weights, multiplicities)
+    heavy = np.zeros(w.size, dtype=bool)
+    if 0.0 < q < 1.0:
+        windows = [_window(mi * q, float(mi), 0, int(mi)) for mi in m.tolist()]
+        spans = np.array([(hi - lo) * int(wi) for (lo, hi), wi in zip(windows, w, strict=True)])
+        light_span, heavy_values = 0, 1
+        for i in np.argsort(spans, kind="stable"):
+            size = windows[i][1] - windows[i][0] + 1
+            if spans[i] > max(_HEAVY_SPAN * light_span, _HEAVY_MIN_CELLS) and (
+                heavy_values * size <= _HEAVY_VALUES
+            ):
+                heavy[i] = True
+                heavy_values *= size
+            else:
+                light_span += int(spans[i])
+    light = weighted_bernoulli_pmf(weights=w[~heavy], multiplicities=m[~heavy], q=q)
+    values, probabilities, dropped = _heavy_values(w[heavy], m[heavy], q)
+    # P(light >= t) for every t = threshold - h, from the light pmf's upper cumulative sums
+    upper = np.concatenate([np.cumsum(light.pmf[::-1])[::-1], [0.0]])
+    start = np.ceil(threshold - values).astype(np.int64) - light.offset
+    tails = upper[np.clip(start, 0, light.pmf.size)]
+    tails[start <= 0] = 1.0
+    tail = float(np.dot(probabilities, tails))
+    return min(1.0, tail + light.dropped + dropped)
+
+
+def _heavy_values(
+    weights: np.ndarray, multiplicities: np.ndarray, q: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The values ``sum_w w * Binomial(m_w, q)`` takes over the heavy weights, their
+    probabilities and the mass left out of the windows (:func:`_window`)."""
+    values = np.zeros(1, dtype=np.int64)
+    probabilities = np.ones(1)
+    dropped = 0.0
+    for wi, mi in zip(weights, multiplicities, strict=True):
+        k_lo, k_hi = _window(mi * q, float(mi), 0, int(mi))
+        ks = np.arange(k_lo, k_hi + 1)
+        dropped += _TOL if (k_lo > 0 or k_hi < mi) else 0.0
+        values = (values[:, None] + int(wi) * ks[None, :]).ravel()
+        probabilities = (probabilities[:, None] * stats.binom.pmf(ks, int(mi), q)[None, :]).ravel()
+    return values, probabilities, dropped
