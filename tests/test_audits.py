@@ -181,3 +181,26 @@ def test_thresholds_that_no_release_can_exceed_are_an_error(
             refuse_checks_that_cannot_fail(config, train_users=users, p=0.5, alpha=0.05)
     else:
         refuse_checks_that_cannot_fail(config, train_users=users, p=0.5, alpha=0.05)
+
+
+def test_the_verdict_of_several_checks_states_its_level() -> None:
+    """A review: three classes, each bound at alpha = 0.05, fail a 0.5-DP release about
+    twice as often as alpha (0.096). The report says up to k alpha and how to get alpha;
+    point estimates are named as having no level."""
+    from gate.audits.base import checks_statement
+    from gate.audits.disclosure import METRICS
+    from gate.audits.membership import BASE_METRICS
+    from gate.metrics import MetricSet
+    from gate.policy.checks import CheckSpec
+
+    bound = METRICS["epsilon_lower_exact"]
+    bounds = [CheckSpec.at_most("disclosure", bound, c, 0.5, c) for c in ("ngram", "pii", "x")]
+    assert checks_statement(bounds[:1], alpha=0.05) is None
+    text = checks_statement(bounds, alpha=0.05)
+    assert text is not None
+    assert "3 x 0.05 = 0.15" in text and "a policy alpha of 0.0167 makes it 0.05" in text
+    auc = MetricSet(BASE_METRICS)["auc"]
+    points = [CheckSpec.at_most("membership", auc, s, 0.6, s) for s in ("ngram", "embedding")]
+    text = checks_statement([*points, bounds[0]], alpha=0.05)
+    assert text is not None and "Bonferroni" not in text
+    assert "ngram.auc, embedding.auc compare point estimates" in text

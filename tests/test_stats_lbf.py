@@ -86,20 +86,25 @@ def test_attack_profile_of_a_binary_attack() -> None:
     assert delta_at_epsilon(profile, epsilon=math.log(7 / 4)) == pytest.approx(0.6)
 
 
-def test_censoring_moves_the_curve_left() -> None:
+def _censored(cx: np.ndarray, cy: np.ndarray, threshold: int):
+    merged_x, merged_y = censor(counts_x=cx, counts_y=cy, threshold=threshold)
+    return lbf_profile(counts_x=merged_x, counts_y=merged_y)
+
+
+def test_censoring_can_move_the_curve_either_way() -> None:
+    """Here censoring lowers δ(ε) everywhere; on a review's counts it doubles δ(0.5) (the
+    token carries the mass of an output above e^ε and one below): no direction holds."""
     cx = np.array([50, 40, 3, 1, 0, 2], dtype=float)
     cy = np.array([50, 40, 0, 2, 3, 1], dtype=float)
-    before = lbf_profile(counts_x=cx, counts_y=cy)
-    after = lbf_profile(
-        **dict(
-            zip(
-                ("counts_x", "counts_y"), censor(counts_x=cx, counts_y=cy, threshold=3), strict=True
-            )
-        )
-    )
+    before, after = lbf_profile(counts_x=cx, counts_y=cy), _censored(cx, cy, 3)
     assert after.delta_floor < before.delta_floor
     for eps in (0.0, 0.5, 1.0):
         assert delta_at_epsilon(after, epsilon=eps) <= delta_at_epsilon(before, epsilon=eps) + 1e-12
+    cx, cy = np.array([10.0, 10, 80]), np.array([1.0, 9, 80])
+    assert delta_at_epsilon(lbf_profile(counts_x=cx, counts_y=cy), epsilon=0.5) == pytest.approx(
+        0.1
+    )
+    assert delta_at_epsilon(_censored(cx, cy, 10), epsilon=0.5) == pytest.approx(0.2)
 
 
 @settings(max_examples=60, deadline=None)
@@ -123,6 +128,8 @@ def test_profile_properties(pairs) -> None:
 def test_validation() -> None:
     with pytest.raises(ValueError, match="counts_x must be non-negative"):
         lbf_profile(counts_x=np.array([-1.0, 1]), counts_y=np.ones(2))
+    with pytest.raises(ValueError, match="counts_x must be finite numbers; found inf"):
+        lbf_profile(counts_x=np.array([np.inf, 1.0]), counts_y=np.ones(2))
     with pytest.raises(ValueError, match="counts_y must have positive total mass"):
         lbf_profile(counts_x=np.ones(2), counts_y=np.zeros(2))
     with pytest.raises(ValueError, match="must align"):

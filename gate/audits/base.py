@@ -8,6 +8,7 @@ the policy's checks, validated as a Great Expectations suite, decide.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
@@ -72,3 +73,30 @@ class Audit(ABC, Generic[ConfigT]):
     @abstractmethod
     def run(self, bundle: Bundle, config: ConfigT, context: AuditContext) -> AuditResult:
         """Run on a validated bundle; raise on anything that prevents a complete result."""
+
+
+def checks_statement(checks: Sequence[CheckSpec], *, alpha: float) -> str | None:
+    """What the audit's verdict means when it has several checks: each confidence bound
+    holds at level 1 - alpha on its own, so a release without the leakage they test for
+    fails one of k with probability up to k alpha (Bonferroni); point estimates carry no
+    level. None for a single check."""
+    if len(checks) < 2:
+        return None
+    bounds = [c for c in checks if c.spec.confidence != "point estimate"]
+    points = [c.metric for c in checks if c.spec.confidence == "point estimate"]
+    parts = [f"The audit fails if any of its {len(checks)} checks fails."]
+    if len(bounds) > 1:
+        k = len(bounds)
+        parts.append(
+            f"{k} compare confidence bounds, each at level 1 - {alpha:g} on its own: a "
+            f"release without the leakage they test for fails one with probability up to "
+            f"{k} x {alpha:g} = {min(1.0, k * alpha):g} (Bonferroni; a policy alpha of "
+            f"{alpha / k:.3g} makes it {alpha:g})."
+        )
+    if points:
+        parts.append(
+            f"{', '.join(points)} compare point estimates, which carry no confidence "
+            "level: a release that leaks nothing can exceed them by chance (for an AUC, "
+            "each subject's statement gives that chance)."
+        )
+    return " ".join(parts)

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from gate.audits.base import Audit, AuditContext
+from gate.audits.base import Audit, AuditContext, checks_statement
 from gate.audits.feature_store import ClassDisclosures
 from gate.data.bundle import Bundle
 from gate.errors import AuditError
@@ -123,7 +123,7 @@ METRICS = MetricSet(
         ),
         MetricSpec(
             "critical_value",
-            "smallest T that rejects zero learning at alpha",
+            "critical value: zero learning is rejected at alpha when T exceeds it",
             "neither",
             f"{_PAPER}, Thm 1",
             kind="count",
@@ -393,6 +393,9 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                 "seconds": round(time.perf_counter() - started, 3),
                 **found.details,
             }
+        verdict = checks_statement(self.checks(config), alpha=context.alpha)
+        if verdict is not None:
+            statements["checks"] = verdict
         return AuditResult(
             metrics=tuple(metrics),
             witnesses=round_robin(per_class, context.max_witnesses),

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from gate.audits.base import Audit, AuditContext
+from gate.audits.base import Audit, AuditContext, checks_statement
 from gate.audits.feature_store import FeatureStore
 from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS, MEMBERSHIP_SCORERS
@@ -40,7 +40,14 @@ from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Curve
 from gate.stats.one_run import OneRunResult, one_run_epsilon_from_scores
 from gate.stats.rip import epsilon_from_eta, rip_eta_from_scores
-from gate.stats.roc import RocCurve, RocResult, roc_auc, similarity_two_sample, tpr_at_fpr
+from gate.stats.roc import (
+    RocCurve,
+    RocResult,
+    auc_exceedance_under_null,
+    roc_auc,
+    similarity_two_sample,
+    tpr_at_fpr,
+)
 
 if TYPE_CHECKING:
     from gate.data.bundle import Bundle
@@ -62,7 +69,8 @@ def tpr_spec(fpr: float) -> MetricSpec:
         f"tpr_at_fpr_{fpr:.12g}",
         f"share of train users flagged when {fpr:g} of holdout users are",
         "higher",
-        "empirical ROC curve (scikit-learn convention, ties counted 1/2)",
+        "empirical ROC curve (scikit-learn's roc_curve: tied scores are one threshold; no "
+        "interpolation)",
         kind="rate",
     )
 
@@ -210,6 +218,7 @@ class EmbeddingUserScorer(MembershipScorer[EmbeddingScorer]):
             "rare_similarity_p_value",
             f"one-sided p-value of that AUC = 1/2, {_RARE}",
             "lower",
+            "hypergeometric (two distinct values), permutation (ties), else "
             "scipy.stats.mannwhitneyu",
             kind="p_value",
         ),
@@ -520,6 +529,16 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "seconds": round(time.perf_counter() - started, 3),
             }
             auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
+            max_auc = config.thresholds.max_auc
+            if max_auc is not None:
+                chance = auc_exceedance_under_null(
+                    scores=scores, is_train=labels, threshold=max_auc
+                )
+                auc += (
+                    f"A release that leaks nothing has AUC > {max_auc:g} with probability "
+                    f"{chance:.2g} at these users and scores (Mann-Whitney null, normal "
+                    "approximation). "
+                )
             statements[name] = (
                 f"{auc}Each with probability >= {1 - context.alpha:g} over the random "
                 f"assignment of users (both together >= {1 - 2 * context.alpha:g}): the "
@@ -531,6 +550,9 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 f"privacy at level alpha = {context.alpha:g}: no evidence of leakage, which "
                 "is not evidence of safety."
             )
+        verdict = checks_statement(self.checks(config), alpha=context.alpha)
+        if verdict is not None:
+            statements["checks"] = verdict
         return AuditResult(
             metrics=tuple(metrics), statements=statements, curves=tuple(curves), details=details
         )

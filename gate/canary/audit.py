@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import ValidationError
 
-from gate.audits.base import Audit, AuditContext
+from gate.audits.base import Audit, AuditContext, checks_statement
 from gate.audits.membership import (
     STANDARD_FPRS,
     reported_fprs,
@@ -434,6 +434,9 @@ class CanaryAuditRunner(Audit[CanaryAudit]):
             "signals": per_signal,
             "seconds": seconds,
         }
+        verdict = checks_statement(self.checks(config), alpha=context.alpha)
+        if verdict is not None:
+            statements["checks"] = verdict
         return AuditResult(
             metrics=tuple(metrics),
             witnesses=witnesses,

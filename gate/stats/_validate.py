@@ -80,4 +80,7 @@ def check_scores(scores: Any, is_train: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(
             f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
         )
+    if y.dtype != bool and not np.isin(y, (0, 1)).all():
+        found = y[~np.isin(y, (0, 1))][0].item()
+        raise ValueError(f"is_train must hold booleans (or 0/1); found {found!r}")
     return s, y.astype(bool)

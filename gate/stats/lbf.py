@@ -46,8 +46,10 @@ def _frequencies(counts: np.ndarray, name: str) -> np.ndarray:
     c = np.asarray(counts, dtype=np.float64)
     if c.ndim != 1:
         raise ValueError(f"{name} must be a 1-d array; found shape {c.shape}")
-    if c.size and (np.isnan(c).any() or c.min() < 0):
-        raise ValueError(f"{name} must be non-negative numbers; found min {np.nanmin(c)!r}")
+    if c.size and not np.isfinite(c).all():
+        raise ValueError(f"{name} must be finite numbers; found {float(c[~np.isfinite(c)][0])!r}")
+    if c.size and c.min() < 0:
+        raise ValueError(f"{name} must be non-negative numbers; found min {c.min()!r}")
     total = c.sum()
     if total <= 0:
         raise ValueError(f"{name} must have positive total mass; found {total!r}")
@@ -143,8 +145,13 @@ def censor(
     *, counts_x: np.ndarray, counts_y: np.ndarray, threshold: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge every output whose count under X and under Y is at most ``threshold`` into one
-    censoring token; the curve moves left (Stomakhin 2025, §4.4 and Figure 3a; the LBF of a
-    merged set of outputs lies between its members' LBFs, §3.2 Lemma 2)."""
+    censoring token (Stomakhin 2025, §4.4 and Figure 3a).
+
+    The profile of the censored counts is that of an observer who sees the token in place
+    of the rare outputs; it bounds the uncensored profile in neither direction. The LBF of
+    the merged output lies between its members' LBFs (§3.2 Lemma 2), but δ(ε) counts the
+    mass of outputs above e^ε, and the token can carry more of it than its members did:
+    counts (10, 10, 80) and (1, 9, 80) give δ(0.5) = 0.1, censored at 10 they give 0.2."""
     check_count("threshold", threshold)
     cx = np.asarray(counts_x, dtype=np.float64)
     cy = np.asarray(counts_y, dtype=np.float64)

@@ -50,6 +50,26 @@ def _split(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.nda
     return s, y
 
 
+def auc_exceedance_under_null(
+    *, scores: np.ndarray, is_train: np.ndarray, threshold: float
+) -> float:
+    """``P(AUC > threshold)`` when membership is random: the chance that a release which
+    leaks nothing exceeds a policy's ``max_auc`` with these scores and these numbers of
+    train and holdout users. Normal approximation of the null distribution of the
+    Mann-Whitney U statistic with the correction for ties (Lehmann 1975, *Nonparametrics*,
+    §1.4): ``Var U = n1 n0 / 12 ((n + 1) - sum(t^3 - t) / (n (n - 1)))`` over the groups of
+    ``t`` tied scores. Every score tied: the AUC is 1/2."""
+    s, y = _split(scores, is_train)
+    n, n1 = s.size, int(y.sum())
+    n0 = n - n1
+    _, ties = np.unique(s, return_counts=True)
+    tie_sum = float((ties.astype(np.float64) ** 3 - ties).sum())
+    variance = n1 * n0 / 12.0 * ((n + 1) - tie_sum / (n * (n - 1)))
+    if variance <= 0:
+        return 0.0 if threshold >= 0.5 else 1.0
+    return float(stats.norm.sf((threshold - 0.5) * n1 * n0 / np.sqrt(variance)))
+
+
 def roc_curve(*, scores: np.ndarray, is_train: np.ndarray) -> RocCurve:
     """ROC points, one per distinct score (ties move both rates at once)."""
     s, y = _split(scores, is_train)
