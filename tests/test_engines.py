@@ -622,6 +622,40 @@ def test_standard_policy_same_verdict_on_spark(tmp_path: Path, spark_engine) -> 
                 assert ours[key] == value, key
 
 
+@pytest.mark.slow
+def test_long_texts_read_in_windows_on_spark(tmp_path: Path, spark_engine) -> None:
+    """``windows: all`` on Spark: the driver cuts the windows, Spark embeds them; the
+    same disclosures, similarities and membership scores as the local engine on e-mails
+    copied after a long preamble."""
+    from .test_text_windows import write_preamble_bundle
+
+    files = write_preamble_bundle(tmp_path)
+    policy = write_policy(
+        tmp_path / "windows.yaml",
+        "version: 1\nname: windows\naudits:\n  disclosure:\n"
+        "    features: [{class: semantic, windows: all, rare_quantile: 1.0}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+        "  membership:\n    scorers: [{scorer: embedding}]\n"
+        "    thresholds: {max_auc: 0.6}\n",
+    )
+    reports = {}
+    for engine in ("local", "spark"):
+        out = tmp_path / engine
+        main([*check_args({**files, "policy": policy}, out, "--no-mlflow", engine=engine)])
+        reports[engine] = read_report(out)
+    local, spark = reports["local"], reports["spark"]
+    assert spark["status"] == local["status"] == "fail"
+    assert local["audits"]["disclosure"]["metrics"]["semantic.train_disclosures"] >= 4
+    for audit in ("disclosure", "membership"):
+        ours, theirs = spark["audits"][audit]["metrics"], local["audits"][audit]["metrics"]
+        assert ours.keys() == theirs.keys()
+        for key, value in theirs.items():
+            assert ours[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    windows = spark["audits"]["disclosure"]["details"]["semantic"]["windows"]
+    assert windows == local["audits"]["disclosure"]["details"]["semantic"]["windows"]
+    assert windows["mode"] == "all"
+
+
 def test_only_a_gone_jvm_counts_as_lost() -> None:
     """A Java exception the JVM answered with (a failed read or query) keeps its own
     message; a broken or refused gateway connection is the lost-JVM error."""

@@ -159,15 +159,10 @@ def test_nearest_records_is_brute_force_over_window_pairs() -> None:
     assert search_width(k=3, most_windows=40) == 81
 
 
-def test_a_copy_after_a_preamble_is_seen_only_in_windows(tmp_path: Path) -> None:
-    """Twelve train e-mails of 300-400 words copied between 280 words of another e-mail
-    and its next 100 (aligned with neither end of the release text): the first window
-    of each release record is the preamble (no disclosure); read in
-    windows, copies are disclosed (those whose best-aligned release window is at cosine
-    0.9 or more) and the holdout is not. The counts are blind to membership (what keeps
-    the test's level under the null): with train and holdout swapped, the same records
-    are disclosed, now on the holdout side."""
-    from gate.cli import main
+def write_preamble_bundle(directory: Path) -> dict[str, Path]:
+    """Train, holdout and release files: twelve train e-mails of 300-400 words (one
+    sender each), twelve holdout ones, and a release that copies each train e-mail
+    between 280 words of another e-mail and its next 100."""
     from gate.demo.corpora import email_threads, make_faker
 
     rng = np.random.default_rng(3)
@@ -185,8 +180,22 @@ def test_a_copy_after_a_preamble_is_seen_only_in_windows(tmp_path: Path) -> None
             for o, t in zip(other, train, strict=True)
         ],
     }.items():
-        files[name] = tmp_path / f"{name}.jsonl"
+        files[name] = directory / f"{name}.jsonl"
         files[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return files
+
+
+def test_a_copy_after_a_preamble_is_seen_only_in_windows(tmp_path: Path) -> None:
+    """Twelve train e-mails of 300-400 words copied between 280 words of another e-mail
+    and its next 100 (aligned with neither end of the release text): the first window
+    of each release record is the preamble (no disclosure); read in
+    windows, copies are disclosed (those whose best-aligned release window is at cosine
+    0.9 or more) and the holdout is not. The counts are blind to membership (what keeps
+    the test's level under the null): with train and holdout swapped, the same records
+    are disclosed, now on the holdout side."""
+    from gate.cli import main
+
+    files = write_preamble_bundle(tmp_path)
     swapped = {**files, "train": files["holdout"], "holdout": files["train"]}
     metrics = {}
     for run, mode, inputs in (
