@@ -282,9 +282,9 @@ def fold_confusables(
     lookalike (accented ones count by their base letter): a word made of Latin letters
     and lookalikes (Rоsе with Cyrillic о and е, cаfé, or а alone) is folded, a word of
     Russian, Greek, Hebrew or Arabic is left as it is, whatever the rest of the text
-    holds. The fold runs before and after the
-    decomposition ``decompose`` if given (then a lookalike letter under an accent is
-    folded too, and the caller recomposes), and a dot above after i or j is dropped.
+    holds. The fold runs before and after the decomposition ``decompose`` if given (then
+    a lookalike letter under an accent is folded too, and the caller recomposes), and a
+    dot above after i or j is dropped.
     With ``casefold`` the text is case-folded before each fold (Γ and ℾ fold only as γ).
     Unless ``decompose`` is NFKD (whose NFKC does it), characters whose compatibility
     decomposition is ASCII are read as it (:func:`compatibility_lookalikes`).
