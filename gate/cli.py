@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate._version import __version__
 from gate.errors import GateError, InputError
+from gate.interrupts import Terminated, forget_signals, raise_if_terminated, terminate
 from gate.quiet import quiet_libraries
 
 if TYPE_CHECKING:
@@ -363,26 +364,18 @@ COMMANDS = {
 }
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the gate is so that every context manager cleans up (an open
-    MLflow run ends KILLED, a half-written evidence directory is removed). A
-    BaseException, like KeyboardInterrupt, so that no handler of ordinary errors (an audit
-    that failed, a plot that failed) takes it for one."""
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated(f"terminated by signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every outcome is an exit code (0 pass, 1 fail, 2 bad input, 3 could
     not complete) and at most one line on stderr, never a traceback unless --verbose."""
     args = _parser().parse_args(argv)
     quiet_libraries(verbose=args.verbose)
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    forget_signals()
+    previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        raise_if_terminated()  # a signal whose exception a finalizer dropped
+        return code
     except InputError as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

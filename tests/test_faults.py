@@ -5,6 +5,7 @@ adversary would (see the README, "Faults and bad input")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -261,6 +262,60 @@ def test_an_interrupted_mlflow_run_is_not_finished_and_leaves_no_verdict(
     assert len(parent) == 1 and parent[0].info.status == "KILLED"
     assert "gate.passed" not in parent[0].data.tags
     assert parent[0].data.tags["gate.status"] == "error"
+
+
+def test_a_signal_whose_exception_was_dropped_withdraws_the_verdict(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: SIGTERM raised inside a finalizer is printed and dropped by Python, and
+    the run went on to PASS (exit 0). The signal is remembered: no verdict is put in
+    place, the MLflow run ends KILLED without verdict tags, and the command exits 3."""
+    import mlflow
+
+    import gate.evidence.writer as writer
+    from gate.interrupts import Terminated, terminate
+
+    real = writer._write_files
+
+    def dropped_in_a_finalizer(*args, **kwargs):
+        written = real(*args, **kwargs)
+        with contextlib.suppress(Terminated):  # as Python drops an exception of __del__
+            terminate(15, None)
+        return written
+
+    monkeypatch.setattr(writer, "_write_files", dropped_in_a_finalizer)
+    out = tmp_path / "out"
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    clean = clean_release(bundle_files, tmp_path)
+    assert main([*check_args(clean, out), "--tracking-uri", store]) == 3
+    assert no_verdict(out)
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    assert parent.info.status == "KILLED" and parent.data.tags["gate.status"] == "error"
+
+
+def test_evidence_that_cannot_be_put_in_place_withdraws_the_mlflow_verdict(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: a file put in --out during a PASS run made the swap fail (exit 3, no
+    verdict written) while the MLflow run stayed FINISHED with gate.passed=true."""
+    import mlflow
+
+    import gate.evidence.writer as writer
+
+    def occupied(staging: Path, out_dir: Path) -> None:
+        raise OSError(39, "Directory not empty", str(out_dir))
+
+    monkeypatch.setattr(writer, "_swap_into_place", occupied)
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    clean = clean_release(bundle_files, tmp_path)
+    assert main([*check_args(clean, tmp_path / "out"), "--tracking-uri", store]) == 3
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    assert parent.info.status == "FAILED" and parent.data.tags["gate.status"] == "error"
+    assert parent.data.tags["gate.passed"] == "false"
 
 
 def test_artifact_logging_failure_is_an_error_without_a_pass_tag(

@@ -190,8 +190,11 @@ class GateRunLog:
         self.client.set_terminated(run_id, "FINISHED")
 
     def abandon(self, status: str) -> None:
-        """End a run the gate gave up on (``FAILED`` or ``KILLED``), tagged as an error."""
+        """End a run the gate gave up on (``FAILED`` or ``KILLED``), tagged as an error (a
+        verdict it was already given, before its evidence failed, is withdrawn)."""
         run_id = self._require_run()
+        if "gate.passed" in self.client.get_run(run_id).data.tags:
+            self.client.set_tag(run_id, "gate.passed", "false")
         self.client.set_tag(run_id, "gate.status", "error")
         self.client.set_terminated(run_id, status)
 

@@ -26,6 +26,7 @@ from gate.evidence.html import html_report
 from gate.evidence.junit import junit_xml
 from gate.evidence.markdown import markdown_summary
 from gate.evidence.report import REPORT_NAME, report_dict
+from gate.interrupts import raise_if_terminated
 
 if TYPE_CHECKING:
     from gate.results import GateResult
@@ -294,10 +295,11 @@ def _log_to_mlflow(
     uri: str,
     timeout: float,
     parent_run_id: str | None = None,
-) -> tuple[GateResult, str | None, dict[str, Path]]:
+) -> tuple[GateResult, str | None, dict[str, Path], Any]:
     """One MLflow run holding every file, its verdict tags set last; the whole logging
     bounded by ``timeout`` seconds. Returns the result (an error if logging failed), the
-    run id and the files written into ``staging``.
+    run id, the files written into ``staging`` and the run's log (to withdraw the
+    verdict if the evidence cannot be put in place).
 
     A run the gate stops waiting for is cancelled (it never gets verdict tags) and ended
     FAILED, or KILLED on a signal, best effort.
@@ -321,7 +323,7 @@ def _log_to_mlflow(
         )
         files = _write_files(result, staging, plots, run_id=run_id, uri=uri)
         with_deadline(deadline, cancelled, lambda: opened.finish(result, files, plots, cancelled))
-        return result, run_id, files
+        return result, run_id, files, log
     except Exception as exc:
         cancelled.set()
         _abandon(log, "FAILED")
@@ -334,7 +336,8 @@ def _log_to_mlflow(
             evidence_error=f"MLflow logging to {uri} failed{hint}: {type(exc).__name__}: {exc}",
         )
         created = None if log is None else log.run_id
-        return failed, created, _write_files(failed, staging, plots, run_id=created, uri=uri)
+        written = _write_files(failed, staging, plots, run_id=created, uri=uri)
+        return failed, created, written, log
     except BaseException:
         cancelled.set()
         _abandon(log, "KILLED")
@@ -370,6 +373,7 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; a report is not
+    log: Any = None  # the MLflow run's, to withdraw its verdict if the evidence fails
     try:
         result, plots = _plots(result, staging / "plots")
         run_id: str | None = None
@@ -378,7 +382,7 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
             from gate.evidence.mlflow_log import tracking_uri
 
             uri = tracking_uri(mlflow.tracking_uri, result.policy.evidence.mlflow.tracking_uri)
-            result, run_id, files = _log_to_mlflow(
+            result, run_id, files, log = _log_to_mlflow(
                 result,
                 staging,
                 plots,
@@ -388,13 +392,21 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
             )
         else:
             files = _write_files(result, staging, plots, run_id=None, uri=None)
+        raise_if_terminated()  # a signal whose exception was dropped: no verdict in place
         _swap_into_place(staging, out_dir)
     except OSError as exc:
+        _abandon(log, "FAILED")  # the run's verdict tags must not outlive the evidence
         where = exc.filename or out_dir
         raise EvidenceWriteError(
             f"could not write the evidence to {where}: {exc.strerror or exc}; no verdict was "
             "written"
         ) from exc
+    except Exception:
+        _abandon(log, "FAILED")
+        raise
+    except BaseException:
+        _abandon(log, "KILLED")
+        raise
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

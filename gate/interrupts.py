@@ -1,0 +1,32 @@
+"""SIGTERM as the gate handles it: raised where the process is, so that every context
+manager cleans up, and remembered, so that a signal raised where an exception cannot
+propagate (a finalizer, whose exception Python prints and drops) still withdraws the
+verdict: the evidence is not put in place and the command exits 3."""
+
+from __future__ import annotations
+
+_received: list[int] = []
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the gate is (an open MLflow run ends KILLED, a half-written
+    evidence directory is removed). A BaseException, like KeyboardInterrupt, so that no
+    handler of ordinary errors (an audit that failed, a plot that failed) takes it for
+    one."""
+
+
+def terminate(signum: int, frame: object) -> None:
+    """The SIGTERM handler: remember the signal, then raise :class:`Terminated`."""
+    _received.append(signum)
+    raise Terminated(f"terminated by signal {signum}")
+
+
+def raise_if_terminated() -> None:
+    """Raise :class:`Terminated` if a signal arrived since :func:`forget_signals`, even
+    one whose exception was dropped."""
+    if _received:
+        raise Terminated(f"terminated by signal {_received[0]}")
+
+
+def forget_signals() -> None:
+    _received.clear()
