@@ -265,3 +265,30 @@ def test_splitting_an_earlier_output_into_its_directory_keeps_that_file(
     before = public.read_bytes()
     again = split_source(public, p=0.5, seed=4, by="user_id", out_dir=out)
     assert public.read_bytes() == before and again.manifest.canary_source is None
+
+
+def test_an_unusable_out_is_bad_input_and_a_failed_write_leaves_no_split(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """A review: a file as --out was exit 3 with a bare system error, and a full disk
+    left train and holdout files without their manifest."""
+    import gate.data.split as split_module
+
+    (tmp_path / "afile").write_text("x")
+    for out in ("afile", "afile/sub"):
+        args = ["split", "--source", str(source), "--seed", "1", "--out", str(tmp_path / out)]
+        assert main(args) == 2
+        assert f"--out {tmp_path / out}: cannot write the split there" in capsys.readouterr().err
+    real, written = split_module.write_table, []
+
+    def full_disk(frame, path) -> None:
+        if written:
+            raise OSError(28, "No space left on device", str(path))
+        real(frame, path)
+        written.append(path)
+
+    monkeypatch.setattr(split_module, "write_table", full_disk)
+    out = tmp_path / "full"
+    assert main(["split", "--source", str(source), "--seed", "1", "--out", str(out)]) == 3
+    assert "No space left on device; no split was left there" in capsys.readouterr().err
+    assert written and list(out.iterdir()) == []

@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,7 @@ from gate.data.io import (
     sha256_file,
     write_table,
 )
-from gate.errors import BundleError
+from gate.errors import BundleError, GateError
 
 MANIFEST_NAME = "split-manifest.json"
 CANARY_STREAM = 1  # second seed word of the canary-source draw
@@ -145,7 +145,14 @@ def split_source(
         raise BundleError(
             f"--out {out_dir}: would overwrite the source {source}; choose another directory"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise BundleError(
+            f"--out {out_dir}: cannot write the split there ({exc.strerror or exc})"
+        ) from None
     earlier = {
         name
         for name in _earlier_outputs(out / MANIFEST_NAME) - {path.name for path in outputs}
@@ -154,16 +161,19 @@ def split_source(
     body = frame.drop(columns=["split"], errors="ignore")
     entries = {}
     masks = {"train": flags & ~canary, "holdout": ~flags & ~canary, "canary-source": canary}
-    for name in names:
-        mask = masks[name]
-        path = out / f"{name}{suffix}"
-        write_table(body[mask], path)
-        entries[name] = FileEntry(
-            path=path.name,
-            sha256=sha256_file(path),
-            records=int(mask.sum()),
-            users=int(np.unique(units[mask]).size),
-        )
+    try:
+        for name in names:
+            mask = masks[name]
+            path = out / f"{name}{suffix}"
+            write_table(body[mask], path)
+            entries[name] = FileEntry(
+                path=path.name,
+                sha256=sha256_file(path),
+                records=int(mask.sum()),
+                users=int(np.unique(units[mask]).size),
+            )
+    except OSError as exc:
+        _remove_split(outputs, exc, out)
     manifest = SplitManifest(
         p=p,
         seed=seed,
@@ -181,10 +191,24 @@ def split_source(
         canary_source=entries.get("canary-source"),
     )
     manifest_path = out / MANIFEST_NAME
-    atomic_write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
+    try:
+        atomic_write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
+    except OSError as exc:
+        _remove_split(outputs, exc, out)
     for name in earlier:  # an earlier split's file this one does not write (canary source)
         (out / name).unlink(missing_ok=True)
     return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
+
+
+def _remove_split(outputs: list[Path], exc: OSError, out: Path) -> NoReturn:
+    """Remove the files of a split that could not be written whole (a split without its
+    manifest, or with a cut file, is no split) and raise the error naming the path."""
+    for path in outputs:
+        path.unlink(missing_ok=True)
+    raise GateError(
+        f"could not write the split to {exc.filename or out}: {exc.strerror or exc}; no "
+        "split was left there"
+    ) from None
 
 
 def _earlier_outputs(manifest_path: Path) -> set[str]:
