@@ -488,3 +488,13 @@ def test_settings_of_finds_every_configuration_of_a_kind_in_the_enabled_audits()
         )
     )
     assert [s.neighbours for s in own.settings_of(SemanticFeatures)] == [3]
+
+
+@pytest.mark.parametrize(("character", "column"), [("\x1b", 1), ("\x00", 1), ("\ufffe", 1)])
+def test_a_character_yaml_refuses_is_one_line_naming_its_place(character: str, column: int) -> None:
+    """A review: a control character gave a two-line message with a character offset."""
+    message = error_of(f"version: 1\nname: x\n{character}: 1\n")
+    assert message == (
+        f"p.yaml:3:{column}: not valid YAML: character U+{ord(character):04X} is not "
+        "allowed in YAML (it takes printable characters only)"
+    )
