@@ -295,6 +295,24 @@ def test_a_signal_whose_exception_was_dropped_withdraws_the_verdict(
     assert parent.info.status == "KILLED" and parent.data.tags["gate.status"] == "error"
 
 
+def test_an_audit_s_mlflow_run_is_never_left_running(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: logging an audit's nested run failed (an unwritable artifact store) and
+    that run stayed RUNNING while the gate's run ended FAILED."""
+    import mlflow
+
+    def unwritable(self, run_id, dictionary, artifact_file, *args, **kwargs):
+        raise OSError(30, "Read-only file system", artifact_file)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "log_dict", unwritable)
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    assert main([*check_args(bundle_files, tmp_path / "out"), "--tracking-uri", store]) == 3
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert {r.info.status for r in runs} == {"FAILED"} and len(runs) == 2
+
+
 def test_evidence_that_cannot_be_put_in_place_withdraws_the_mlflow_verdict(
     bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,7 +23,7 @@ from gate.evidence.deadline import with_deadline
 from gate.evidence.report import jsonable
 
 if TYPE_CHECKING:
-    from gate.results import GateResult
+    from gate.results import AuditOutcome, GateResult
 
 T = TypeVar("T")
 
@@ -140,22 +140,30 @@ class GateRunLog:
                     **({"gate.error": outcome.error[:5000]} if outcome.error else {}),
                 },
             ).info.run_id
-            checks = {
-                f"check.{i}": f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
-                for i, c in enumerate(outcome.checks)
-            }
-            values = {} if outcome.result is None else outcome.result.metric_values
-            self._log(child, values, checks)
-            if outcome.result is not None:
-                self.client.log_dict(
-                    child,
-                    {m.name: m.spec.as_dict() for m in outcome.result.metrics},
-                    "metric_specs.json",
-                )
-                if outcome.result.details:  # e.g. the canary set, seeds, insertion-map hash
-                    self.client.log_dict(child, jsonable(outcome.result.details), "details.json")
+            try:
+                self._log_audit(child, outcome)
+            except BaseException:  # the audit's run ends with the gate's, never RUNNING
+                with suppress(Exception):
+                    self.client.set_terminated(child, "FAILED")
+                raise
             self.client.set_terminated(child)
         return run_id
+
+    def _log_audit(self, child: str, outcome: AuditOutcome) -> None:
+        checks = {
+            f"check.{i}": f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
+            for i, c in enumerate(outcome.checks)
+        }
+        values = {} if outcome.result is None else outcome.result.metric_values
+        self._log(child, values, checks)
+        if outcome.result is not None:
+            self.client.log_dict(
+                child,
+                {m.name: m.spec.as_dict() for m in outcome.result.metrics},
+                "metric_specs.json",
+            )
+            if outcome.result.details:  # e.g. the canary set, seeds, insertion-map hash
+                self.client.log_dict(child, jsonable(outcome.result.details), "details.json")
 
     def _log(self, run_id: str, metrics: dict[str, float], params: dict[str, str]) -> None:
         from mlflow.entities import Metric, Param

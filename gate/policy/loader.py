@@ -183,11 +183,11 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         root = yaml.compose(text, Loader=_UniqueKeyLoader)
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.reader.ReaderError as exc:  # a character YAML refuses: no mark, a position
-        line = text.count("\n", 0, exc.position) + 1
+        row = text.count("\n", 0, exc.position) + 1
         column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
         code = exc.character if isinstance(exc.character, int) else ord(exc.character)
         raise PolicyError(
-            f"{source}:{line}:{column}: not valid YAML: character U+{code:04X} is not "
+            f"{source}:{row}:{column}: not valid YAML: character U+{code:04X} is not "
             "allowed in YAML (it takes printable characters only)"
         ) from None
     except yaml.YAMLError as exc:
