@@ -718,30 +718,30 @@ def remediate_release(
     from gate.remediation.utility import UtilityMeter
 
     progress = progress or NullProgress()
-    loaded = _with_engine(load_policy(policy), None, None)
-    root_seed = loaded.policy.seed if seed is None else seed
-    if root_seed < 0:
-        raise InputError(f"--seed must be >= 0; found {root_seed}")
-    setup = remediation_setup(loaded, generator=generator, method=method)
-    _refuse_unused_canary_source(loaded, canary_source)
-    _check_before_work(loaded)
-    with progress.step("loading the train and holdout records"):
-        records = load_source(
-            membership=loaded.policy.membership,
-            text=loaded.policy.text,
-            manifest=manifest,
-            canary_source=canary_source,
-        )
-    _require_canary_source(loaded, records.canary_source)
-    users = setup.train_users(records.frame)
     with (
         tempfile.TemporaryDirectory(prefix="gate-feature-caches-") as feature_caches,
         out_dir_lock(
             Path(out_dir), is_own=is_remediation_output, is_output=is_remediation_dir
         ) as out,
     ):
+        prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
+        loaded = _with_engine(load_policy(policy), None, None)
+        root_seed = loaded.policy.seed if seed is None else seed
+        if root_seed < 0:
+            raise InputError(f"--seed must be >= 0; found {root_seed}")
+        setup = remediation_setup(loaded, generator=generator, method=method)
+        _refuse_unused_canary_source(loaded, canary_source)
+        _check_before_work(loaded)
+        with progress.step("loading the train and holdout records"):
+            records = load_source(
+                membership=loaded.policy.membership,
+                text=loaded.policy.text,
+                manifest=manifest,
+                canary_source=canary_source,
+            )
+        _require_canary_source(loaded, records.canary_source)
+        users = setup.train_users(records.frame)
         run_policy = with_feature_caches(loaded, Path(feature_caches))
-        prepare_out_dir(out)
         out.mkdir(parents=True)
         settings = MlflowSettings(
             enabled=mlflow and loaded.policy.evidence.mlflow.enabled,

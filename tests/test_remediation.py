@@ -114,6 +114,10 @@ def test_out_of_an_earlier_run_is_replaced_and_a_foreign_directory_refused(
     assert remediate(policy, corpus, out, "--no-mlflow") == 2
     assert "not this command's output (notes.txt)" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "mine" and (out / "remediation.json").exists()
+    (out / "notes.txt").unlink()
+    bad = write_policy(tmp_path / "bad.yaml", "version: 1\nname: bad\nalpha: x\n")
+    assert remediate(bad, corpus, out, "--no-mlflow") == 2  # a review: the PASS had stayed
+    assert not out.exists()
 
 
 def test_rounds_share_one_feature_cache_deleted_at_the_end(tmp_path: Path, corpus: Path) -> None:
