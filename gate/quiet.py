@@ -19,7 +19,9 @@ NOISY_LOGGERS = (
 SILENT_LOGGERS = ("great_expectations",)
 # Presidio warns once per record about every spaCy entity label it does not map (CARDINAL,
 # MONEY, ...): on generated text that is thousands of lines of nothing a user can act on.
-ERROR_ONLY_LOGGERS = ("presidio-analyzer",)
+# matplotlib warns per font family when its font cache (shared by every installation of
+# one user) lists fonts that are gone, and draws the plots with another font all the same.
+ERROR_ONLY_LOGGERS = ("presidio-analyzer", "matplotlib.font_manager")
 
 
 def quiet_libraries(*, verbose: bool) -> None:

@@ -339,3 +339,18 @@ def test_against_a_real_mlflow_server(bundle, tmp_path: Path) -> None:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def test_matplotlib_s_font_fallback_stays_out_of_the_terminal(tmp_path: Path) -> None:
+    """A font cache listing fonts that are gone (another installation's) made matplotlib
+    log a 'findfont: ... Falling back' line per font family on the gate's stderr."""
+    script = (
+        "import logging; from gate.quiet import quiet_libraries; "
+        "quiet_libraries(verbose=False); "
+        "logging.getLogger('matplotlib.font_manager').warning('findfont: missing'); "
+        "logging.getLogger('matplotlib.font_manager').error('kept')"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert run.stderr == "kept\n"
