@@ -68,6 +68,25 @@ def accented(i: int) -> str:
     return " ".join(f"café{i}x{j} résumé{i}y{j} Zoë{i}z{j}" for j in range(4))
 
 
+def assert_copies_fail(tmp_path: Path, transform, policy: str) -> None:
+    """20 train and 20 holdout users of accented text; a release of every train record
+    through ``transform`` FAILs under ``policy`` with n-gram disclosures on train only."""
+    train = write_jsonl(
+        tmp_path / "t.jsonl", [{"user_id": f"t{i}", "text": accented(i)} for i in range(20)]
+    )
+    holdout = write_jsonl(
+        tmp_path / "h.jsonl", [{"user_id": f"h{i}", "text": accented(100 + i)} for i in range(20)]
+    )
+    release = write_jsonl(
+        tmp_path / "s.jsonl", [{"text": transform(accented(i))} for i in range(20)]
+    )
+    files = {"train": train, "holdout": holdout, "synthetic": release}
+    files["policy"] = write_policy(tmp_path / "p.yaml", policy)
+    assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == 1
+    metrics = read_report(tmp_path / "out")["audits"]["disclosure"]["metrics"]
+    assert metrics["ngram.epsilon_lower_exact"] > 0.5 and metrics["ngram.holdout_disclosures"] == 0
+
+
 @pytest.mark.parametrize(
     "transform",
     [
@@ -80,20 +99,7 @@ def accented(i: int) -> str:
     ids=["NFD", "zero-width", "full-width", "lookalike-letters", "other-script-digits"],
 )
 def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path, transform) -> None:
-    train = write_jsonl(
-        tmp_path / "t.jsonl", [{"user_id": f"t{i}", "text": accented(i)} for i in range(20)]
-    )
-    holdout = write_jsonl(
-        tmp_path / "h.jsonl", [{"user_id": f"h{i}", "text": accented(100 + i)} for i in range(20)]
-    )
-    release = write_jsonl(
-        tmp_path / "s.jsonl", [{"text": transform(accented(i))} for i in range(20)]
-    )
-    files = {"train": train, "holdout": holdout, "synthetic": release}
-    files["policy"] = write_policy(tmp_path / "p.yaml")
-    assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == 1
-    metrics = read_report(tmp_path / "out")["audits"]["disclosure"]["metrics"]
-    assert metrics["ngram.epsilon_lower_exact"] > 0.5 and metrics["ngram.holdout_disclosures"] == 0
+    assert_copies_fail(tmp_path, transform, MINIMAL_POLICY)
     effective = read_report(tmp_path / "out")["policy"]["effective"]["text"]
     assert effective["normalization"] == "NFKC" and effective["strip_invisible"] is True
     assert effective["fold_confusables"] is True
@@ -111,22 +117,7 @@ def test_compatibility_lookalikes_of_train_records_fail_without_nfkc(
 ) -> None:
     """Text kept in NFC (or as written): letters whose compatibility form is ASCII are
     read as it, as NFKC would (they had passed at ε̂ 0 under NFC)."""
-    train = write_jsonl(
-        tmp_path / "t.jsonl", [{"user_id": f"t{i}", "text": accented(i)} for i in range(20)]
-    )
-    holdout = write_jsonl(
-        tmp_path / "h.jsonl", [{"user_id": f"h{i}", "text": accented(100 + i)} for i in range(20)]
-    )
-    release = write_jsonl(
-        tmp_path / "s.jsonl", [{"text": sans_serif(accented(i))} for i in range(20)]
-    )
-    files = {"train": train, "holdout": holdout, "synthetic": release}
-    files["policy"] = write_policy(
-        tmp_path / "p.yaml", MINIMAL_POLICY + f"text:\n  normalization: {form}\n"
-    )
-    assert main([*check_args(files, tmp_path / "out"), "--no-mlflow"]) == 1
-    metrics = read_report(tmp_path / "out")["audits"]["disclosure"]["metrics"]
-    assert metrics["ngram.epsilon_lower_exact"] > 0.5 and metrics["ngram.holdout_disclosures"] == 0
+    assert_copies_fail(tmp_path, sans_serif, MINIMAL_POLICY + f"text:\n  normalization: {form}\n")
 
 
 @pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
