@@ -495,6 +495,25 @@ def test_the_exact_bound_at_the_smallest_levels(alpha: float, kind: str) -> None
     assert exact_tail(counts=counts, q=result.p_lower_exact, threshold=statistic) <= alpha
 
 
+def test_one_weight_bound_bisects_when_the_closed_form_is_not_rejected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Clopper-Pearson's closed form (beta.ppf) is checked against the exact tail; one
+    that the tail does not reject (rounding, or the tail's error at tiny alpha) is
+    bisected down to the boundary: the same bound as the closed form, and rejected."""
+    from gate.stats import feature_match
+
+    counts = np.ones(200, int)
+    statistic = 150.0
+    expected = exact_rate_lower_bound(counts=counts, statistic=statistic, alpha=ALPHA)
+    assert expected == pytest.approx(stats.beta.ppf(ALPHA, 150, 51))
+    real = feature_match.stats.beta.ppf
+    monkeypatch.setattr(feature_match.stats.beta, "ppf", lambda *a: real(*a) + 0.02)
+    bisected = exact_rate_lower_bound(counts=counts, statistic=statistic, alpha=ALPHA)
+    assert bisected == pytest.approx(expected, abs=1e-9)
+    assert exact_tail(counts=counts, q=bisected, threshold=statistic) <= ALPHA
+
+
 def test_feature_match_rejects_bad_arrays() -> None:
     with pytest.raises(ValueError, match="one length"):
         feature_match_test(counts=np.ones(3, int), is_train=np.ones(2, bool))

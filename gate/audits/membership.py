@@ -314,6 +314,21 @@ def reported_fprs(gated: TprAtFpr | None) -> list[float]:
     return sorted(fprs, reverse=True)
 
 
+def auc_chance(*, scores: np.ndarray, is_member: np.ndarray, thresholds: BaseModel) -> str:
+    """The sentence of a subject's statement that gives the chance that a release leaking
+    nothing has an AUC above the thresholds' ``max_auc`` (a point estimate, no level);
+    empty without ``max_auc``."""
+    max_auc = getattr(thresholds, "max_auc", None)
+    if max_auc is None:
+        return ""
+    chance = auc_exceedance_under_null(scores=scores, is_train=is_member, threshold=max_auc)
+    return (
+        f"A release that leaks nothing has AUC > {max_auc:g} with probability {chance:.2g} "
+        "at these scores and numbers of members and non-members (Mann-Whitney null, normal "
+        "approximation). "
+    )
+
+
 def score_checks(
     audit: str, metrics: MetricSet, subjects: Sequence[str], thresholds: BaseModel
 ) -> list[CheckSpec]:
@@ -529,16 +544,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "seconds": round(time.perf_counter() - started, 3),
             }
             auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
-            max_auc = config.thresholds.max_auc
-            if max_auc is not None:
-                chance = auc_exceedance_under_null(
-                    scores=scores, is_train=labels, threshold=max_auc
-                )
-                auc += (
-                    f"A release that leaks nothing has AUC > {max_auc:g} with probability "
-                    f"{chance:.2g} at these users and scores (Mann-Whitney null, normal "
-                    "approximation). "
-                )
+            auc += auc_chance(scores=scores, is_member=labels, thresholds=config.thresholds)
             statements[name] = (
                 f"{auc}Each with probability >= {1 - context.alpha:g} over the random "
                 f"assignment of users (both together >= {1 - 2 * context.alpha:g}): the "

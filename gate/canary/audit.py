@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from gate.audits.base import Audit, AuditContext, checks_statement
 from gate.audits.membership import (
     STANDARD_FPRS,
+    auc_chance,
     reported_fprs,
     score_checks,
     score_statistics,
@@ -361,6 +362,7 @@ class CanaryAuditRunner(Audit[CanaryAudit]):
                 "auc_p_value_method": roc.p_value_method,
             }
             auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}). "
+            auc += auc_chance(scores=scores, is_member=members, thresholds=config.thresholds)
             statements[name] = (
                 f"{auc}With probability >= {1 - context.alpha:g} over the random inclusion of "
                 f"the canaries, the training pipeline is not (epsilon, {config.delta:g})-DP "

@@ -213,11 +213,9 @@ def exact_rate_lower_bound(
         tail = weighted_bernoulli_sf(weights=weights, multiplicities=mult, q=q, threshold=statistic)
         return math.log(max(tail, 1e-300)) - math.log(alpha)
 
-    # ``lo`` is always a rejected rate: 0 (T > 0 is impossible at q = 0) or Hoeffding's p̂
-    # (unless the exact tail's error puts it above alpha).
+    # ``lo`` is a rejected rate: 0 (T > 0 is impossible at q = 0) or Hoeffding's p̂, which
+    # the exact tail's error can leave unrejected at tiny alpha (checked before Brent).
     lo = min(max(start, 0.0), 1.0)
-    if lo > 0 and log_excess(lo) > 0:
-        lo = 0.0
     hi = 1.0
     # The saddlepoint root at a level a hair below alpha is, in practice, a rejected rate
     # within ~1e-4 (relative, in level) of the exact bound: one exact evaluation verifies it.
@@ -257,6 +255,8 @@ def exact_rate_lower_bound(
     else:
         return lo
     xtol = 1e-8
+    if lo == start and lo > 0 and log_excess(lo) > 0:
+        lo = 0.0
     root = optimize.brentq(log_excess, lo, hi, xtol=xtol, rtol=1e-10)
     candidate = max(lo, root - 2 * xtol)
     if log_excess(candidate) <= 0:

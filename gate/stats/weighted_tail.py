@@ -124,12 +124,14 @@ def weighted_bernoulli_sf(
     check_probability("q", q)
     w, m = check_weights(weights, multiplicities)
     heavy = np.zeros(w.size, dtype=bool)
-    if 0.0 < q < 1.0:
-        windows = [_window(mi * q, float(mi), 0, int(mi)) for mi in m.tolist()]
-        spans = np.array([(hi - lo) * int(wi) for (lo, hi), wi in zip(windows, w, strict=True)])
+    half = np.sqrt(m * math.log(2.0 / _TOL) / 2.0)  # :func:`_window`, for every weight
+    k_lo = np.maximum(0, np.floor(m * q - half)).astype(np.int64)
+    k_hi = np.minimum(m, np.ceil(m * q + half)).astype(np.int64)
+    spans = (k_hi - k_lo) * w
+    if 0.0 < q < 1.0 and spans.size and spans.max() > _HEAVY_MIN_CELLS:
         light_span, heavy_values = 0, 1
         for i in np.argsort(spans, kind="stable"):
-            size = windows[i][1] - windows[i][0] + 1
+            size = int(k_hi[i] - k_lo[i]) + 1
             if spans[i] > max(_HEAVY_SPAN * light_span, _HEAVY_MIN_CELLS) and (
                 heavy_values * size <= _HEAVY_VALUES
             ):
@@ -138,6 +140,10 @@ def weighted_bernoulli_sf(
             else:
                 light_span += int(spans[i])
     light = weighted_bernoulli_pmf(weights=w[~heavy], multiplicities=m[~heavy], q=q)
+    if not heavy.any():
+        first = math.ceil(threshold) - light.offset
+        tail = 1.0 if first <= 0 else float(light.pmf[first:].sum())  # empty past the end
+        return min(1.0, tail + light.dropped)
     values, probabilities, dropped = _heavy_values(w[heavy], m[heavy], q)
     # P(light >= t) for every t = threshold - h, from the light pmf's upper cumulative sums
     upper = np.concatenate([np.cumsum(light.pmf[::-1])[::-1], [0.0]])
