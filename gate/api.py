@@ -6,10 +6,11 @@ The CLI and notebooks both call :func:`run_gate` (already loaded inputs) or
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from gate.engines.base import Engine, create_engine, uses_feature_caches
 from gate.errors import BundleError, InputError, missing_dependency_message
 from gate.features.embeddings import native_bfloat16
 from gate.plugins import ENGINES
-from gate.policy.checks import CheckResult, evaluate_check
+from gate.policy.checks import CheckResult, CheckSpec, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
 from gate.policy.models import (
     AuditConfig,
@@ -38,11 +39,12 @@ from gate.policy.models import (
 )
 from gate.progress import NullProgress, Progress
 from gate.results import AuditOutcome, AuditResult, GateResult, Status, SuiteValidation
-from gate.suites.gx_suite import validate_checks
+from gate.suites.gx_suite import is_data_docs_entry, is_data_docs_site, validate_checks
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from gate.evidence.writer import DataDocsSite
     from gate.remediation.report import RemediationResult
 
 __all__ = [
@@ -136,23 +138,25 @@ def _overall(
 def validate_with_gx(
     outcomes: Mapping[str, AuditOutcome], *, suite_name: str, data_docs_dir: Path | None
 ) -> tuple[SuiteValidation | None, str | None]:
-    """Run the checks of the completed audits as a GX suite; check that GX and the gate's
-    own evaluation agree on every check (a disagreement is an error, never a pass)."""
-    values = {
-        c.spec: c.value
-        for o in outcomes.values()
-        if o.error is None
-        for c in o.checks
-        if c.value is not None
-    }
-    if not values:
+    """Run every check of the policy as a GX suite (a check of an audit that did not
+    complete is a missing value, which fails); check that GX and the gate's own evaluation
+    agree on every check and every audit's completion (a disagreement is an error, never
+    a pass)."""
+    if not outcomes:
         return None, None
+    values = {c.spec: c.value for o in outcomes.values() for c in o.checks}
+    completed = {name: o.error is None for name, o in outcomes.items()}
     try:
-        gx = validate_checks(values, suite_name=suite_name, data_docs_dir=data_docs_dir)
+        gx = validate_checks(
+            values, completed=completed, suite_name=suite_name, data_docs_dir=data_docs_dir
+        )
     except Exception as exc:
         return None, f"Great Expectations validation failed: {type(exc).__name__}: {exc}"
     own = {(c.spec.audit, c.spec.metric): c.passed for o in outcomes.values() for c in o.checks}
-    disagree = sorted(k for k in own if gx.check_success.get(k) != own[k])
+    disagree = sorted(str(k) for k in own if gx.check_success.get(k) != own[k])
+    disagree += sorted(f"{a} completed" for a in completed if gx.completed.get(a) != completed[a])
+    if gx.success != (all(completed.values()) and all(own.values())):
+        disagree.append("the suite's success")
     if disagree:
         return gx, f"Great Expectations and the gate disagree on {disagree}"
     return gx, None
@@ -184,6 +188,7 @@ def _run_audit(
     )
     t0 = time.perf_counter()
     result: AuditResult | None = None
+    specs: list[CheckSpec] = []
     checks: tuple[CheckResult, ...] = ()
     error: str | None = None
     citation = ""
@@ -200,6 +205,7 @@ def _run_audit(
         error = f"{type(exc).__name__}: {exc}"
     if error is not None:
         status: Status = "error"
+        checks = tuple(CheckResult(spec=s, value=None, passed=False) for s in specs)
     else:
         status = "pass" if all(c.passed for c in checks) else "fail"
     return AuditOutcome(
@@ -282,17 +288,41 @@ def run_gate(
     )
 
 
-def _data_docs_dir(data_docs: str | Path | None, out: Path) -> Path | None:
-    """The Data Docs directory, which must not be inside the report directory (that is
-    replaced as a whole at the end of the run)."""
+@contextmanager
+def _data_docs_site(data_docs: str | Path | None, out: Path) -> Iterator[DataDocsSite | None]:
+    """Hold the Data Docs directory for this run, checked as ``--out`` is (never inside
+    ``--out``, which is replaced as a whole, nor holding it); the earlier site is removed
+    and GX builds the new one in a staging directory that the evidence writer puts in
+    place (or withholds) with the verdict.
+
+    Raises:
+        InputError: the directory is unusable (named by ``--data-docs``).
+    """
+    from gate.evidence.writer import DataDocsSite, make_staging_dir, out_dir_lock, prepare_out_dir
+
     if data_docs is None:
-        return None
+        yield None
+        return
     if not str(data_docs).strip():
         raise InputError("--data-docs is empty; give a directory")
-    docs = Path(data_docs).resolve()
-    if docs == out or out in docs.parents:
-        raise InputError(f"--data-docs {data_docs}: is inside --out {out}; give another directory")
-    return docs
+    wanted = Path(data_docs).resolve()
+    if wanted == out or out in wanted.parents or wanted in out.parents:
+        raise InputError(
+            f"--data-docs {data_docs}: is inside --out {out} or holds it; give a directory of "
+            "its own"
+        )
+    with out_dir_lock(
+        Path(data_docs),
+        is_own=is_data_docs_entry,
+        is_output=is_data_docs_site,
+        option="--data-docs",
+    ) as docs:
+        prepare_out_dir(docs)
+        staging = make_staging_dir(docs)
+        try:
+            yield DataDocsSite(staging=staging, target=docs)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -617,8 +647,7 @@ def _gate_files(
     )
 
     progress = progress or NullProgress()
-    with out_dir_lock(Path(out_dir)) as out:
-        docs = _data_docs_dir(data_docs, out)
+    with out_dir_lock(Path(out_dir)) as out, _data_docs_site(data_docs, out) as site:
         prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
         loaded = _with_engine(load_policy(policy), engine, spark_master)
         if only is not None:
@@ -652,7 +681,12 @@ def _gate_files(
                 )
             _require_canary_source(loaded, bundle.canary_source)
             result = run_gate(
-                loaded, bundle, seed=seed, progress=progress, data_docs_dir=docs, engine=data_engine
+                loaded,
+                bundle,
+                seed=seed,
+                progress=progress,
+                data_docs_dir=None if site is None else site.staging,
+                engine=data_engine,
             )
         settings = MlflowSettings(
             enabled=mlflow and loaded.policy.evidence.mlflow.enabled,
@@ -660,7 +694,7 @@ def _gate_files(
             timeout=mlflow_timeout,
         )
         with progress.step("writing evidence"):
-            evidence = write_evidence(result, out, mlflow=settings)
+            evidence = write_evidence(result, out, mlflow=settings, data_docs=site)
     return CheckOutcome(
         result=evidence.result,
         report_path=evidence.files["report"],

@@ -218,6 +218,8 @@ def _print_outcome(outcome: CheckOutcome) -> int:
         print_summary(outcome.result, console, report_path=str(shown))
         if outcome.mlflow_run_id:
             console.print(f"mlflow run: {outcome.mlflow_run_id}")
+        if "data_docs" in outcome.files:
+            console.print(f"data docs: {outcome.files['data_docs']}")
     except (BrokenPipeError, SystemExit):  # rich turns a closed stdout into SystemExit(1)
         _discard_stdout()
     return code

@@ -115,7 +115,8 @@ class AuditOutcome:
     """An audit's result and the checks of the policy against it.
 
     ``status`` is ``error`` when the audit raised, was unavailable or did not report a
-    metric one of its checks needs; an errored audit never passes.
+    metric one of its checks needs; an errored audit never passes, and its checks (those
+    it could state) are unmeasured.
     """
 
     name: str
@@ -138,6 +139,7 @@ class SuiteValidation:
 
     success: bool
     check_success: dict[tuple[str, str], bool]  # (audit, metric) -> success
+    completed: dict[str, bool]  # audit -> GX found it completed
     result: dict[str, Any]  # the validation result as JSON
     suite: dict[str, Any]  # the suite as JSON
     data_docs_index: Path | None

@@ -91,14 +91,24 @@ def test_gx_validation_decides_the_verdict(
     gx_result = json.loads((tmp_path / "out" / "gx-validation.json").read_text())
     assert report["passed"] is passed
     assert report["passed"] == gx_result["success"] == report["evidence"]["gx_success"]
-    expectations = {
-        r["expectation_config"]["kwargs"]["column"]: r["success"] for r in gx_result["results"]
+    between = {
+        r["expectation_config"]["kwargs"]["column"]: r["success"]
+        for r in gx_result["results"]
+        if r["expectation_config"]["type"] == "expect_column_values_to_be_between"
     }
     checks = [c for a in report["audits"].values() for c in a["checks"]]
-    assert len(expectations) == len(checks) == 3
-    assert sorted(expectations.values()) == sorted(c["passed"] for c in checks)
+    assert len(between) == len(checks) == 3
+    assert sorted(between.values()) == sorted(c["passed"] for c in checks)
     suite = json.loads((tmp_path / "out" / "gx-suite.json").read_text())
-    assert {e["type"] for e in suite["expectations"]} == {"expect_column_values_to_be_between"}
+    types = [e["type"] for e in suite["expectations"]]
+    assert types.count("expect_column_values_to_be_between") == 3
+    assert types.count("expect_column_values_to_not_be_null") == 3
+    assert types.count("expect_column_values_to_be_in_set") == len(report["audits"]) == 2
+    assert all(
+        r["success"]
+        for r in gx_result["results"]
+        if "between" not in r["expectation_config"]["type"]
+    )
 
 
 def test_gx_disagreement_is_an_error(
@@ -109,7 +119,12 @@ def test_gx_disagreement_is_an_error(
     def flipped(values, **kwargs) -> SuiteValidation:
         v = real(values, **kwargs)
         return SuiteValidation(
-            not v.success, {k: not s for k, s in v.check_success.items()}, v.result, v.suite, None
+            not v.success,
+            {k: not s for k, s in v.check_success.items()},
+            v.completed,
+            v.result,
+            v.suite,
+            None,
         )
 
     monkeypatch.setattr(gate.api, "validate_checks", flipped)

@@ -313,13 +313,19 @@ def test_evidence_that_cannot_be_put_in_place_withdraws_the_mlflow_verdict(
 
     import gate.evidence.writer as writer
 
+    swap = writer._swap_into_place
+
     def occupied(staging: Path, out_dir: Path) -> None:
+        if out_dir.name == "docs":
+            return swap(staging, out_dir)
         raise OSError(39, "Directory not empty", str(out_dir))
 
     monkeypatch.setattr(writer, "_swap_into_place", occupied)
     store = f"sqlite:///{tmp_path / 'm.db'}"
     clean = clean_release(bundle_files, tmp_path)
-    assert main([*check_args(clean, tmp_path / "out"), "--tracking-uri", store]) == 3
+    docs = ["--data-docs", str(tmp_path / "docs")]
+    assert main([*check_args(clean, tmp_path / "out"), "--tracking-uri", store, *docs]) == 3
+    assert not (tmp_path / "docs").exists()  # the site that went in first is withdrawn
     client = mlflow.MlflowClient(tracking_uri=store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     parent = next(r for r in runs if "gate.audit" not in r.data.tags)
@@ -372,13 +378,19 @@ def test_a_plot_failure_never_hides_a_fail_and_never_passes(
 
     monkeypatch.setattr("gate.evidence.plots.make_plots", broken)
     files = clean_release(bundle_files, tmp_path) if status == "pass" else bundle_files
-    code = main([*check_args(files, tmp_path / "out"), "--no-mlflow"])
+    docs = tmp_path / "docs"
+    code = main([*check_args(files, tmp_path / "out"), "--no-mlflow", "--data-docs", str(docs)])
     data = read_report(tmp_path / "out")
     if status == "fail":
         assert code == 1 and data["status"] == "fail"
         assert "plots failed: RuntimeError: no fonts" in data["evidence"]["warnings"][0]
+        assert data["evidence"]["data_docs"] == str(docs / "index.html")
+        assert (docs / "index.html").exists()
     else:
         assert code == 3 and data["status"] == "error" and "no fonts" in data["evidence_error"]
+        # the suite succeeded, the run did not: a site saying success is withheld
+        assert data["evidence"]["gx_success"] is True and data["evidence"]["data_docs"] is None
+        assert not docs.exists() and not list(tmp_path.glob(".docs.*.tmp"))
 
 
 # ---------------------------------------------------------------- no private text in errors
@@ -715,6 +727,28 @@ def test_concurrent_checks_share_one_new_sqlite_store(
     assert len(run_ids) == processes
 
 
+def test_a_run_stopped_while_creating_the_sqlite_store_leaves_no_broken_store(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A review: SIGTERM during MLflow's schema migrations (about 3 s) of a new SQLite
+    store left it half-migrated, and every later run exited 3 naming the SQL error."""
+    db = tmp_path / "m.db"
+    args = [*check_args(bundle_files, tmp_path / "out"), "--tracking-uri", f"sqlite:///{db}"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    stopped = subprocess.Popen([*GATE, *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while stopped.poll() is None and time.monotonic() < deadline:
+        if any(p.stat().st_size > 0 for p in tmp_path.glob(".m.db.*.tmp")):
+            break  # the migrations are writing the new store
+        time.sleep(0.01)
+    stopped.send_signal(signal.SIGTERM)
+    assert stopped.wait(timeout=60) == 3
+    assert not db.exists() and list(tmp_path.glob(".m.db.*.tmp"))  # stopped mid-creation
+    assert gate(*args, cwd=tmp_path).returncode == 1
+    assert read_report(tmp_path / "out")["evidence"]["mlflow_run_id"]
+    assert db.exists() and not list(tmp_path.glob(".m.db.*.tmp"))
+
+
 def test_an_unreachable_tracking_server_fails_within_the_deadline(
     bundle_files: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -940,6 +974,42 @@ def test_out_and_data_docs_paths_are_checked_before_the_run(
         assert capsys.readouterr().err.count("\n") == 1, what
 
 
+def test_data_docs_directory_is_checked_like_out(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: --data-docs was written into whatever it named (a directory of a user's
+    files; a file failed only after the audits) and kept earlier runs' validations."""
+    out = tmp_path / "out"
+    assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    a_file = tmp_path / "docs.html"
+    a_file.write_text("<p>mine</p>")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "index.html").write_text("<p>my own index</p>")
+    cases = {
+        "holds a user's files": (mine, "holds files that are not this command's output"),
+        "a file": (a_file, "exists and is not a directory"),
+        "a user's index.html": (fake, "not an earlier output of it"),
+        "holds --out": (tmp_path, "is inside --out"),
+    }
+    for what, (docs, message) in cases.items():
+        code = main([*check_args(bundle_files, out), "--no-mlflow", "--data-docs", str(docs)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and f"--data-docs {docs}: " in err, what
+        assert message in err, what
+        assert read_report(out)["status"] == "fail", what  # refused before anything changed
+    assert (mine / "notes.txt").read_text() == "mine" and a_file.read_text() == "<p>mine</p>"
+    assert (fake / "index.html").read_text() == "<p>my own index</p>"
+    site = tmp_path / "site"
+    for _ in range(2):  # an earlier site is replaced, not added to
+        assert main([*check_args(bundle_files, out), "--no-mlflow", "--data-docs", str(site)]) == 1
+        assert f"data docs: {site / 'index.html'}" in capsys.readouterr().out
+    assert len(list(site.rglob("validations/**/*.html"))) == 1
+
+
 def test_out_holding_a_users_files_of_report_names_is_left_alone(
     bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1000,6 +1070,54 @@ def test_a_copy_of_train_never_passes_because_there_are_few_users(
         assert f"with {users} train users" in error and "at least 7 train users" in error
     else:
         assert report["status"] == "fail"
+
+
+def test_an_audit_that_did_not_complete_fails_the_gx_suite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: the suite held only the checks of audits that finished, so GX's
+    validation and Data Docs said success on a run whose verdict was an error."""
+    import xml.etree.ElementTree as ET
+
+    files = {
+        "train": write_jsonl(
+            tmp_path / "t.jsonl", [{"user_id": f"u{i}", "text": unique_text(i)} for i in range(4)]
+        ),
+        "holdout": write_jsonl(
+            tmp_path / "h.jsonl",
+            [{"user_id": f"v{i}", "text": unique_text(50 + i)} for i in range(4)],
+        ),
+        "synthetic": write_jsonl(
+            tmp_path / "s.jsonl", [{"text": unique_text(50 + i)} for i in range(4)]
+        ),
+        "policy": write_policy(tmp_path / "p.yaml"),
+    }
+    out, docs = tmp_path / "out", tmp_path / "docs"
+    assert main([*check_args(files, out), "--no-mlflow", "--data-docs", str(docs)]) == 3
+    report = read_report(out)
+    (check,) = report["audits"]["disclosure"]["checks"]
+    assert check["value"] is None and check["passed"] is False
+    validation = json.loads((out / "gx-validation.json").read_text())
+    assert validation["success"] is False and report["evidence"]["gx_success"] is False
+    failed = {
+        (r["expectation_config"]["type"], r["expectation_config"]["kwargs"]["column"])
+        for r in validation["results"]
+        if not r["success"]
+    }
+    assert failed == {
+        ("expect_column_values_to_be_in_set", "disclosure__completed"),
+        ("expect_column_values_to_not_be_null", "disclosure__ngram_epsilon_lower_exact"),
+    }
+    assert report["evidence"]["data_docs"] == str(docs / "index.html")  # it says failure
+    page = next(docs.rglob("validations/**/*.html")).read_text()
+    assert "disclosure__completed" in page
+    (case,) = [
+        c
+        for c in ET.parse(out / "junit.xml").getroot().iter("testcase")
+        if "epsilon" in c.get("name")
+    ]
+    assert case.find("error").get("type") == "NotMeasured"
+    assert "| not measured |" in (out / "summary.md").read_text()
 
 
 def test_one_out_directory_serves_one_run_at_a_time(

@@ -100,7 +100,13 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
                 f"<tr><td>{name}</td><td colspan=4>{escape(outcome.error)}</td><td class=bad>ERROR</td></tr>"
             )
         for c in outcome.checks:
-            word = "<td class=good>pass</td>" if c.passed else "<td class=bad>FAIL</td>"
+            word = (
+                "<td class=good>pass</td>"
+                if c.passed
+                else "<td class=bad>FAIL</td>"
+                if c.measured
+                else "<td class=bad>not measured</td>"
+            )
             out.append(
                 f"<tr><td>{name}</td><td><code>{escape(c.spec.metric)}</code><br><span class=note>"
                 f"{escape(c.spec.description)}</span></td><td class=num>{_num(c.value)}</td>"

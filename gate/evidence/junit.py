@@ -30,7 +30,11 @@ def junit_xml(result: GateResult) -> str:
                 classname=f"gate.{name}",
                 name=f"{check.spec.metric} {check.spec.op} {check.spec.threshold:g}",
             )
-            if not check.passed:
+            if not check.measured:
+                errors += 1
+                reason = "not measured: the audit did not complete"
+                ET.SubElement(case, "error", message=reason, type="NotMeasured").text = reason
+            elif not check.passed:
                 failures += 1
                 spec = check.spec
                 message = f"{spec.metric} = {check.value:.6g}, must be {spec.op} {spec.threshold:g}"

@@ -25,9 +25,10 @@ def markdown_summary(result: GateResult) -> str:
         if outcome.error is not None:
             lines.append(f"| {name} | audit did not complete | | | ⚠️ {outcome.error} |")
         for c in outcome.checks:
-            word = "pass" if c.passed else "**fail**"
+            word = "pass" if c.passed else "**fail**" if c.measured else "not measured"
             bound = f"{c.spec.op} {c.spec.threshold:g}"
-            lines.append(f"| {name} | `{c.spec.metric}` | {c.value:.4g} | {bound} | {word} |")
+            value = "" if c.value is None else f"{c.value:.4g}"
+            lines.append(f"| {name} | `{c.spec.metric}` | {value} | {bound} | {word} |")
     if result.evidence_error:
         lines += ["", f"⚠️ Evidence could not be recorded: {result.evidence_error}"]
     lines += [

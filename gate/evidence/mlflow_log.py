@@ -7,9 +7,11 @@ Default store: a local SQLite database (``sqlite:///<cwd>/mlflow.db``) with arti
 
 from __future__ import annotations
 
+import glob
 import logging
 import math
 import os
+import tempfile
 import threading
 import time
 import warnings
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gate._version import __version__
+from gate.atomic import current_umask
 from gate.evidence.deadline import with_deadline
 from gate.evidence.report import jsonable
 
@@ -241,7 +244,8 @@ def sqlite_path(uri: str) -> Path | None:
 @contextmanager
 def _store_lock(uri: str) -> Iterator[None]:
     """Serialise the creation of a SQLite store (its schema migrations) and of experiments
-    between gate processes sharing it; other stores are servers that do their own."""
+    between gate processes sharing it; other stores are servers that do their own. A
+    missing SQLite store is created here, whole (:func:`_create_sqlite_store`)."""
     path = sqlite_path(uri)
     if path is None:
         yield
@@ -252,9 +256,31 @@ def _store_lock(uri: str) -> Iterator[None]:
     with open(path.with_name(path.name + ".lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
+            if not path.exists():
+                _create_sqlite_store(path)
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _create_sqlite_store(path: Path) -> None:
+    """Create a SQLite store and run MLflow's schema migrations (a few seconds) under a
+    temporary name beside ``path``, then rename it into place: a run killed meanwhile
+    leaves no half-migrated store at ``path`` (the next creation removes what it left).
+    Call it holding the store's lock."""
+    import mlflow
+
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        stale.unlink(missing_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        os.chmod(temporary, 0o666 & ~current_umask())  # as SQLite would create it
+        mlflow.MlflowClient(tracking_uri=f"sqlite:///{temporary}")  # creates and migrates
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _dataset_inputs(result: GateResult) -> list[Any]:

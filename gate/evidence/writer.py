@@ -41,6 +41,15 @@ class MlflowSettings:
 
 
 @dataclass(frozen=True)
+class DataDocsSite:
+    """A Data Docs site GX built into ``staging``, to be put in place at ``target`` with
+    the rest of the evidence (``target`` was cleared by :func:`prepare_out_dir`)."""
+
+    staging: Path
+    target: Path
+
+
+@dataclass(frozen=True)
 class Evidence:
     result: GateResult
     files: dict[str, Path]
@@ -136,10 +145,11 @@ def out_dir_lock(
     *,
     is_own: Callable[[str], bool] = is_gate_report_file,
     is_output: Callable[[Path], bool] = is_gate_report_dir,
+    option: str = "--out",
 ) -> Iterator[Path]:
     """Hold ``out_dir`` for one gate run (yields the checked, symlink-resolved path): a
     second run on the same ``--out`` is refused instead of mixing its files or deleting
-    this run's staging directory.
+    this run's staging directory. ``option`` names the directory in messages.
 
     Raises:
         InputError: another gate run holds the directory, or ``out_dir`` is unusable
@@ -147,21 +157,21 @@ def out_dir_lock(
     """
     import fcntl
 
-    out = check_out_dir(out_dir, is_own=is_own, is_output=is_output)
+    out = check_out_dir(out_dir, is_own=is_own, is_output=is_output, option=option)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         lock = open(out.parent / f".{out.name}.lock", "a")  # noqa: SIM115 (closed below)
     except OSError as exc:
         raise InputError(
-            f"--out {out_dir}: cannot create {exc.filename or out.parent}: {exc.strerror}"
+            f"{option} {out_dir}: cannot create {exc.filename or out.parent}: {exc.strerror}"
         ) from None
     with lock as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise InputError(
-                f"--out {out_dir}: another gate run is writing there; wait for it or choose "
-                "another directory"
+                f"{option} {out_dir}: another gate run is writing there; wait for it or "
+                "choose another directory"
             ) from None
         try:
             yield out
@@ -174,44 +184,45 @@ def check_out_dir(
     *,
     is_own: Callable[[str], bool] = is_gate_report_file,
     is_output: Callable[[Path], bool] = is_gate_report_dir,
+    option: str = "--out",
 ) -> Path:
     """``out_dir`` resolved (a symlink to a directory becomes its target), or InputError
     when the evidence could not be written there: a file, a dangling link, the working
     directory, a mount point (the final rename cannot replace it), a parent that cannot
     be written, or a directory holding anything but an earlier output of the same command
     (a file name ``is_own`` does not accept, or a directory ``is_output`` does not
-    recognise by its content: a user's own ``report.json`` is not a gate report)."""
+    recognise by its content: a user's own ``report.json`` is not a gate report).
+    ``option`` names the directory in messages."""
     if not str(out_dir).strip():
-        raise InputError("--out is empty; give a directory (the default is gate-report/)")
+        raise InputError(f"{option} is empty; give a directory")
     if out_dir.is_symlink() and not out_dir.exists():
-        raise InputError(f"--out {out_dir}: is a link to nothing")
+        raise InputError(f"{option} {out_dir}: is a link to nothing")
     out = out_dir.resolve()
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out_dir}: exists and is not a directory")
+        raise InputError(f"{option} {out_dir}: exists and is not a directory")
     if out == Path.cwd().resolve() or out.parent == out:
         raise InputError(
-            f"--out {out_dir}: is the working directory or the root; give a directory of its "
-            "own (the default is gate-report/)"
+            f"{option} {out_dir}: is the working directory or the root; give a directory of its own"
         )
     if out.is_dir() and os.path.ismount(out):
-        raise InputError(f"--out {out_dir}: is a mount point; give a directory inside it")
+        raise InputError(f"{option} {out_dir}: is a mount point; give a directory inside it")
     parent = out.parent
     while not parent.exists():
         parent = parent.parent
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"--out {out_dir}: cannot write in {parent}")
+        raise InputError(f"{option} {out_dir}: cannot write in {parent}")
     if out.is_dir():
         foreign = sorted(p.name for p in out.iterdir() if not is_own(p.name))
         if foreign:
             raise InputError(
-                f"--out {out_dir}: the directory holds files that are not this command's "
+                f"{option} {out_dir}: the directory holds files that are not this command's "
                 "output "
                 f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
                 "empty or new directory"
             )
         if any(out.iterdir()) and not is_output(out):
             raise InputError(
-                f"--out {out_dir}: the directory holds files of the names this command "
+                f"{option} {out_dir}: the directory holds files of the names this command "
                 "writes, but they are not an earlier output of it (its report is not one "
                 "the gate wrote, or it holds other files); choose an empty or new directory"
             )
@@ -237,6 +248,15 @@ def prepare_out_dir(out: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def make_staging_dir(target: Path) -> Path:
+    """A new directory beside ``target`` to build its content in before it is put in
+    place (:func:`prepare_out_dir` removes those a killed run left)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; a report is not
+    return staging
+
+
 def _write_files(
     result: GateResult, out_dir: Path, plots: list[Path], *, run_id: str | None, uri: str | None
 ) -> dict[str, Path]:
@@ -259,9 +279,7 @@ def _write_files(
         "mlflow_tracking_uri": uri,
         "gx_validation": "gx-validation.json" if result.gx is not None else None,
         "gx_success": None if result.gx is None else result.gx.success,
-        "data_docs": None
-        if result.gx is None or result.gx.data_docs_index is None
-        else str(result.gx.data_docs_index),
+        "data_docs": None if (docs := published_data_docs(result)) is None else str(docs),
         "files": [*sorted(p.name for p in files.values()), REPORT_NAME],
         "plots": [f"plots/{p.name}" for p in plots],
         "warnings": list(result.evidence_warnings),
@@ -271,6 +289,16 @@ def _write_files(
         json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
     )
     return files
+
+
+def published_data_docs(result: GateResult) -> Path | None:
+    """The index of the Data Docs site the run publishes, if any. A site is published only
+    when its verdict is the run's: one whose suite succeeded on a run that ended in an
+    error (GX and the gate disagreed, the evidence failed) is withheld."""
+    gx = result.gx
+    if gx is None or gx.data_docs_index is None:
+        return None
+    return gx.data_docs_index if gx.success == (result.status == "pass") else None
 
 
 def _plots(result: GateResult, directory: Path) -> tuple[GateResult, list[Path]]:
@@ -359,21 +387,30 @@ def _abandon(log: Any, status: str) -> None:
         )
 
 
-def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings) -> Evidence:
+def write_evidence(
+    result: GateResult,
+    out_dir: Path,
+    *,
+    mlflow: MlflowSettings,
+    data_docs: DataDocsSite | None = None,
+) -> Evidence:
     """Write every evidence file and, if enabled, log them to MLflow.
 
     The whole set is written into a fresh staging directory next to ``out_dir`` and
     renamed to ``out_dir`` at the end, so an interruption leaves either the complete new
     set or no verdict (``prepare_out_dir`` removed the earlier one). A failure to log or to
-    write is an error, never a pass.
+    write is an error, never a pass. ``data_docs``, a site GX built during the run, is put
+    in place just before ``out_dir`` if :func:`published_data_docs` allows it.
 
     Raises:
         EvidenceWriteError: the evidence could not be written; names the path.
     """
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; a report is not
+    staging = make_staging_dir(out_dir)
     log: Any = None  # the MLflow run's, to withdraw its verdict if the evidence fails
+    if data_docs is not None and result.gx is not None and result.gx.data_docs_index:
+        index = data_docs.target / result.gx.data_docs_index.relative_to(data_docs.staging)
+        result = replace(result, gx=replace(result.gx, data_docs_index=index))
+    docs: Path | None = None
     try:
         result, plots = _plots(result, staging / "plots")
         run_id: str | None = None
@@ -393,9 +430,13 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
         else:
             files = _write_files(result, staging, plots, run_id=None, uri=None)
         raise_if_terminated()  # a signal whose exception was dropped: no verdict in place
+        docs = published_data_docs(result) if data_docs is not None else None
+        if data_docs is not None and docs is not None:
+            _swap_into_place(data_docs.staging, data_docs.target)
         _swap_into_place(staging, out_dir)
     except OSError as exc:
         _abandon(log, "FAILED")  # the run's verdict tags must not outlive the evidence
+        _withdraw(data_docs, docs)
         where = exc.filename or out_dir
         raise EvidenceWriteError(
             f"could not write the evidence to {where}: {exc.strerror or exc}; no verdict was "
@@ -403,15 +444,25 @@ def write_evidence(result: GateResult, out_dir: Path, *, mlflow: MlflowSettings)
         ) from exc
     except Exception:
         _abandon(log, "FAILED")
+        _withdraw(data_docs, docs)
         raise
     except BaseException:
         _abandon(log, "KILLED")
+        _withdraw(data_docs, docs)
         raise
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     moved = {key: out_dir / path.relative_to(staging) for key, path in files.items()}
+    if docs is not None:
+        moved["data_docs"] = docs
     return Evidence(result, moved, run_id, uri)
+
+
+def _withdraw(data_docs: DataDocsSite | None, docs: Path | None) -> None:
+    """Remove a Data Docs site put in place for evidence that then failed to follow."""
+    if data_docs is not None and docs is not None and data_docs.target.is_dir():
+        shutil.rmtree(data_docs.target, ignore_errors=True)
 
 
 def _swap_into_place(staging: Path, out_dir: Path) -> None:

@@ -42,9 +42,16 @@ class CheckSpec:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """A check's outcome. ``value`` is ``None`` when the check was not measured (its
+    audit did not complete); such a check never passes."""
+
     spec: CheckSpec
     value: float | None
     passed: bool
+
+    @property
+    def measured(self) -> bool:
+        return self.value is not None
 
     def as_dict(self) -> dict[str, object]:
         return {
