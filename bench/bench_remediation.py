@@ -55,9 +55,10 @@ def write_corpus(path: Path, records: int, seed: int) -> int:
     return len(rows)
 
 
-def write_policy(path: Path, *, epochs: int, dp_epochs: int) -> None:
+def write_policy(path: Path, *, epochs: int, dp_epochs: int, sample_size: int) -> None:
     policy = yaml.safe_load((ROOT / "policies" / "remediate.yaml").read_text())
     policy["remediation"]["epochs"] = epochs
+    policy["remediation"]["sample_size"] = sample_size
     policy["remediation"]["dpsgd"]["epsilons"] = [8]
     policy["remediation"]["dpsgd"]["epochs"] = dp_epochs
     path.write_text(yaml.safe_dump(policy, sort_keys=False))
@@ -124,7 +125,9 @@ def main() -> None:
         )
         manifest = tmp / "split" / "split-manifest.json"
         policy = tmp / "policy.yaml"
-        write_policy(policy, epochs=args.epochs, dp_epochs=args.dp_epochs)
+        train = json.loads(manifest.read_text())["train"]["records"]
+        # a release as large as train, as the README's numbers were measured
+        write_policy(policy, epochs=args.epochs, dp_epochs=args.dp_epochs, sample_size=train)
         wall, rss, code = run(
             [
                 *gate,

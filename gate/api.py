@@ -824,7 +824,6 @@ def remediate_release(
             generator_config=setup.generator_config,
             users=users,
             holdout_texts=holdout_texts,
-            train_records=int((records.frame["split"] == "train").sum()),
             out=out,
             evaluate=evaluate,
             seed=root_seed,

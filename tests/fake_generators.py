@@ -28,7 +28,8 @@ class ParrotConfig(GeneratorConfig):
     fail_with: str | None = Field(
         None,
         description="'diverge', 'empty', 'interrupt', 'blank' (invisible text, no error), "
-        "'nan_epsilon' or 'delta_above' (an accountant's impossible report)",
+        "'nan_epsilon' or 'delta_above' (an accountant's impossible report), 'record_unit' "
+        "(record-level DP)",
     )
     private_copies: float = Field(0.0, ge=0, le=1, description="Share of train copied under DP.")
 
@@ -73,6 +74,7 @@ class ParrotGenerator(ParametricGenerator[ParrotConfig]):
                 sample_rate=0.1,
                 steps=10,
                 max_grad_norm=privacy.max_grad_norm,
+                unit="record" if self.config.fail_with == "record_unit" else "user",
             )
         return FitReport(
             epochs=epochs,

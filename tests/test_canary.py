@@ -50,6 +50,7 @@ audits:
 remediation:
   generator: tests.fake_generators:ParrotGenerator
   epochs: 1
+  sample_size: 400
 """
 
 

@@ -27,6 +27,7 @@ remediation:
   generator: tests.fake_generators:ParrotGenerator
   generator_config: {generator_config}
   epochs: 1
+  sample_size: 38
   dpsgd:
     epsilons: [8, 4]
   rip:
@@ -233,7 +234,9 @@ def test_rip_rounds_perturb_the_parameters(tmp_path: Path, corpus: Path) -> None
     report = read(out)
     rip = report["rounds"][1]["rip"]
     assert rip["eta"] == 0.3 and rip["noise"] == "isotropic" and rip["replicas"] == 3
-    assert rip["laplace_scale"] == pytest.approx((7.5 / 0.3) ** 2 * rip["sigma"])
+    assert rip["radius_scale"] == pytest.approx((7.5 / 0.3) ** 2 * rip["sigma"])
+    assert rip["radius_law"] == "gamma"
+    assert rip["radius_mean"] == pytest.approx(rip["radius_scale"] * rip["parameters"])
     assert report["rounds"][1]["privacy"] is None
     # the noise perturbs round 0's model; the half-models share its initialisation seed
     assert rip["training_seed"] == report["rounds"][0]["seed"]["generator_seed"]
@@ -313,6 +316,7 @@ def test_training_or_sampling_failure_is_an_error(
         ("blank", "wrote a release the gate refuses"),
         ("nan_epsilon", "reports epsilon nan > target 8"),
         ("delta_above", "reports delta"),
+        ("record_unit", "reports privacy per 'record'; the gate's unit is the user"),
     ],
 )
 def test_a_private_round_that_cannot_be_trusted_is_an_error(
@@ -389,6 +393,9 @@ def test_bad_generator_settings_exit_2(
         ("epochs: 1", "epochs: 0", "remediation.epochs"),
         ("replicas: 3", "replicas: 1", "remediation.rip.replicas"),
         ("epochs: 1", "epochs: 1\n  schedule: [8]", "remediation"),
+        # a release as large as train would publish the train count (a review)
+        ("sample_size: 38", "sample_size: null", "remediation.sample_size: gate remediate needs"),
+        ("sample_size: 38", "sample_size: 0", "remediation.sample_size"),
     ],
 )
 def test_bad_schedules_exit_2(
@@ -495,6 +502,7 @@ remediation:
   generator: reference
   generator_config: {layers: 2, hidden: 128, heads: 4, max_length: 80, batch_size: 4, learning_rate: 0.003, lr_schedule: cosine}
   epochs: 150
+  sample_size: 27
   dpsgd:
     epsilons: [4]
     epochs: 10

@@ -443,14 +443,14 @@ def test_rip_noise_scales_and_shapes() -> None:
     assert cor8_scale(eta=0.1) == pytest.approx(61.6**2)
     sigma = np.array([1.0, 2.0, 0.5])
     noise = np.array([cor8_noise(sigma=sigma, eta=0.2, rng=rng) for _ in range(4000)])
-    # X = r U with ||U||_{σ,2} = 1, so ||X||_{σ,2} = |r| ~ Exp(scale (6.16/η)^2)
+    # X = r U with ||U||_{σ,2} = 1, so ||X||_{σ,2} = r ~ Gamma(3, scale (6.16/η)^2)
     norms = np.sqrt((noise**2 / (3 * sigma**2)).sum(axis=1))
-    assert norms.mean() == pytest.approx(cor8_scale(eta=0.2), rel=0.05)
+    assert norms.mean() == pytest.approx(3 * cor8_scale(eta=0.2), rel=0.05)
     replicas = rng.normal(size=(8, 5))
     sd = replica_sigma(replicas)
     assert sd**2 == pytest.approx(((replicas - replicas.mean(0)) ** 2).sum() / 7)
     iso = np.array([isotropic_noise(dimension=5, sigma=sd, eta=0.3, rng=rng) for _ in range(4000)])
-    assert np.linalg.norm(iso, axis=1).mean() == pytest.approx((7.5 / 0.3) ** 2 * sd, rel=0.05)
+    assert np.linalg.norm(iso, axis=1).mean() == pytest.approx(5 * (7.5 / 0.3) ** 2 * sd, rel=0.05)
     with pytest.raises(ValueError, match="sigma must be a non-empty 1-d array"):
         cor8_noise(sigma=np.array([1.0, 0.0]), eta=0.1, rng=rng)
     with pytest.raises(ValueError, match=r"eta must be in \(0, 0.5\); found 0"):

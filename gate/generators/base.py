@@ -59,7 +59,9 @@ class DpSgdSpec:
 
 @dataclass(frozen=True)
 class PrivacySpent:
-    """The privacy a DP-SGD fit actually spent, as its accountant reports it."""
+    """The privacy a DP-SGD fit actually spent, as its accountant reports it. ``unit`` is
+    what one DP example is: ``"user"`` (all of a user's records, the gate's unit, the only
+    one a remediation round accepts) or ``"record"``."""
 
     accountant: str
     epsilon: float
@@ -68,7 +70,7 @@ class PrivacySpent:
     sample_rate: float
     steps: int
     max_grad_norm: float
-    unit: str = "user"
+    unit: Literal["user", "record"]
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -298,6 +298,7 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
                 sample_rate=float(loader.sample_rate),
                 steps=steps,
                 max_grad_norm=privacy.max_grad_norm,
+                unit="user",  # one training example per user (encode_user)
             )
         if not all(math.isfinite(x) for x in losses):
             raise GeneratorError("training diverged: a non-finite epoch loss")

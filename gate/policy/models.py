@@ -910,7 +910,11 @@ class Remediation(StrictModel):
         "rounds use dpsgd.epochs when set.",
     )
     sample_size: int | None = Field(
-        None, ge=1, description="Records per release; null = as many as train has."
+        None,
+        ge=1,
+        description="Records per release, chosen without looking at the data; gate remediate "
+        "requires it (as many as train has would publish the train count, which a private "
+        "round's ε or η does not cover).",
     )
     dpsgd: DpSgdRemediation = Field(default_factory=DpSgdRemediation)
     rip: RipRemediation = Field(default_factory=RipRemediation)

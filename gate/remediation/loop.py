@@ -192,7 +192,6 @@ class RemediationRun:
     generator_config: GeneratorConfig
     users: Sequence[Sequence[str]]
     holdout_texts: Sequence[str]
-    train_records: int
     out: Path
     evaluate: EvaluateRelease
     seed: int
@@ -255,6 +254,12 @@ class RemediationRun:
                 raise GeneratorError(
                     f"the accountant reports epsilon {reported.epsilon:.4g} > target "
                     f"{privacy.epsilon:g}"
+                )
+            if reported.unit != "user":
+                raise GeneratorError(
+                    f"generator {self.generator_cls.name!r} reports privacy per "
+                    f"{reported.unit!r}; the gate's unit is the user (a record-level ε does "
+                    "not cover a user with several records)"
                 )
             if not reported.delta <= privacy.delta:
                 raise GeneratorError(
@@ -349,7 +354,9 @@ class RemediationRun:
                 self._rip_fit, self._rip_seed = fit, gen_seed
 
         t0 = time.perf_counter()
-        n = self.remediation.sample_size or self.train_records
+        n = self.remediation.sample_size
+        if n is None:  # remediation_setup refuses it: a size that counts the train records
+            raise GeneratorError("remediation.sample_size is not set")
         texts = generator.sample(n, progress=self.progress)
         if len(texts) != n or not all(isinstance(t, str) for t in texts):
             raise GeneratorError(

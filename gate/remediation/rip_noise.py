@@ -1,8 +1,8 @@
 """RIP noise on a trained generator (*Provable Re-Identification Privacy*, §4): estimate the
 spread of the parameters over models trained on random halves of train, then release
-``θ + r·U`` (Algorithm 1, isotropic; or Corollary 8, per coordinate). The statistics
-(σ, the radius, the direction) are in :mod:`gate.stats.rip`; this module trains and
-perturbs."""
+``θ + r·U`` (Algorithm 1, isotropic; or Corollary 8, per coordinate), with the radius law
+of Theorem 7 (Gamma(d, scale); see :mod:`gate.stats.rip`). The statistics (σ, the radius,
+the direction) are in :mod:`gate.stats.rip`; this module trains and perturbs."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gate.generators.base import GeneratorConfig, ParametricGenerator
+from gate.generators.base import GeneratorConfig, GeneratorError, ParametricGenerator
 from gate.progress import Progress
 from gate.stats.rip import (
-    ALG1_CONSTANT,
     cor8_noise,
     cor8_scale,
     isotropic_noise,
+    isotropic_scale,
     replica_coordinate_sigma,
     replica_sigma,
 )
@@ -65,9 +65,16 @@ def replica_spread(
             replica.fit([users[i] for i in subset], epochs=epochs, progress=progress)
             vectors.append(replica.parameter_vector())
     theta = np.stack(vectors)
+    sigma = replica_sigma(theta)
+    if sigma == 0:
+        raise GeneratorError(
+            f"the {replicas} RIP replicas trained on random halves of the {len(users)} train "
+            "users came out identical (σ = 0), which would add no noise; RIP needs more "
+            "train users or more replicas (remediation.rip.replicas)"
+        )
     return ReplicaSpread(
         replicas=replicas,
-        sigma=replica_sigma(theta),
+        sigma=sigma,
         coordinate_sigma=replica_coordinate_sigma(theta, floor=1e-8),
         half_size=int(subsets[0].size),
     )
@@ -75,12 +82,13 @@ def replica_spread(
 
 @dataclass(frozen=True)
 class RipNoise:
-    """What was added: the target η, the noise form, the Laplace scale and the drawn
-    radius (in the norm of the noise form), and the Euclidean norm of the perturbation."""
+    """What was added: the target η, the noise form, the scale of the radius law
+    (``Gamma(parameters, scale)``, in the norm of the noise form) and the drawn radius, and
+    the Euclidean norm of the perturbation."""
 
     eta: float
     noise: str
-    laplace_scale: float
+    radius_scale: float
     radius: float
     perturbation_norm: float
     parameters: int
@@ -93,7 +101,9 @@ class RipNoise:
         return {
             "eta": self.eta,
             "noise": self.noise,
-            "laplace_scale": self.laplace_scale,
+            "radius_law": "gamma",
+            "radius_scale": self.radius_scale,
+            "radius_mean": self.radius_scale * self.parameters,
             **(drawn if with_draw else {}),
             "parameters": self.parameters,
         }
@@ -111,7 +121,7 @@ def add_rip_noise(
     theta = generator.parameter_vector()
     if noise == "isotropic":
         x = isotropic_noise(dimension=theta.size, sigma=spread.sigma, eta=eta, rng=rng)
-        scale = (ALG1_CONSTANT / eta) ** 2 * spread.sigma
+        scale = isotropic_scale(sigma=spread.sigma, eta=eta)
         radius = float(np.linalg.norm(x))
     else:
         x = cor8_noise(sigma=spread.coordinate_sigma, eta=eta, rng=rng)
@@ -122,7 +132,7 @@ def add_rip_noise(
     return RipNoise(
         eta=eta,
         noise=noise,
-        laplace_scale=float(scale),
+        radius_scale=float(scale),
         radius=radius,
         perturbation_norm=float(np.linalg.norm(x)),
         parameters=int(theta.size),

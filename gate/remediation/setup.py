@@ -178,8 +178,8 @@ def remediation_setup(
     """The effective settings, checked before anything trains.
 
     Raises:
-        InputError: an unknown method or generator, or a generator configuration its
-            model rejects (the message names the YAML path).
+        InputError: an unknown method or generator, a generator configuration its model
+            rejects, or no ``sample_size`` (the message names the YAML path).
     """
     where = f"{loaded.path}: remediation"
     remediation = loaded.policy.remediation or Remediation()
@@ -202,6 +202,13 @@ def remediation_setup(
         path = ".".join(str(x) for x in first["loc"])
         at = f"{where}.generator_config" + (f".{path}" if path else "")
         raise InputError(f"{at}: {first['msg']}") from None
+    if remediation.sample_size is None:
+        raise InputError(
+            f"{where}.sample_size: gate remediate needs a number of records per release, "
+            "chosen without looking at the data (null, as many as train has, would make a "
+            "private round's release size the exact count of train records, which its ε or "
+            "η does not cover)"
+        )
     canary = loaded.policy.audits.canary
     if chosen == "rip" and canary is not None and canary.enabled:
         raise InputError(

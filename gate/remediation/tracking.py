@@ -19,7 +19,7 @@ def round_metrics(record: RoundRecord) -> dict[str, float]:
         for key in ("epsilon", "delta", "noise_multiplier", "sample_rate"):
             metrics[f"dpsgd.{key}"] = float(record.privacy[key])
     if record.rip is not None:
-        for key in ("eta", "laplace_scale", "radius", "perturbation_norm", "sigma"):
+        for key in ("eta", "radius_scale", "radius", "perturbation_norm", "sigma"):
             if key in record.rip:  # the drawn radius and norm only with seeded noise
                 metrics[f"rip.{key}"] = float(record.rip[key])
     for group, values in record.gate.items():

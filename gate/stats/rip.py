@@ -7,6 +7,15 @@ see docs/methods.md §5.
 η-RIP (Definition 1, k = n/2): no adversary identifies membership with accuracy above
 1/2 + η. Pure functions: the η↔ε conversions (Theorem 4), the empirical η̂ from a membership
 classifier, and the noise of Corollary 8 and Algorithm 1 (the caller passes the Generator).
+
+The noise follows Theorem 7, which both are derived from: X has density proportional to
+``exp(-‖x‖/(cσ))`` on R^d, so ``X = r·U`` with ``U`` uniform on the norm's unit sphere and
+the radius ``r = ‖X‖ ~ Gamma(d, cσ)`` (its density is proportional to
+``r^(d-1) exp(-r/(cσ))``). Algorithm 1 and Corollary 8 as printed draw ``r`` from a Laplace
+law, which has that density only for d = 1: in d dimensions such noise puts about
+``r/√d`` along any one direction, and a user whose influence is one direction is then
+identified far above ``1/2 + η`` (``tests/test_stats_remediation.py`` simulates it: accuracy
+0.95 for a claimed η = 0.3 at the reference generator's 1.4 M parameters).
 """
 
 from __future__ import annotations
@@ -114,11 +123,14 @@ def _best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
 
 
 def cor8_noise(*, sigma: np.ndarray, eta: float, rng: np.random.Generator) -> np.ndarray:
-    """Noise ``X = r U`` of Corollary 8 for η-RIP.
+    """Noise ``X = r U`` of Corollary 8 for η-RIP: Theorem 7 with M = 2 in the norm
+    ``‖x‖_{σ,2} = sqrt(Σ x_i²/(d σ_i²))``.
 
     ``σ_i² >= Var(θ_i)`` over random half-subsets; ``Y_i ~ N(0, σ_i²)``,
-    ``U = Y/‖Y‖_{σ,2}`` with ``‖x‖_{σ,2} = sqrt(Σ x_i²/(d σ_i²))``, and
-    ``r ~ Laplace(scale (6.16/η)²)``. Returns X; release ``θ + X``.
+    ``U = Y/‖Y‖_{σ,2}`` (uniform on that norm's unit sphere), and
+    ``r ~ Gamma(d, scale (6.16/η)²)``, so that X has density proportional to
+    ``exp(-‖x‖_{σ,2}/(6.16/η)²)`` as the theorem requires (the corollary's Laplace radius
+    has it only for d = 1; see the module). Returns X; release ``θ + X``.
     """
     _check_eta(eta, open_low=True)
     sd = np.asarray(sigma, dtype=np.float64)
@@ -126,14 +138,21 @@ def cor8_noise(*, sigma: np.ndarray, eta: float, rng: np.random.Generator) -> np
         raise ValueError("sigma must be a non-empty 1-d array of positive finite numbers")
     y = rng.normal(0.0, sd)
     norm = math.sqrt(float(np.sum(y**2 / (sd.size * sd**2))))
-    r = rng.laplace(0.0, cor8_scale(eta=eta))
+    r = rng.gamma(shape=sd.size, scale=cor8_scale(eta=eta))
     return r * y / norm
 
 
 def cor8_scale(*, eta: float) -> float:
-    """Laplace scale ``(6.16/η)²`` of Corollary 8 (in ‖·‖_{σ,2} units)."""
+    """Scale ``(6.16/η)²`` of Corollary 8's radius law (in ‖·‖_{σ,2} units)."""
     _check_eta(eta, open_low=True)
     return (COR8_CONSTANT / eta) ** 2
+
+
+def isotropic_scale(*, sigma: float, eta: float) -> float:
+    """Scale ``(7.5/η)² σ`` of Algorithm 1's radius law (Theorem 7, M = 2, Euclidean)."""
+    check_nonnegative("sigma", sigma)
+    _check_eta(eta, open_low=True)
+    return (ALG1_CONSTANT / eta) ** 2 * sigma
 
 
 def replica_sigma(replicas: np.ndarray) -> float:
@@ -148,23 +167,40 @@ def replica_sigma(replicas: np.ndarray) -> float:
 def isotropic_noise(
     *, dimension: int, sigma: float, eta: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """Noise of Algorithm 1: ``r ~ Laplace((7.5/η)² σ)`` times ``U`` uniform on the sphere."""
+    """Noise of Algorithm 1 for η-RIP: ``r ~ Gamma(d, (7.5/η)² σ)`` times ``U`` uniform on
+    the unit sphere, the density ``exp(-‖x‖/((7.5/η)² σ))`` of Theorem 7 (the algorithm's
+    Laplace radius has it only for d = 1; see the module).
+
+    Raises:
+        ValueError: ``sigma`` is 0 (no noise at all: a spread of 0 measured on a few
+            replicas is no bound on the spread), or an argument is out of range.
+    """
     check_count("dimension", dimension, minimum=1)
-    check_nonnegative("sigma", sigma)
-    _check_eta(eta, open_low=True)
+    scale = isotropic_scale(sigma=sigma, eta=eta)
+    if sigma == 0:
+        raise ValueError("sigma must be > 0 (a zero spread would add no noise); found 0")
     u = rng.normal(size=dimension)
     u /= np.linalg.norm(u)
-    r = rng.laplace(0.0, (ALG1_CONSTANT / eta) ** 2 * sigma)
-    return r * u
+    return rng.gamma(shape=dimension, scale=scale) * u
 
 
 def replica_coordinate_sigma(replicas: np.ndarray, *, floor: float = 1e-12) -> np.ndarray:
     """Corollary 8's per-coordinate ``σ_i`` from B models on random halves:
-    ``σ_i² = Σ_b (θ_i^(b) − θ̄_i)² / (B − 1)``, raised to at least ``floor`` (a coordinate
-    that never varies, e.g. an unused embedding row, still needs a positive σ_i)."""
+    ``σ_i² = Σ_b (θ_i^(b) − θ̄_i)² / (B − 1)``. A coordinate that no replica moved (an
+    embedding row of a byte only users outside every replica wrote) is no evidence that it
+    cannot move: it gets the median of the other coordinates' σ_i, and every σ_i at least
+    ``floor``.
+
+    Raises:
+        ValueError: no coordinate moved in any replica (nothing to scale the noise by).
+    """
     theta = np.asarray(replicas, dtype=np.float64)
     if theta.ndim != 2 or theta.shape[0] < 2:
         raise ValueError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
     check_nonnegative("floor", floor)
     sigma = theta.std(axis=0, ddof=1)
+    moved = sigma > 0
+    if not moved.any():
+        raise ValueError("no coordinate differs between the replicas: their spread is 0")
+    sigma = np.where(moved, sigma, float(np.median(sigma[moved])))
     return np.maximum(sigma, floor)
