@@ -109,6 +109,40 @@ def test_m2_through_the_audit(tmp_path: Path) -> None:
     assert m["ngram_lbf_u1.lbf_top_1_delta_at_target_epsilon"] == pytest.approx(0.19)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_user_with_most_ngrams_of_their_own_is_always_evaluated(
+    tmp_path: Path, seed: int
+) -> None:
+    """A review: one train user of 100 writes a word nobody else does (δ floor 1/100 for
+    that user alone); with source sets only drawn at random, max_delta_floor 0.005 PASSed
+    in 8 of 10 seeds. The user with the most n-gram mass of their own is now one of the
+    sets of every size, so the verdict no longer depends on the seed."""
+    files = _files(tmp_path, ["secret"] + ["common"] * 99, ["common"] * 100, ["nothing"])
+    policy = _lbf_policy(delta=0.0, repeats=1, floor=0.005)
+    code, report = _check(tmp_path, files, policy, "--seed", str(seed))
+    assert code == 1, report
+    m = _metrics(report)
+    assert m["ngram_lbf_u1.lbf_delta_floor"] == pytest.approx(0.01)
+    assert m["ngram_lbf_u1.source_sets"] == 2
+
+
+def test_mass_of_their_own_by_hand() -> None:
+    from gate.profile.ngram_lbf import mass_of_their_own
+
+    # n-grams 0..3; occurrences (n-gram, user): 0 by u0 twice, 1 by u0 and u1, 2 by u2,
+    # 3 by u1 three times
+    occurrence = np.array([0, 0, 1, 1, 2, 3, 3, 3])
+    owner = np.array([0, 0, 0, 1, 2, 1, 1, 1])
+    counts = np.bincount(occurrence).astype(float)
+    np.testing.assert_array_equal(
+        mass_of_their_own(occurrence, owner, counts=counts, users=4), [2.0, 3.0, 1.0, 0.0]
+    )
+    # censoring at 2 merges n-grams of count <= 2: only n-gram 3 stays apart
+    np.testing.assert_array_equal(
+        mass_of_their_own(occurrence, owner, counts=counts, users=4, above=2), [0, 3.0, 0, 0]
+    )
+
+
 SCORER_POLICY = """
 audits:
   profile:
@@ -176,6 +210,18 @@ def test_a_max_delta_the_bound_cannot_reach_is_an_error(tmp_path: Path) -> None:
     assert code == 3 and "cannot fail" in report["audits"]["profile"]["error"]
 
 
+def test_a_verbatim_copy_with_users_too_few_to_fail_max_delta_0_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """A review: 10 train and 9 holdout users, a release copying every train record,
+    max_delta 0: no split of 19 users lets the one-run bound exceed 0 at epsilon 1, yet the
+    guard took a half of 10 users that cannot occur and the run PASSed (exit 0)."""
+    train = [unique_text(i) for i in range(10)]
+    files = _files(tmp_path, train, [unique_text(1000 + i) for i in range(9)], train)
+    code, report = _check(tmp_path, files, SCORER_POLICY)
+    assert code == 3 and "cannot fail" in report["audits"]["profile"]["error"]
+
+
 def _tiny_gpt2(directory: Path, texts: list[str]) -> Path:
     """A one-layer GPT-2 and a word-level tokenizer trained on public ``texts``."""
     import torch
@@ -193,6 +239,24 @@ def _tiny_gpt2(directory: Path, texts: list[str]) -> Path:
     GPT2LMHeadModel(config).save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory
+
+
+def test_surprisal_that_tells_no_user_apart_is_an_error(tmp_path: Path) -> None:
+    """A review: records of one word under a tokenizer without a BOS token have no scored
+    token, every user's surprisal is 0, scipy's control test says p = 1, and the audit
+    went on to report delta 0 as if it had measured something."""
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in range(50)]
+    model = _tiny_gpt2(tmp_path / "model", [" ".join(rng.choice(words, 12)) for _ in range(50)])
+    one_word = lambda: str(rng.choice(words))  # noqa: E731
+    files = _files(
+        tmp_path, [one_word() for _ in range(20)], [one_word() for _ in range(20)], ["w1"]
+    )
+    policy = SCORER_POLICY.replace("scorers: [ngram]", "scorers: []").replace(
+        "ngram_lbf:", "surprisal: {required: true}\n    ngram_lbf:"
+    )
+    code, report = _check(tmp_path, files, policy, "--model", str(model))
+    assert code == 3 and "every user has the same surprisal" in report["audits"]["profile"]["error"]
 
 
 def test_surprisal_of_a_released_transformers_model(tmp_path: Path) -> None:

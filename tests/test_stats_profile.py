@@ -214,17 +214,15 @@ def test_delta_ceiling_bounds_every_outcome() -> None:
     from gate.stats.one_run import one_run_delta_ceiling
 
     for m in (10, 100, 1000):
-        ceiling = one_run_delta_ceiling(epsilon=1.0, evaluated=m, alpha=0.05)
+        ceiling = one_run_delta_ceiling(epsilon=1.0, records=2 * m, alpha=0.05)
         assert 0 < ceiling < 0.05 / (2 * 0.95)
         rng = np.random.default_rng(m)
         labels = np.r_[np.ones(m, bool), np.zeros(m, bool)]
         out = one_run_delta_from_scores(
             scores=labels + rng.normal(0, 0.01, 2 * m), is_train=labels, rng=rng, epsilon=1.0
         )
-        assert out.delta_lower <= one_run_delta_ceiling(
-            epsilon=1.0, evaluated=out.evaluated, alpha=0.05
-        )
-    assert one_run_delta_ceiling(epsilon=1.0, evaluated=0, alpha=0.05) == 0.0
+        assert out.delta_lower <= ceiling
+    assert one_run_delta_ceiling(epsilon=1.0, records=0, alpha=0.05) == 0.0
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.5, 1.0])
@@ -237,12 +235,36 @@ def test_delta_ceiling_bounds_every_outcome_of_an_odd_number_of_records(epsilon:
 
     reached = one_run_delta(epsilon=1.0, k_plus=26, k_minus=25, correct=51, alpha=0.05, scored=51)
     assert reached == pytest.approx(0.00944, abs=5e-5)
-    assert one_run_delta_ceiling(epsilon=1.0, evaluated=51, alpha=0.05) >= reached
+    assert one_run_delta_ceiling(epsilon=1.0, records=101, alpha=0.05) >= reached
     for records in range(7, 160, 2):
         rng = np.random.default_rng(records)
         labels = rng.permutation(np.arange(records) < records // 2 + 1)
         out = one_run_delta_from_scores(
             scores=labels + rng.normal(0, 0.01, records), is_train=labels, rng=rng, epsilon=epsilon
         )
-        ceiling = one_run_delta_ceiling(epsilon=epsilon, evaluated=out.evaluated, alpha=0.05)
+        ceiling = one_run_delta_ceiling(epsilon=epsilon, records=records, alpha=0.05)
         assert out.delta_lower <= ceiling, records
+
+
+@pytest.mark.parametrize("records", [19, 23, 47])
+def test_delta_ceiling_is_what_a_perfect_attack_reaches(records: int) -> None:
+    """A review: the ceiling took the larger of the choosing half's two possible sizes,
+    but with n records that half has n // 2; for odd n the other size could give a value
+    no data can reach, and a check that could never fail passed (10 + 9 users of a
+    verbatim copy, max_delta 0: exit 0). Here every outcome of a perfect score stays at or
+    below the ceiling, and the ceiling is reached."""
+    from gate.stats.one_run import one_run_delta_ceiling
+
+    ceiling = one_run_delta_ceiling(epsilon=1.0, records=records, alpha=0.05)
+    reached = []
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        labels = rng.permutation(np.arange(records) < records // 2)
+        out = one_run_delta_from_scores(
+            scores=labels.astype(float), is_train=labels, rng=rng, epsilon=1.0
+        )
+        reached.append(out.delta_lower)
+    assert max(reached) <= ceiling
+    # 19 and 23 records: no perfect attack ever gets delta above 0 at epsilon 1 (the former
+    # ceiling said 0.0014 for 19), so a max_delta of 0 is refused as a check that cannot fail
+    assert (ceiling == 0.0) == (records in (19, 23)) and (max(reached) > 0) == (ceiling > 0)

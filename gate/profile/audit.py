@@ -65,8 +65,9 @@ _ONE_RUN = (
 _LBF = "Stomakhin (2025), Framework for Privacy-Preserving Synthesis of Textual Data"
 _SURPRISAL = f"{_LBF}, §6"
 _LOWER = (
-    "lower confidence bound, level 1 - alpha/A over the random assignment of users "
-    "(A attacks, Bonferroni)"
+    "lower confidence bound over the random assignment of users: level 1 - alpha/A for one "
+    "attack's value (A attacks, Bonferroni), 1 - alpha for the audit-wide value, the worst "
+    "of the A"
 )
 ATTACK_CHART = "profile: lower bounds on the minimal delta by attack"
 LR_CHART = "profile: surprisal threshold likelihood ratio"
@@ -324,7 +325,7 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
         outcome = one_run_delta_from_scores(
             scores=scores, is_train=labels, rng=context.rng, epsilon=target, alpha=level
         )
-        ceiling = one_run_delta_ceiling(epsilon=target, evaluated=outcome.evaluated, alpha=level)
+        ceiling = one_run_delta_ceiling(epsilon=target, records=labels.size, alpha=level)
         max_delta = config.thresholds.max_delta
         if max_delta is not None and ceiling <= max_delta:
             raise AuditError(
@@ -402,6 +403,12 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
         users = bundle.user_codes
         per_user = np.bincount(users, weights=per_record) / np.bincount(users)
         labels = bundle.user_is_train
+        if np.ptp(per_user) == 0:  # scipy's control test then says p = 1, not "no answer"
+            raise AuditError(
+                f"surprisal: every user has the same surprisal ({per_user[0]:.3g} nats), so "
+                "the model tells no one apart and the attack measures nothing (records of "
+                "one token under a tokenizer without a BOS token have no scored token)"
+            )
         train, holdout = per_user[labels], per_user[~labels]
         halves = context.rng.permutation(train.size)
         control = scipy_stats.mannwhitneyu(

@@ -381,19 +381,18 @@ def _scaled_guesses(k_plus: int, k_minus: int, *, chosen: int, evaluated: int) -
 
 
 def one_run_delta_ceiling(
-    *, epsilon: float, evaluated: int, alpha: float, fractions: tuple[float, ...] = DEFAULT_GRID
+    *, epsilon: float, records: int, alpha: float, fractions: tuple[float, ...] = DEFAULT_GRID
 ) -> float:
-    """The largest δ̂ at ``epsilon`` that :func:`one_run_delta_from_scores` can report with
-    ``evaluated`` records: every guess correct, at every grid point of the choosing half
-    (``evaluated`` or, with an odd number of records, ``evaluated - 1`` records) scaled to
-    the evaluated half as that function scales it. A threshold on δ̂ at or above it can
-    never fail (it is below ``α / (2(1 - α))`` whatever the data)."""
+    """The largest δ̂ at ``epsilon`` that :func:`one_run_delta_from_scores` can report on
+    ``records`` scored records: every guess correct, at every grid point of the choosing
+    half (``records // 2`` records) scaled to the evaluated half (the other
+    ``records - records // 2``) as that function scales it. A threshold on δ̂ at or above
+    it can never fail (it is below ``α / (2(1 - α))`` whatever the data)."""
     check_alpha(alpha)
-    check_count("evaluated", evaluated)
+    check_count("records", records)
+    chosen, evaluated = records // 2, records - records // 2
     pairs = {
         _scaled_guesses(a, b, chosen=chosen, evaluated=evaluated)
-        for chosen in {evaluated, evaluated - 1}
-        if chosen > 0
         for a, b in _grid(chosen, fractions)
         if a + b > 0
     }
