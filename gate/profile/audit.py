@@ -266,12 +266,19 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
             metrics += declared.values(None, {LBF_FLOOR.name: corpus.worst_floor})
             curves += corpus.curves
             details["ngram_lbf"] = corpus.details
+            censored = (
+                f", with every {lbf.n}-gram counted at most {lbf.censor_count} times merged "
+                "into one token (the censored mechanism's floor, not the plain one's)"
+                if lbf.censor_count
+                else ""
+            )
             statements["ngram_lbf"] = (
-                f"Sampling one {lbf.n}-gram of the train corpus: the worst sampled source set "
-                f"gives delta floor {corpus.worst_floor:.3g} (the n-gram mechanism is not "
-                "(epsilon, delta)-DP for any finite epsilon with a smaller delta). "
-                "Frequencies are exact; source sets are a random sample, so the worst case "
-                "over all U can only be larger."
+                f"Sampling one {lbf.n}-gram of the train corpus{censored}: the worst source "
+                f"set evaluated gives delta floor {corpus.worst_floor:.3g} (the n-gram "
+                "mechanism is not (epsilon, delta)-DP for any finite epsilon with a smaller "
+                "delta). Frequencies are exact; the source sets are random draws and the "
+                "users with the most n-grams of their own, so the worst case over all U can "
+                "only be larger."
             )
             if lbf.generator.enabled:
                 synthetic = synthetic_lbf(
