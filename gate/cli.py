@@ -263,6 +263,12 @@ def _remediate(args: argparse.Namespace) -> int:
             console.print(f"release: {args.out}/{passing.release['path']}")
             if passing.generator_dir:
                 console.print(f"generator: {args.out}/{passing.generator_dir}")
+            if passing.noise_reproducible:
+                console.print(
+                    "warning: remediation.secret_noise is false: the round's privacy noise "
+                    "comes from its recorded seed, so whoever reads the evidence can remove "
+                    "it; this release and generator are not private (tests only)"
+                )
         error = result.error or next((r.error for r in result.rounds if r.error), None)
         if error:
             console.print(f"error: {error}")

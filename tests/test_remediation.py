@@ -244,7 +244,7 @@ def test_rip_rounds_perturb_the_parameters(tmp_path: Path, corpus: Path) -> None
 
 
 def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
-    tmp_path: Path, corpus: Path
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """With the noise drawn from the recorded round seed, a reader of remediation.json could
     regenerate it and subtract it from the kept checkpoint: by default it is drawn from the
@@ -269,6 +269,7 @@ def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
     assert "radius" not in first["rip"] and "perturbation_norm" not in first["rip"]
     dp, _ = run(secret, "c", "dpsgd")
     assert dp["privacy"]["noise_source"].startswith("secret")
+    assert "not private" not in capsys.readouterr().out
 
     seeded = write_policy(
         tmp_path / "seeded.yaml",
@@ -277,6 +278,8 @@ def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
     (first, kept_a), (second, kept_b) = run(seeded, "d", "rip"), run(seeded, "e", "rip")
     assert kept_a == kept_b and first["rip"]["radius"] == second["rip"]["radius"]
     assert "not private" in first["rip"]["noise_source"]
+    # the terminal says so next to the PASS (a review: it exited 0 as if private)
+    assert "warning: remediation.secret_noise is false" in capsys.readouterr().out
 
 
 def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Path) -> None:

@@ -90,6 +90,11 @@ class RoundRecord:
         return max(values.values()) if values else None
 
     @property
+    def noise_reproducible(self) -> bool:
+        """Was the round's privacy noise drawn from its recorded seed (not private)?"""
+        return (self.privacy or self.rip or {}).get("noise_source") == SEEDED_NOISE
+
+    @property
     def max_auc(self) -> float | None:
         values = self.gate.get("auc", {})
         return max(values.values()) if values else None
@@ -169,11 +174,16 @@ def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
     return out
 
 
+SEEDED_NOISE = (
+    "seeded from the round seed (remediation.secret_noise: false): reproducible, not private"
+)
+
+
 def _noise_source(secret: bool) -> str:
     """How a round's privacy noise was drawn, for its record (never the noise's seed)."""
     if secret:
         return "secret: the operating system's entropy, not recorded"
-    return "seeded from the round seed (remediation.secret_noise: false): reproducible, not private"
+    return SEEDED_NOISE
 
 
 def round_seed(seed: int, index: int) -> tuple[int, dict[str, Any]]:
