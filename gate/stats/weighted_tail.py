@@ -41,8 +41,14 @@ def weight_multiplicities(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values[keep], mult[keep]
 
 
+def _half_width(c2: float | np.ndarray) -> float | np.ndarray:
+    """Hoeffding's half-width around the mean that leaves at most ``_TOL`` outside, for a
+    sum whose squared ranges add to ``c2`` (a scalar, or one per component)."""
+    return np.sqrt(np.asarray(c2, dtype=np.float64) * math.log(2.0 / _TOL) / 2.0)
+
+
 def _window(mean: float, c2: float, lo: int, hi: int) -> tuple[int, int]:
-    half = math.sqrt(c2 * math.log(2.0 / _TOL) / 2.0)
+    half = float(_half_width(c2))
     return max(lo, math.floor(mean - half)), min(hi, math.ceil(mean + half))
 
 
@@ -124,7 +130,7 @@ def weighted_bernoulli_sf(
     check_probability("q", q)
     w, m = check_weights(weights, multiplicities)
     heavy = np.zeros(w.size, dtype=bool)
-    half = np.sqrt(m * math.log(2.0 / _TOL) / 2.0)  # :func:`_window`, for every weight
+    half = _half_width(m)  # :func:`_window` of every binomial component at once
     k_lo = np.maximum(0, np.floor(m * q - half)).astype(np.int64)
     k_hi = np.minimum(m, np.ceil(m * q + half)).astype(np.int64)
     spans = (k_hi - k_lo) * w
