@@ -14,7 +14,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -531,6 +531,27 @@ def _require_canary_source(loaded: LoadedPolicy, canary_source: pd.DataFrame | N
         )
 
 
+def _require_source_ids(
+    loaded: LoadedPolicy, synthetic: pd.DataFrame, path: str | Path | None
+) -> None:
+    """Refuse, before any work, a release without the ``source_id`` links an enabled
+    distinguishability audit plays its game on.
+
+    Raises:
+        InputError: the audit is on and no release record names a source record.
+    """
+    game = loaded.policy.audits.distinguishability
+    if game is None or not game.enabled:
+        return
+    if "source_id" not in synthetic.columns or synthetic["source_id"].isna().all():
+        raise InputError(
+            f"{path or '--synthetic'}: no record has a source_id; {loaded.path}: "
+            "audits.distinguishability needs a release of rewrites whose records name the "
+            "source record they rewrite (a source_id column holding a record_id of the "
+            "source records)"
+        )
+
+
 @dataclass(frozen=True)
 class PolicyValidation:
     """What ``gate policy validate`` found: a policy every command can run."""
@@ -543,11 +564,22 @@ class PolicyValidation:
     sha256: str
 
 
-def validate_policy(path: str | Path) -> PolicyValidation:
+def policy_schema() -> dict[str, Any]:
+    """The policy's JSON Schema with the configuration of every installed plug-in: audits,
+    disclosure classes, scorers (:func:`gate.policy.loader.policy_json_schema`) and
+    generators (:func:`gate.generators.with_generator_configs`)."""
+    from gate.generators import with_generator_configs
+    from gate.policy.loader import policy_json_schema
+
+    return with_generator_configs(policy_json_schema())
+
+
+def validate_policy(path: str | Path, *, engine: str | None = None) -> PolicyValidation:
     """Check a policy file as far as it can be checked without data: the schema, every
     plug-in it names (audits, classes, scorers, the engine, rewrite attacks), the
     generators its audits train and, if it has a ``remediation`` block, the generator and
-    settings ``gate remediate`` would train.
+    settings ``gate remediate`` would train. ``engine`` replaces the policy's engine, as
+    ``--engine`` does for ``gate check``.
 
     Raises:
         InputError: the policy is invalid (the message names the YAML path; exit 2).
@@ -555,7 +587,7 @@ def validate_policy(path: str | Path) -> PolicyValidation:
     """
     from gate.audits.registry import policy_checks
 
-    loaded = _with_engine(load_policy(path), None, None)  # an engine this installation has
+    loaded = _with_engine(load_policy(path), engine, None)  # an engine this installation has
     checks = policy_checks(loaded.policy)
     _check_before_work(loaded)
     if loaded.policy.remediation is not None:
@@ -608,7 +640,8 @@ def _with_engine(
         where = "--engine" if engine is not None else f"{loaded.path}: engine.name"
         raise InputError(
             f"{where}: no engine {settings.name!r} in this installation "
-            f"(available: {', '.join(ENGINES.names())})"
+            f"(available: {', '.join(ENGINES.names())}"
+            + (")" if engine is not None else "; to run here, add --engine local)")
         )
     if spark_master is not None and settings.name != "spark":
         raise InputError(
@@ -680,6 +713,7 @@ def _gate_files(
                     read=data_engine.read_table,  # the spark engine also reads datasets
                 )
             _require_canary_source(loaded, bundle.canary_source)
+            _require_source_ids(loaded, bundle.synthetic, synthetic)
             result = run_gate(
                 loaded,
                 bundle,

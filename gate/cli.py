@@ -72,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
     check.add_argument(
-        "--engine", help="where the heavy steps run: local or spark (default: the policy's)"
+        "--engine",
+        help="where the heavy steps run: local, spark or an installed engine plug-in "
+        "(default: the policy's)",
     )
     check.add_argument(
         "--spark-master",
@@ -108,12 +110,16 @@ def _parser() -> argparse.ArgumentParser:
     remediate.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
     remediate.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
     remediate.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    remediate.add_argument("--tracking-uri", help="MLflow tracking URI")
+    remediate.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the policy's "
+        "evidence.mlflow.tracking_uri, else sqlite:///./mlflow.db)",
+    )
     remediate.add_argument(
         "--mlflow-timeout",
         type=_seconds,
         default=30.0,
-        help="seconds each gate run's MLflow logging may take (30)",
+        help="seconds each gate run's MLflow logging may take, in (0, 3600] (30)",
     )
 
     split = sub.add_parser("split", help="reproducible Bernoulli(p) train/holdout split by user")
@@ -134,13 +140,19 @@ def _parser() -> argparse.ArgumentParser:
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
     validate = policy_sub.add_parser("validate", help="check a policy file")
     validate.add_argument("path")
+    validate.add_argument(
+        "--engine",
+        help="validate as if run with this engine (a policy naming a cluster's engine, "
+        "checked where that engine is not installed)",
+    )
     show = policy_sub.add_parser("show", help="print the effective policy (after defaults)")
     show.add_argument("path")
     policy_sub.add_parser("schema", help="print the policy JSON Schema")
 
     sub.add_parser(
         "audits",
-        help="list the installed audits, disclosure classes, scorers, generators and engines",
+        help="list the installed audits, disclosure classes, scorers, rewrite attacks, "
+        "generators and engines",
     )
     return parser
 
@@ -161,13 +173,15 @@ def _add_bundle_and_run_options(command: argparse.ArgumentParser, *, out: str) -
     command.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
     command.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     command.add_argument(
-        "--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db)"
+        "--tracking-uri",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the policy's "
+        "evidence.mlflow.tracking_uri, else sqlite:///./mlflow.db)",
     )
     command.add_argument(
         "--mlflow-timeout",
         type=_seconds,
         default=30.0,
-        help="seconds MLflow logging may take before the run is an error (30)",
+        help="seconds MLflow logging may take before the run is an error, in (0, 3600] (30)",
     )
 
 
@@ -322,15 +336,17 @@ def _split(args: argparse.Namespace) -> int:
 
 
 def _policy(args: argparse.Namespace) -> int:
-    from gate.policy.loader import effective_policy_yaml, load_policy, policy_json_schema
+    from gate.policy.loader import effective_policy_yaml, load_policy
 
     if args.policy_command == "schema":
-        _emit(json.dumps(policy_json_schema(), indent=2))
+        from gate.api import policy_schema
+
+        _emit(json.dumps(policy_schema(), indent=2))
         return 0
     if args.policy_command == "validate":
         from gate.api import validate_policy
 
-        found = validate_policy(args.path)
+        found = validate_policy(args.path, engine=args.engine)
         _emit(
             f"{args.path}: valid policy {found.name!r} (version {found.version}): "
             f"{found.audits} audits, {found.checks} threshold checks; sha256 {found.sha256}"

@@ -43,6 +43,7 @@ class Registry(Generic[T]):
         self.group = group
         self._builtins = dict(builtins)
         self._loaded: dict[str, T] = {}
+        self._entry_points_checked: set[str] = set()
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: register ``obj`` under ``name`` (one name, one plug-in)."""
@@ -73,14 +74,11 @@ class Registry(Generic[T]):
         without importing any of them."""
         return sorted(set(self._loaded) | set(self._builtins) | set(self._entry_points()))
 
-    def get(self, name: str) -> T:
-        """The plug-in called ``name``, importing it on first use.
-
-        Raises:
-            PluginUnavailableError: no such plug-in, or its package failed to import.
-        """
-        if name in self._loaded:
-            return self._loaded[name]
+    def _checked_entry_points(self, name: str) -> list[EntryPoint]:
+        """The entry points registering ``name``, refused when they clash with a built-in
+        or with each other. Checked on every name's first use, also when the plug-in is
+        already loaded (a built-in module registers several names at once: without the
+        check a clashing plug-in would be ignored once its built-in namesake was loaded)."""
         entries = self._entry_points().get(name, [])
         if name in self._builtins and entries:
             raise PluginUnavailableError(
@@ -93,6 +91,20 @@ class Registry(Generic[T]):
                 f"{self.group!r} ({', '.join(sorted(ep.value for ep in entries))}); "
                 "uninstall all but one"
             )
+        self._entry_points_checked.add(name)
+        return entries
+
+    def get(self, name: str) -> T:
+        """The plug-in called ``name``, importing it on first use.
+
+        Raises:
+            PluginUnavailableError: no such plug-in, or its package failed to import.
+        """
+        if name in self._loaded and name in self._entry_points_checked:
+            return self._loaded[name]
+        entries = self._checked_entry_points(name)
+        if name in self._loaded:
+            return self._loaded[name]
         if name in self._builtins:
             try:
                 importlib.import_module(self._builtins[name])

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gate.api import run_gate
 from gate.cli import main
+from gate.data.bundle import load_bundle
 from gate.demo.corpora import make_faker, paraphrase, support_records
 from gate.errors import PolicyError
 from gate.policy.loader import load_policy
@@ -130,12 +132,27 @@ def test_a_game_too_small_to_fail_is_an_error(tmp_path: Path, corpus) -> None:
     assert "cannot fail" in report["audits"]["distinguishability"]["error"]
 
 
-def test_a_release_without_source_ids_is_an_error_never_a_pass(tmp_path: Path, corpus) -> None:
+def test_a_release_without_source_ids_is_bad_input(tmp_path: Path, corpus, capsys) -> None:
     def plain(train: list[dict]) -> list[dict]:
         return [{"record_id": f"w{i}", "text": r["text"][::-1]} for i, r in enumerate(train)]
 
     code, report = _run(tmp_path, corpus, _policy("[lexical]"), plain)
-    assert code == 3 and "source_id" in report["audits"]["distinguishability"]["error"]
+    assert code == 2 and report is None and not (tmp_path / "out").exists()
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'synthetic.jsonl'}: no record has a source_id" in err
+    assert "audits.distinguishability needs a release of rewrites" in err
+    # through the Python API's run_gate (no bundle check before it) the audit refuses
+    loaded = load_policy(tmp_path / "policy.yaml")
+    bundle = load_bundle(
+        synthetic=tmp_path / "synthetic.jsonl",
+        train=tmp_path / "train.jsonl",
+        holdout=tmp_path / "holdout.jsonl",
+        membership=loaded.policy.membership,
+        text=loaded.policy.text,
+    )
+    result = run_gate(loaded, bundle, seed=0)
+    assert result.status == "error"
+    assert "source_id" in (result.audits["distinguishability"].error or "")
 
 
 def test_an_unknown_attack_of_a_disabled_game_is_not_refused(tmp_path: Path) -> None:

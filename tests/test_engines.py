@@ -108,8 +108,12 @@ def test_unknown_engine_is_bad_input(bundle_files: dict[str, Path], tmp_path: Pa
     assert main(check_args(bundle_files, tmp_path / "out")) == 2
     assert f"{policy}: engine.name: no engine 'nope'" in capsys.readouterr().err
     assert main(["policy", "validate", str(policy)]) == 2
-    assert f"{policy}: engine.name: no engine 'nope'" in capsys.readouterr().err
-    # a policy for another installation's engine runs here with --engine local
+    assert (
+        "no engine 'nope' in this installation (available: local, spark; to run here, add "
+        "--engine local)"
+    ) in capsys.readouterr().err
+    # a policy for another installation's engine runs (and validates) here with --engine local
+    assert main(["policy", "validate", str(policy), "--engine", "local"]) == 0
     assert main(check_args(bundle_files, tmp_path / "out", engine="local")) == 1
     with pytest.raises(PluginUnavailableError, match="engine 'nope' is not available"):
         create_engine(EngineSettings(name="nope"))

@@ -213,3 +213,21 @@ def test_a_builtin_whose_package_is_missing_names_the_extra() -> None:
         PluginUnavailableError, match="widget 'heavy' needs a package that is not installed"
     ):
         registry.get("heavy")
+
+
+def test_a_plugin_named_like_a_loaded_builtin_is_refused(tmp_path: Path) -> None:
+    """The built-in module registers ngram, pii and semantic at once: a package's ``pii``
+    was ignored once ``ngram`` had loaded that module (the built-in ran in its place)."""
+    site = tmp_path / "site"
+    dist = site / "clash_plugin-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: clash-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[gate.disclosure_classes]\npii = clash_plugin.detect:MyPii\n"
+    )
+    run = gate(site, "policy", "validate", str(REPO / "policies" / "standard.yaml"), cwd=tmp_path)
+    assert run.returncode == 3, run.stderr
+    assert (
+        "disclosure class 'pii': the entry point 'clash_plugin.detect:MyPii' in group "
+        "'gate.disclosure_classes' uses the name of a built-in disclosure class" in run.stderr
+    )

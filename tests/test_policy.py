@@ -6,9 +6,11 @@ import json
 import textwrap
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
+from gate.api import policy_schema
 from gate.audits.registry import policy_checks
 from gate.cli import main
 from gate.errors import PolicyError
@@ -17,6 +19,8 @@ from gate.policy.loader import _UniqueKeyLoader, format_yaml_path, policy_json_s
 from gate.policy.models import NgramFeatures, PiiFeatures, Policy, SemanticFeatures
 
 from .conftest import MINIMAL_POLICY, REPO
+
+MINIMAL_DATA = yaml.safe_load(MINIMAL_POLICY)
 
 HEAD = "version: 1\nname: t\n"
 
@@ -139,6 +143,20 @@ def test_values_are_not_coerced(old: str, new: str, expected: str) -> None:
     """A quoted number, a boolean seed or a quoted boolean is refused, not converted: the
     policy is read as written."""
     assert expected in error_of(MINIMAL_POLICY.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("word", ["off", "on", "no", "yes", "Off", "NO"])
+def test_yaml_1_1_booleans_are_strings(word: str) -> None:
+    """PyYAML (YAML 1.1) reads `enabled: off` as false: it silently disabled the audit.
+    The policy reads booleans as YAML 1.2 does (true and false only), so it is refused."""
+    assert yaml.load(f"x: {word}\n", Loader=_UniqueKeyLoader) == {"x": word}
+    message = error_of(MINIMAL_POLICY.replace("features:", f"enabled: {word}\n    features:"))
+    assert (
+        f'audits.disclosure.enabled: Input should be a valid boolean; found "{word}" (a YAML '
+        "1.2 boolean is true or false)" in message
+    )
+    for written, value in (("true", True), ("False", False), ("TRUE", True)):
+        assert yaml.load(f"x: {written}\n", Loader=_UniqueKeyLoader) == {"x": value}
 
 
 @pytest.mark.parametrize(("written", "value"), [("1e-6", 1e-6), ("1.0e9", 1e9), ("-2E+3", -2e3)])
@@ -389,6 +407,25 @@ def test_schema_is_exported_and_forbids_extra_keys() -> None:
         assert kind in schema["$defs"]
 
 
+def test_every_shipped_policy_meets_the_schema_with_generator_settings() -> None:
+    """`gate policy schema` checks a generator's settings against the generator the block
+    names (the reference generator when it names none)."""
+    schema = policy_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in sorted((REPO / "policies").glob("*.yaml")):
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+        assert not list(validator.iter_errors(data)), path
+    remediation = {"generator_config": {"layers": 2}, "sample_size": 10}
+    assert validator.is_valid({**MINIMAL_DATA, "remediation": remediation})
+    for config in ({"layerz": 2}, {"layers": "two"}, {"layers": 0}):
+        for named in ({}, {"generator": "reference"}):
+            bad = {**remediation, **named, "generator_config": config}
+            assert not validator.is_valid({**MINIMAL_DATA, "remediation": bad}), (config, named)
+    # an import path is free-form
+    free = {**remediation, "generator": "my.module:Gen", "generator_config": {"layerz": 2}}
+    assert validator.is_valid({**MINIMAL_DATA, "remediation": free})
+
+
 def test_format_yaml_path() -> None:
     assert format_yaml_path(("audits", "disclosure", "features", 1, "n_max")) == (
         "audits.disclosure.features[1].n_max"
@@ -420,7 +457,7 @@ def test_policy_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         ("remediation: {generator: nope}\n", "remediation.generator: unknown generator 'nope'"),
         (
             "remediation: {generator: reference, generator_config: {bogus: 1}}\n",
-            "remediation.generator_config.bogus: Extra inputs are not permitted",
+            "remediation.generator_config.bogus: unknown key (the schema does not allow it",
         ),
         (
             "remediation: {generator: 'tests.fake_generators:NoSuchGenerator'}\n",

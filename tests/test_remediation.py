@@ -389,6 +389,40 @@ def test_bad_generator_settings_exit_2(
 @pytest.mark.parametrize(
     ("setting", "bad", "message"),
     [
+        (
+            "generator_config: {}",
+            "generator_config: {private_copie: 2}",
+            "remediation.generator_config.private_copie: unknown key (the schema does not "
+            "allow it; see `gate policy schema`); did you mean 'private_copies'?",
+        ),
+        (
+            "generator: tests.fake_generators:ParrotGenerator",
+            "generator: referense",
+            "remediation.generator: unknown generator 'referense'",
+        ),
+        ("sample_size: 38", "sample_size: null", "remediation.sample_size: gate remediate"),
+    ],
+)
+def test_generator_settings_are_named_by_file_and_line(
+    tmp_path: Path,
+    corpus: Path,
+    capsys: pytest.CaptureFixture[str],
+    setting: str,
+    bad: str,
+    message: str,
+) -> None:
+    """Settings only the generator's own model can check are reported like the policy's
+    own: file, line, YAML path, and a suggestion for a misspelt key."""
+    text = GATE_BLOCK + REMEDIATION.format(generator_config="{}").replace(setting, bad)
+    policy = write_policy(tmp_path / "policy.yaml", text)
+    line = text.splitlines().index(f"  {bad}") + 1
+    assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
+    assert f"{policy}:{line}: {message}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("setting", "bad", "message"),
+    [
         ("epsilons: [8, 4]", "epsilons: []", "remediation.dpsgd.epsilons"),
         ("epsilons: [8, 4]", "epsilons: [8, 0]", "remediation.dpsgd.epsilons"),
         ("etas: [0.3, 0.1]", "etas: []", "remediation.rip.etas"),

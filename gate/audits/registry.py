@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from gate.audits.base import Audit
-from gate.plugins import AUDITS
+from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
 from gate.policy.checks import CheckSpec
-from gate.policy.models import AuditConfig
+from gate.policy.models import AuditConfig, FeatureClassConfig, ScorerConfig
 from gate.registry import PluginUnavailableError
 
 if TYPE_CHECKING:
@@ -59,8 +61,37 @@ def audit_checks(name: str, config: AuditConfig) -> list[CheckSpec]:
     return checks
 
 
+def _nested_models(value: Any) -> list[BaseModel]:
+    """``value`` and every pydantic model inside it (fields, lists, tuples, dicts)."""
+    if isinstance(value, BaseModel):
+        inner = [getattr(value, field) for field in type(value).model_fields]
+        return [value, *(m for item in inner for m in _nested_models(item))]
+    if isinstance(value, (list, tuple)):
+        return [m for item in value for m in _nested_models(item)]
+    if isinstance(value, dict):
+        return [m for item in value.values() for m in _nested_models(item)]
+    return []
+
+
+def load_named_plugins(policy: Policy) -> None:
+    """Load every disclosure class and membership scorer the enabled audits name, so that
+    one that cannot be loaded, or a package's plug-in that takes a built-in's name, stops
+    the run before any work (and ``gate policy validate`` reports it).
+
+    Raises:
+        PluginUnavailableError: as :meth:`gate.registry.Registry.get`.
+    """
+    for model in _nested_models(list(policy.audits.enabled().values())):
+        if isinstance(model, FeatureClassConfig):
+            DISCLOSURE_CLASSES.get(model.feature_class)
+        elif isinstance(model, ScorerConfig):
+            MEMBERSHIP_SCORERS.get(model.scorer)
+
+
 def policy_checks(policy: Policy) -> list[CheckSpec]:
-    """Every threshold check of the enabled audits, in a stable order."""
+    """Every threshold check of the enabled audits, in a stable order (after loading
+    every plug-in they name: :func:`load_named_plugins`)."""
+    load_named_plugins(policy)
     return [
         check
         for name, config in policy.audits.enabled().items()

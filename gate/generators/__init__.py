@@ -12,7 +12,7 @@ from gate.generators.base import Generator
 from gate.plugins import GENERATORS
 from gate.registry import PluginUnavailableError
 
-__all__ = ["Generator", "resolve_generator"]
+__all__ = ["Generator", "resolve_generator", "with_generator_configs"]
 
 
 def resolve_generator(spec: str, *, where: str = "remediation.generator") -> type[Generator[Any]]:
@@ -47,3 +47,45 @@ def resolve_generator(spec: str, *, where: str = "remediation.generator") -> typ
             raise PluginUnavailableError(f"{message} (the installed plug-in is unusable)")
         raise InputError(message)
     return found
+
+
+def with_generator_configs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The policy JSON Schema ``schema`` with every installed generator's settings: each
+    block that has a ``generator`` and a ``generator_config`` checks the latter against
+    the configuration model of the generator it names (JSON Schema ``if``/``then``; a
+    block's default generator when it names none; an import path ``module:Class`` stays
+    free-form).
+
+    Raises:
+        PluginUnavailableError: an installed generator cannot be loaded or is unusable.
+    """
+    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    configs: dict[str, dict[str, Any]] = {}
+    for name in GENERATORS.names():
+        model = resolve_generator(name, where=f"generator {name!r}").config_model
+        config = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        for key, nested in config.pop("$defs", {}).items():
+            if defs.setdefault(key, nested) != nested:
+                raise PluginUnavailableError(
+                    f"generator {name!r}: its settings define {key!r}, which the policy "
+                    "schema defines otherwise; rename that model"
+                )
+        key = f"GeneratorConfig[{name}]"
+        defs[key] = config
+        configs[name] = {"properties": {"generator_config": {"$ref": f"#/$defs/{key}"}}}
+    for block in defs.values():
+        properties = block.get("properties", {})
+        if "generator" not in properties or "generator_config" not in properties:
+            continue
+        rules = [
+            {
+                "if": {"properties": {"generator": {"const": name}}, "required": ["generator"]},
+                "then": then,
+            }
+            for name, then in configs.items()
+        ]
+        default = properties["generator"].get("default")
+        if default in configs:
+            rules.append({"if": {"not": {"required": ["generator"]}}, "then": configs[default]})
+        block["allOf"] = rules
+    return schema

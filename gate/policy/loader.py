@@ -1,4 +1,5 @@
-"""Load a policy file: strict YAML (``yaml.safe_load`` semantics, duplicate keys rejected)
+"""Load a policy file: strict YAML (``yaml.safe_load`` semantics with YAML 1.2's numbers and
+booleans, duplicate keys rejected)
 into :class:`~gate.policy.models.Policy`, with errors that name the file, line and YAML path."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gate.errors import PolicyError
 from gate.policy.extended import installed_policy_model, policy_model, unregistered_names
@@ -70,6 +71,16 @@ for _resolving in (_UniqueKeyLoader, _PolicyDumper):
     _resolving.add_implicit_resolver(
         "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789")
     )
+# YAML 1.1 (PyYAML) also reads yes/no/on/off as booleans: `enabled: off` would disable an
+# audit. YAML 1.2 knows true and false only; the others stay strings, which the models
+# refuse. (The dumper keeps quoting them, for readers of YAML 1.1.)
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in _UniqueKeyLoader.yaml_implicit_resolvers.items()
+}
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:
@@ -131,7 +142,7 @@ def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
     return line
 
 
-def schema_keys(model: type[Policy]) -> set[str]:
+def schema_keys(model: type[BaseModel]) -> set[str]:
     """Every key the policy schema of ``model`` knows, at any depth (for suggestions)."""
     keys: set[str] = set()
 
@@ -174,6 +185,8 @@ def _describe(error: Mapping[str, Any], known_keys: set[str]) -> str:
     found = error["input"]
     if isinstance(found, dict | list):
         return message
+    if kind == "bool_type" and isinstance(found, str):
+        return f"{message}; found {json.dumps(found)} (a YAML 1.2 boolean is true or false)"
     return f"{message}; found {json.dumps(found, default=str)}"
 
 
@@ -222,6 +235,25 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         where = f"{source}:{line}" if line else source
         lines.append(f"{where}: {format_yaml_path(path)}: {message}")
     raise PolicyError("\n".join(lines)) from None
+
+
+def policy_location(loaded: LoadedPolicy, path: tuple[int | str, ...]) -> str:
+    """``file:line: yaml.path`` of ``path`` in the policy's file, for an error found after
+    parsing (a setting only a plug-in can check). The line is that of the deepest key
+    present; without it when the file no longer reads as YAML."""
+    try:
+        root = yaml.compose(Path(loaded.path).read_text("utf-8"), Loader=_UniqueKeyLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        root = None
+    line = _line_of(root, path)
+    where = f"{loaded.path}:{line}" if line else loaded.path
+    return f"{where}: {format_yaml_path(path)}"
+
+
+def describe_setting_error(error: Mapping[str, Any], model: type[BaseModel]) -> str:
+    """One pydantic error of a plug-in's settings ``model``, worded as the policy's own
+    (an unknown key with a suggestion, what was expected and what was found)."""
+    return _describe(error, schema_keys(model))
 
 
 def load_policy(path: str | Path) -> LoadedPolicy:

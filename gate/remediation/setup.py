@@ -16,7 +16,7 @@ from gate.engines.base import uses_feature_caches
 from gate.errors import InputError
 from gate.generators import resolve_generator
 from gate.generators.base import Generator, GeneratorConfig
-from gate.policy.loader import LoadedPolicy
+from gate.policy.loader import LoadedPolicy, describe_setting_error, policy_location
 from gate.policy.models import CanaryPrivacy, Policy, Remediation, SemanticFeatures
 from gate.remediation.loop import RoundTracker
 from gate.remediation.schedule import RoundPlan, default_delta
@@ -181,7 +181,6 @@ def remediation_setup(
         InputError: an unknown method or generator, a generator configuration its model
             rejects, or no ``sample_size`` (the message names the YAML path).
     """
-    where = f"{loaded.path}: remediation"
     remediation = loaded.policy.remediation or Remediation()
     if generator is not None:
         try:
@@ -193,18 +192,24 @@ def remediation_setup(
     chosen = method or remediation.method
     if chosen not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}; found {chosen!r}")
-    source = "--generator" if generator is not None else f"{where}.generator"
+    source = (
+        "--generator"
+        if generator is not None
+        else policy_location(loaded, ("remediation", "generator"))
+    )
     generator_cls = resolve_generator(remediation.generator, where=source)
     try:
         config = generator_cls.config_model.model_validate(remediation.generator_config)
     except ValidationError as exc:
         first = exc.errors()[0]
-        path = ".".join(str(x) for x in first["loc"])
-        at = f"{where}.generator_config" + (f".{path}" if path else "")
-        raise InputError(f"{at}: {first['msg']}") from None
-    if remediation.sample_size is None:
+        at = policy_location(loaded, ("remediation", "generator_config", *first["loc"]))
         raise InputError(
-            f"{where}.sample_size: gate remediate needs a number of records per release, "
+            f"{at}: {describe_setting_error(first, generator_cls.config_model)}"
+        ) from None
+    if remediation.sample_size is None:
+        at = policy_location(loaded, ("remediation", "sample_size"))
+        raise InputError(
+            f"{at}: gate remediate needs a number of records per release, "
             "chosen without looking at the data (null, as many as train has, would make a "
             "private round's release size the exact count of train records, which its ε or "
             "η does not cover)"
