@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from gate.audits.base import AuditContext
+from gate.audits.base import AuditContext, describe_exception
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle, load_source
@@ -202,7 +202,7 @@ def _run_audit(
     except ImportError as exc:
         error = missing_dependency_message(exc, needed_by=f"audit {name!r}")
     except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error = describe_exception(exc, show_message=not policy.evidence.redact_witnesses)
     if error is not None:
         status: Status = "error"
         checks = tuple(CheckResult(spec=s, value=None, passed=False) for s in specs)

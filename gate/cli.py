@@ -412,11 +412,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.verbose:
             traceback.print_exc()
-        print(
-            f"gate: error: unexpected {type(exc).__name__}: {exc} (run with --verbose for "
-            "the traceback); no verdict was written",
-            file=sys.stderr,
+        from gate.audits.base import describe_exception
+
+        what = describe_exception(
+            exc,
+            show_message=args.verbose,
+            hint="run with --verbose to see it and the traceback",
         )
+        print(f"gate: error: unexpected {what}; no verdict was written", file=sys.stderr)
         return EXIT_ERROR
     finally:
         if in_main_thread:

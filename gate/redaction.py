@@ -42,10 +42,22 @@ def user_hash(user_id: str, *, key: bytes | None = None) -> str:
 
 
 def mask(text: str, *, max_tokens: int = 8) -> str:
-    """Keep each token's first character and mask the rest: ``John Smith`` -> ``J*** S****``.
-    A token of one character is masked whole (a digit of a PIN, a Chinese character)."""
+    """Each token as its first letter and a fixed ``***``: ``John Smith`` -> ``J*** S***``.
+
+    Lengths are not kept (with them a masked name or e-mail address was unique among a
+    bundle's users, and spaced digit groups kept their digits); a token that does not
+    start with a letter of a cased script (a digit, a sign, a Chinese or Korean
+    character, whose first character is the surname) is ``***`` whole, and beyond
+    ``max_tokens`` tokens an ellipsis says that the text goes on, not how far."""
     tokens = _TOKEN.findall(text)
-    masked = [t[0] + "*" * (len(t) - 1) if len(t) > 1 else "*" for t in tokens[:max_tokens]]
+    masked = [_masked_token(t) for t in tokens[:max_tokens]]
     if len(tokens) > max_tokens:
-        masked.append(f"…(+{len(tokens) - max_tokens} tokens)")
+        masked.append("…")
     return " ".join(masked)
+
+
+def _masked_token(token: str) -> str:
+    first = token[0]
+    if len(token) > 1 and first.isalpha() and first.lower() != first.upper():
+        return first + "***"
+    return "***"

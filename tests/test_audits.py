@@ -204,3 +204,54 @@ def test_the_verdict_of_several_checks_states_its_level() -> None:
     text = checks_statement([*points, bounds[0]], alpha=0.05)
     assert text is not None and "Bonferroni" not in text
     assert "ngram.auc, embedding.auc compare point estimates" in text
+
+
+def _verbatim(rows, rng):
+    return [{"text": r["text"]} for r in rows["train"]]
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "users", "message"),
+    [
+        # a review: 5 + 5 users, a verbatim copy, AUC 1, epsilon_lower 0 <= 0: PASS, exit 0
+        ("{max_epsilon: 0.0}", 10, "the one-run epsilon bound (split_half) is at most 0"),
+        ("{max_rip_eta: 0.0}", 8, "the RIP eta bound is at most 0"),
+    ],
+)
+def test_membership_checks_that_cannot_fail_are_an_error(
+    tmp_path, thresholds: str, users: int, message: str
+) -> None:
+    bundle, _ = make_bundle(tmp_path, _verbatim, users=users, records_per_user=1, seed=3)
+    assert min(bundle.user_is_train.sum(), (~bundle.user_is_train).sum()) >= 2
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  membership:\n    scorers: [ngram]\n"
+        f"    thresholds: {thresholds}\n"
+    )
+    result = run_gate(policy, bundle, seed=1)
+    membership = result.audits["membership"]
+    assert result.status == "error" and membership.status == "error"
+    assert "the checks cannot fail" in membership.error and message in membership.error
+
+
+def test_a_class_without_rare_features_cannot_gate(tmp_path) -> None:
+    """A review: 6-token texts, n_min 8, a release copying every train record: no rare
+    n-gram exists, so every count is 0 and both audits passed. Now both are errors."""
+
+    rows = [{"user_id": f"u{i}", "text": " ".join(unique_text(i).split()[:6])} for i in range(60)]
+    train = write_jsonl(tmp_path / "train.jsonl", rows[::2])
+    holdout = write_jsonl(tmp_path / "holdout.jsonl", rows[1::2])
+    synthetic = write_jsonl(tmp_path / "s.jsonl", [{"text": r["text"]} for r in rows[::2]])
+    bundle = load_bundle(
+        membership=MembershipPolicy(), train=train, holdout=holdout, synthetic=synthetic
+    )
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 8, n_max: 9}]\n    thresholds: {max_epsilon: 0.5}\n"
+        "  membership:\n    scorers: [{scorer: ngram, features: {class: ngram, n_min: 8, "
+        "n_max: 9}}]\n    thresholds: {max_auc: 0.6}\n"
+    )
+    result = run_gate(policy, bundle, seed=1)
+    for name in ("disclosure", "membership"):
+        error = result.audits[name].error or ""
+        assert "disclosure class 'ngram' found no rare feature in the 60 source records" in error
+        assert "lower n_min" in error

@@ -119,6 +119,27 @@ def test_a_judge_returning_the_wrong_shape_is_an_error(tmp_path: Path, corpus) -
     assert code == 3 and "one per candidate" in report["audits"]["distinguishability"]["error"]
 
 
+def test_a_judge_error_never_writes_a_record_into_the_evidence(tmp_path: Path, corpus) -> None:
+    """A review: a judge returning the candidates' texts made numpy's error quote a whole
+    train record, which went into report.json, the HTML, JUnit, MLflow and the terminal."""
+    policy = _policy("[judge]", "judge: tests.rewrite_judges:returns_candidates", trials=60)
+    code, report = _run(tmp_path, corpus, policy, _light_edits)
+    error = report["audits"]["distinguishability"]["error"]
+    assert code == 3 and "returned a list of str, not numbers" in error
+    evidence = "".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*.*"))
+    for record in corpus:
+        assert record["text"][:40] not in evidence
+    # a plug-in's own exception: its message is withheld unless witnesses are shown
+    policy = _policy("[judge]", "judge: tests.rewrite_judges:raises_with_the_rewrite", trials=60)
+    code, report = _run(tmp_path, corpus, policy, _light_edits)
+    error = report["audits"]["distinguishability"]["error"]
+    assert code == 3 and error.startswith("ValueError raised at rewrite_judges.py:")
+    assert "cannot parse" not in error and "redact_witnesses: false to see it" in error
+    shown = policy.replace("enabled: false}}", "enabled: false}, redact_witnesses: false}")
+    code, report = _run(tmp_path, corpus, shown, _light_edits)
+    assert report["audits"]["distinguishability"]["error"].startswith("ValueError: cannot parse")
+
+
 def test_a_game_too_small_to_fail_is_an_error(tmp_path: Path, corpus) -> None:
     """With k = 2 and few rewritten records, even K = T cannot exceed max_epsilon = 4; the
     audit says so before it embeds anything (its encoder here is a directory that does

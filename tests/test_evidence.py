@@ -279,11 +279,16 @@ def test_no_file_leaks_the_raw_text(bundle, tmp_path: Path) -> None:
         assert not leaked, f"{path} contains {leaked[:3]}"
 
 
-def test_masking_shows_no_token_of_one_character_and_hashes_user_ids() -> None:
-    assert mask("John Smith") == "J*** S****"
-    assert mask("PIN: 7 3 9 1") == "P*** * * * *"  # a digit of one character is the digit
-    assert mask("我 是 王 芳") == "* * * *"
-    assert mask(" ".join("abcdefghij")) == "* * * * * * * * …(+2 tokens)"
+def test_masking_keeps_initials_only_and_hashes_user_ids() -> None:
+    assert mask("John Smith") == mask("Jo Sm") == "J*** S***"  # no lengths
+    assert mask("PIN: 7 3 9 1") == "P*** *** *** *** ***"  # a digit of one character is the digit
+    # a review: spaced digit groups kept their first digits, CJK and Hangul the surname
+    assert mask("4111 1111 0000 6789") == mask("617 253 4981 x") == "*** *** *** ***"
+    assert mask("王小明 김민준 (617) Ωmega") == "*** *** *** Ω***"
+    assert mask(" ".join("abcdefghij")) == " ".join(["***"] * 8) + " …"
+    # no two of these differ, whatever their lengths: a mask no longer singles a user out
+    names = ["Wilhelmina Zorblaxton", "Walt Zee", "Wu Zhang"]
+    assert len({mask(n) for n in names}) == 1
     key = b"k" * 32
     assert user_hash("u1", key=key) == user_hash("u1", key=key) != user_hash("u2", key=key)
     assert user_hash("u1", key=key) != feature_hash("u1", key=key)  # a domain of its own

@@ -121,9 +121,22 @@ def test_out_of_an_earlier_run_is_replaced_and_a_foreign_directory_refused(
     assert not out.exists()
 
 
-def test_rounds_share_one_feature_cache_deleted_at_the_end(tmp_path: Path, corpus: Path) -> None:
+def test_rounds_share_one_feature_cache_deleted_at_the_end(tmp_path: Path) -> None:
     from gate.policy.loader import load_policy
     from gate.remediation.setup import utility_embedding, with_feature_caches
+
+    rows = [  # some records with an e-mail address: a pii class without any is refused
+        {
+            "record_id": f"r{i}",
+            "user_id": f"u{i:03d}",
+            "text": unique_text(i) + (f" mail u{i}@example.org" if i % 4 == 0 else ""),
+        }
+        for i in range(80)
+    ]
+    source = write_jsonl(tmp_path / "source.jsonl", rows)
+    corpus = split_source(
+        source, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "split"
+    ).manifest_path
 
     semantic = GATE_BLOCK.replace(
         "        n_max: 4\n",

@@ -13,8 +13,11 @@ from scipy import stats
 from gate.stats.binomial import clopper_pearson
 from gate.stats.distinguishability import distinguishability_epsilon
 from gate.stats.one_run import (
+    DEFAULT_GRID,
+    _grid,
     descending_order,
     one_run_epsilon,
+    one_run_epsilon_ceiling,
     one_run_epsilon_from_scores,
     one_run_p_value,
 )
@@ -25,6 +28,7 @@ from gate.stats.rip import (
     eta_from_epsilon,
     isotropic_noise,
     replica_sigma,
+    rip_eta_ceiling,
     rip_eta_estimate,
     rip_eta_from_scores,
 )
@@ -329,8 +333,12 @@ def test_two_sample_similarity() -> None:
 def test_roc_validation() -> None:
     with pytest.raises(ValueError, match="need both train and holdout"):
         roc_curve(scores=np.ones(3), is_train=np.ones(3, bool))
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="scores must be finite; found nan at position 1"):
         roc_auc(scores=np.array([1, np.nan]), is_train=np.array([1, 0]))
+    # tied infinite scores did not group (inf - inf is NaN): TPR@FPR depended on the order
+    for bad in (np.inf, -np.inf):
+        with pytest.raises(ValueError, match="scores must be finite"):
+            roc_auc(scores=np.array([bad, bad, 0, 0]), is_train=np.array([1, 0, 1, 0]))
     with pytest.raises(ValueError, match=r"fpr must be in \[0, 1\]; found 2"):
         tpr_at_fpr(roc_curve(scores=np.array([1.0, 0]), is_train=np.array([1, 0])), fpr=2)
 
@@ -475,3 +483,57 @@ def test_one_run_epsilon_monotone_in_correct(r: int, data) -> None:
     a = one_run_epsilon(k_plus=r, k_minus=0, correct=v, alpha=ALPHA, tolerance=1e-4)
     b = one_run_epsilon(k_plus=r, k_minus=0, correct=v + 1, alpha=ALPHA, tolerance=1e-4)
     assert 0 <= a <= b + 1e-4
+
+
+def test_the_grid_keeps_the_largest_two_sided_guess() -> None:
+    """round(0.5 n) rounds half to even: for n = 7 it is 4, and (4, 4) > n was dropped, so
+    the grid lost its largest two-sided guess whenever n = 3 (mod 4) (a review: the
+    split-half ceiling at 30 users was 0.79, below the 1.43 of 28 users)."""
+    assert _grid(7, DEFAULT_GRID) == [(1, 0), (4, 0), (1, 1), (3, 3)]
+    for n in range(2, 400):
+        both = [k for k, minus in _grid(n, DEFAULT_GRID) if minus]
+        assert max(both, default=0) == (n // 2 if n >= 2 else 0), n
+    assert one_run_epsilon_ceiling(records=30, alpha=ALPHA) >= one_run_epsilon_ceiling(
+        records=28, alpha=ALPHA
+    )
+
+
+@pytest.mark.parametrize("selection", ["split_half", "bonferroni"])
+def test_epsilon_ceiling_bounds_every_outcome(selection: str) -> None:
+    """No scores give more than the ceiling (perfect separation, every label draw); with
+    Bonferroni perfect separation of balanced labels reaches it exactly."""
+    for n in (4, 6, 7, 10, 13, 30, 31, 64, 101):
+        ceiling = one_run_epsilon_ceiling(records=n, alpha=ALPHA, selection=selection)  # type: ignore[arg-type]
+        reached = 0.0
+        for seed in range(15):
+            rng = np.random.default_rng(seed)
+            y = rng.permutation(np.arange(n) % 2 == 0)
+            for scores in (y + 0.0, y + rng.normal(0, 0.01, n), rng.normal(0, 1, n)):
+                out = one_run_epsilon_from_scores(
+                    scores=scores,
+                    is_train=y,
+                    rng=rng,
+                    selection=selection,  # type: ignore[arg-type]
+                )
+                assert out.epsilon_lower <= ceiling + 1e-9, (n, seed)
+                reached = max(reached, out.epsilon_lower)
+        if selection == "bonferroni":
+            assert reached == pytest.approx(ceiling), n
+    assert one_run_epsilon_ceiling(records=6, alpha=ALPHA) == 0.0  # 3 of 3 has p = 1/8
+    assert one_run_epsilon_ceiling(records=0, alpha=ALPHA) == 0.0
+
+
+def test_rip_ceiling_closed_form_and_bound() -> None:
+    """Every one of t = 2(m - m//2) guesses correct: the Clopper-Pearson lower bound is
+    alpha^(1/t), so eta's bound is alpha^(1/t) - 1/2 (0 up to m = 4 at alpha = 0.05)."""
+    for m in range(2, 60):
+        t = 2 * (m - m // 2)
+        expected = max(0.0, ALPHA ** (1 / t) - 0.5)
+        assert rip_eta_ceiling(train=m, holdout=m + 3, alpha=ALPHA) == pytest.approx(expected)
+    assert rip_eta_ceiling(train=4, holdout=4, alpha=ALPHA) == 0.0
+    assert rip_eta_ceiling(train=5, holdout=9, alpha=ALPHA) == pytest.approx(0.107, abs=1e-3)
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        y = np.r_[np.ones(7, bool), np.zeros(9, bool)]
+        out = rip_eta_from_scores(scores=y + 0.0, is_train=y, rng=rng, alpha=ALPHA)
+        assert out.eta_lower == pytest.approx(rip_eta_ceiling(train=7, holdout=9, alpha=ALPHA))

@@ -7,17 +7,21 @@ the policy's checks, validated as a Great Expectations suite, decide.
 
 from __future__ import annotations
 
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from gate.errors import GateError
 from gate.metrics import MetricSet
 from gate.policy.checks import CheckSpec
 from gate.policy.models import AuditConfig
 from gate.results import AuditResult
+from gate.stats._validate import StatsError
 
 if TYPE_CHECKING:
     from gate.audits.feature_store import FeatureStore
@@ -100,3 +104,29 @@ def checks_statement(checks: Sequence[CheckSpec], *, alpha: float) -> str | None
             "each subject's statement gives that chance)."
         )
     return " ".join(parts)
+
+
+def describe_exception(
+    exc: BaseException,
+    *,
+    show_message: bool,
+    hint: str = "set evidence.redact_witnesses: false to see it",
+) -> str:
+    """An audit's exception as the evidence records it. The gate's own errors (and the
+    statistics' argument errors) are written by the gate and name files, rows, settings
+    and numbers, never a record's text: their message is kept. Any other exception comes
+    from a library or a plug-in, whose message may quote the records it failed on (numpy
+    quotes the string it could not convert): unless ``show_message`` (witnesses not
+    redacted), it is withheld and the place it was raised is named instead."""
+    if show_message or isinstance(exc, GateError | StatsError):
+        return f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = (
+        f" raised at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}"
+        if frames
+        else ""
+    )
+    return (
+        f"{type(exc).__name__}{where} (its message is withheld: it may quote private "
+        f"records; {hint})"
+    )

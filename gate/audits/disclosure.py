@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from gate.audits.base import Audit, AuditContext, checks_statement
-from gate.audits.feature_store import ClassDisclosures
+from gate.audits.feature_store import ClassDisclosures, require_rare_features
 from gate.data.bundle import Bundle
 from gate.errors import AuditError
 from gate.metrics import Metric, MetricSet, MetricSpec
@@ -338,6 +338,8 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                     f"disclosure class {name!r} returned disclosures of class "
                     f"{found.feature_class!r}"
                 )
+            if config.sets_threshold():
+                require_rare_features(found, records=len(bundle.source))
             counts = found.user_counts
             test = feature_match_test(
                 counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha

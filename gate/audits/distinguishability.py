@@ -215,14 +215,28 @@ class JudgeAttack(RewriteAttack):
         for t in game.progress.track(
             range(len(rewrites)), total=len(rewrites), description="judge"
         ):
-            scores = np.asarray(
-                judge(game.rewrite_texts[rewrites[t]], [game.pool_texts[c] for c in candidates[t]]),
-                dtype=np.float64,
+            returned = judge(
+                game.rewrite_texts[rewrites[t]], [game.pool_texts[c] for c in candidates[t]]
             )
+            expected = f"it must return {candidates.shape[1]} finite scores, one per candidate"
+            try:
+                scores = np.asarray(returned, dtype=np.float64)
+            except (TypeError, ValueError):  # numpy's message would quote what it returned
+                kind = type(returned).__name__
+                items = (
+                    sorted({type(x).__name__ for x in returned})
+                    if isinstance(returned, (list, tuple))
+                    else []
+                )
+                raise AuditError(
+                    f"judge {game.judge!r} returned a {kind}"
+                    + (f" of {', '.join(items)}" if items else "")
+                    + f", not numbers; {expected}"
+                ) from None
             if scores.shape != (candidates.shape[1],) or not np.isfinite(scores).all():
                 raise AuditError(
-                    f"judge {game.judge!r} returned {scores!r}; it must return "
-                    f"{candidates.shape[1]} finite scores, one per candidate"
+                    f"judge {game.judge!r} returned scores of shape {scores.shape} "
+                    f"({int((~np.isfinite(scores)).sum())} not finite); {expected}"
                 )
             out[t] = scores
         return out

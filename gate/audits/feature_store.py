@@ -58,6 +58,31 @@ class ClassDisclosures:
     details: Mapping[str, Any] = field(default_factory=dict)  # for the report (JSON-safe)
 
 
+def require_rare_features(found: ClassDisclosures, *, records: int) -> None:
+    """Refuse a class that found no rare feature in the ``records`` source records: its
+    counts are 0 for every user whatever the release holds (a copy of every train record
+    included), so a check on them, or a score made of them, cannot fail.
+
+    Raises:
+        AuditError: naming the class and what to change.
+    """
+    if found.rare_features > 0:
+        return
+    from gate.errors import AuditError
+
+    hints = {
+        "ngram": "texts shorter than n_min tokens have no n-gram: lower n_min",
+        "pii": "the recognizers found no entity of the listed types: check entities, the "
+        "language and score_threshold, or leave the class out if the corpus holds none",
+    }
+    hint = hints.get(found.feature_class, "check the class's settings")
+    raise AuditError(
+        f"disclosure class {found.feature_class!r} found no rare feature in the "
+        f"{records} source records, so no release can move its counts and its checks "
+        f"cannot fail ({hint}; or raise max_users)"
+    )
+
+
 @dataclass(frozen=True)
 class SemanticIndex:
     """Embeddings of the source and the release, and each source record's nearest
@@ -326,12 +351,19 @@ class FeatureStore:
         )
         if key not in self._densities:
             source, _ = self.embeddings(config)
+            # in the order of the record ids, not the bundle's (train first): an approximate
+            # search trains its k-means cells on a seeded sample of positions, which must
+            # not depend on which records are members
+            order = np.argsort(self.bundle.record_id_rank, kind="stable")
             with self.progress.step("neighbour density of source records"):
-                self._densities[key] = neighbour_density(
-                    source,
+                density, search = neighbour_density(
+                    source[order],
                     neighbours=config.neighbours,
                     method=config.knn,
                     nprobe=config.ivf_nprobe,
                     seed=KNN_SEED,
                 )
+            in_bundle_order = np.empty_like(density)
+            in_bundle_order[order] = density
+            self._densities[key] = (in_bundle_order, search)
         return self._densities[key]

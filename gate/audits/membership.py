@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from gate.audits.base import Audit, AuditContext, checks_statement
-from gate.audits.feature_store import FeatureStore
+from gate.audits.feature_store import FeatureStore, require_rare_features
 from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS, MEMBERSHIP_SCORERS
 from gate.policy.checks import CheckSpec
@@ -38,8 +38,8 @@ from gate.policy.models import (
 )
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Curve
-from gate.stats.one_run import OneRunResult, one_run_epsilon_from_scores
-from gate.stats.rip import epsilon_from_eta, rip_eta_from_scores
+from gate.stats.one_run import OneRunResult, one_run_epsilon_ceiling, one_run_epsilon_from_scores
+from gate.stats.rip import epsilon_from_eta, rip_eta_ceiling, rip_eta_from_scores
 from gate.stats.roc import (
     RocCurve,
     RocResult,
@@ -166,7 +166,9 @@ class DisclosureCountScorer(MembershipScorer[ScorerConfigT]):
 
     def user_scores(self, bundle: Bundle, config: ScorerConfigT, store: FeatureStore) -> np.ndarray:
         features = getattr(config, "features", None) or self.default_features.model_validate({})
-        return store.disclosures(features).user_counts.astype(np.float64)
+        found = store.disclosures(features)
+        require_rare_features(found, records=len(bundle.source))
+        return found.user_counts.astype(np.float64)
 
 
 @MEMBERSHIP_SCORERS.register("ngram")
@@ -376,6 +378,55 @@ def score_checks(
     return checks
 
 
+def refuse_score_checks_that_cannot_fail(
+    thresholds: BaseModel,
+    *,
+    records: int,
+    train: int | None,
+    holdout: int | None,
+    alpha: float,
+    p: float,
+    delta: float,
+    selection: Literal["split_half", "bonferroni"],
+    unit: str,
+) -> None:
+    """Raise when ``max_epsilon`` or ``max_rip_eta`` of ``thresholds`` is at or above the
+    largest bound ``records`` scored records can give (every guess correct): such a check
+    passes whatever the scores, a release that copies every train record included.
+    ``train``/``holdout``: the members and non-members, when known before scoring (the RIP
+    bound needs them).
+
+    Raises:
+        AuditError: a check that cannot fail, with the bound it would need.
+    """
+    needs: list[str] = []
+    max_epsilon = getattr(thresholds, "max_epsilon", None)
+    if max_epsilon is not None:
+        ceiling = one_run_epsilon_ceiling(
+            records=records, alpha=alpha, p=p, delta=delta, selection=selection
+        )
+        if ceiling <= max_epsilon:
+            needs.append(
+                f"the one-run epsilon bound ({selection}) is at most {ceiling:.4g} <= "
+                f"max_epsilon = {max_epsilon:g}"
+            )
+    max_rip_eta = getattr(thresholds, "max_rip_eta", None)
+    if max_rip_eta is not None and train is not None and holdout is not None:
+        ceiling = rip_eta_ceiling(train=train, holdout=holdout, alpha=alpha)
+        if ceiling <= max_rip_eta:
+            needs.append(
+                f"the RIP eta bound is at most {ceiling:.4g} <= max_rip_eta = {max_rip_eta:g}"
+            )
+    if needs:
+        raise AuditError(
+            f"the checks cannot fail: with {records} {unit} at alpha = {alpha:g}, even "
+            "scores that separate members from non-members perfectly pass: "
+            + "; ".join(needs)
+            + f". Audit more {unit}, or raise the threshold's level of evidence elsewhere "
+            "(max_auc, tpr_at_fpr)"
+        )
+
+
 @dataclass(frozen=True)
 class ScoreStatistics:
     """The statistics of one set of scores against random membership: the ROC analysis,
@@ -489,6 +540,17 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "the membership audit compares users: it needs at least 2 train and 2 "
                 f"holdout users; found {train_users} and {holdout_users}"
             )
+        refuse_score_checks_that_cannot_fail(
+            config.thresholds,
+            records=train_users + holdout_users,
+            train=train_users,
+            holdout=holdout_users,
+            alpha=context.alpha,
+            p=context.p,
+            delta=config.delta,
+            selection=config.threshold_selection,
+            unit="users",
+        )
         declared = self.declared_metrics(config)
         metrics: list[Metric] = []
         statements: dict[str, str] = {}

@@ -25,6 +25,7 @@ from gate.audits.base import Audit, AuditContext, checks_statement
 from gate.audits.membership import (
     STANDARD_FPRS,
     auc_chance,
+    refuse_score_checks_that_cannot_fail,
     reported_fprs,
     score_checks,
     score_statistics,
@@ -219,6 +220,17 @@ class CanaryAuditRunner(Audit[CanaryAudit]):
                 "the canary audit needs canary-source records (neither train nor holdout): "
                 "split with `gate split --canary-fraction` or give --canary-source FILE"
             )
+        refuse_score_checks_that_cannot_fail(
+            config.thresholds,
+            records=config.canaries,
+            train=None,
+            holdout=None,
+            alpha=context.alpha,
+            p=0.5,
+            delta=config.delta,
+            selection=config.threshold_selection,
+            unit="canaries",
+        )
         progress = context.progress
         rng = context.rng
         seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=2)]  # base LM, target

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from gate.errors import AuditError
 from gate.metrics import MetricSpec, metric_name
 
 Op = Literal["<=", ">="]
@@ -66,7 +67,7 @@ class CheckResult:
         }
 
 
-class MissingMetricError(KeyError):
+class MissingMetricError(AuditError, KeyError):
     """An audit did not produce a metric its checks need: the audit is unfinished."""
 
     def __str__(self) -> str:

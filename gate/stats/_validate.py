@@ -8,6 +8,11 @@ from typing import Any
 import numpy as np
 
 
+class StatsError(ValueError):
+    """An estimator's argument outside its domain. The message names the parameter, the
+    allowed range and the value found: numbers and shapes, never a record's text."""
+
+
 def check_probability(
     name: str, value: float, *, open_low: bool = False, open_high: bool = False
 ) -> float:
@@ -17,7 +22,7 @@ def check_probability(
     if ok:
         ok = (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
     if not ok:
-        raise ValueError(f"{name} must be in {low}0, 1{high}; found {value!r}")
+        raise StatsError(f"{name} must be in {low}0, 1{high}; found {value!r}")
     return float(value)
 
 
@@ -26,7 +31,7 @@ def check_count(name: str, value: Any, *, minimum: int = 0, maximum: int | None 
     is_int = isinstance(value, int | np.integer) and not isinstance(value, bool)
     if not is_int or value < minimum or (maximum is not None and value > maximum):
         upper = "inf" if maximum is None else str(maximum)
-        raise ValueError(f"{name} must be an integer in [{minimum}, {upper}]; found {value!r}")
+        raise StatsError(f"{name} must be an integer in [{minimum}, {upper}]; found {value!r}")
     return int(value)
 
 
@@ -36,7 +41,7 @@ def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> fl
         ok = value >= 0 and (allow_inf or math.isfinite(value))
     if not ok:
         upper = "inf]" if allow_inf else "inf)"
-        raise ValueError(f"{name} must be in [0, {upper}; found {value!r}")
+        raise StatsError(f"{name} must be in [0, {upper}; found {value!r}")
     return float(value)
 
 
@@ -48,7 +53,7 @@ def check_alpha(alpha: float) -> float:
     (:mod:`gate.stats.weighted_tail`) is no longer negligible against the level."""
     value = check_probability("alpha", alpha, open_low=True, open_high=True)
     if value < MIN_ALPHA:
-        raise ValueError(
+        raise StatsError(
             f"alpha must be in [{MIN_ALPHA:g}, 1) (the exact tails' error is ~1e-15); "
             f"found {alpha!r}"
         )
@@ -60,12 +65,12 @@ def check_weights(weights: Any, multiplicities: Any) -> tuple[np.ndarray, np.nda
     w = np.asarray(weights, dtype=np.int64)
     m = np.asarray(multiplicities, dtype=np.int64)
     if w.shape != m.shape or w.ndim != 1:
-        raise ValueError(
+        raise StatsError(
             f"weights and multiplicities must be 1-d arrays of one length; found shapes "
             f"{w.shape} and {m.shape}"
         )
     if w.size and (w.min() < 1 or m.min() < 1):
-        raise ValueError(
+        raise StatsError(
             f"weights and multiplicities must be >= 1; found min weight {w.min()}, "
             f"min multiplicity {m.min()}"
         )
@@ -73,14 +78,19 @@ def check_weights(weights: Any, multiplicities: Any) -> tuple[np.ndarray, np.nda
 
 
 def check_scores(scores: Any, is_train: Any) -> tuple[np.ndarray, np.ndarray]:
-    """1-d float scores and boolean membership labels of one length."""
+    """1-d finite float scores and boolean membership labels of one length."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(is_train)
     if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(
+        raise StatsError(
             f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
         )
     if y.dtype != bool and not np.isin(y, (0, 1)).all():
         found = y[~np.isin(y, (0, 1))][0].item()
-        raise ValueError(f"is_train must hold booleans (or 0/1); found {found!r}")
+        raise StatsError(f"is_train must hold booleans (or 0/1); found {found!r}")
+    bad = np.flatnonzero(~np.isfinite(s))
+    if bad.size:  # ±inf ties would not group (inf - inf is NaN); NaN has no order
+        raise StatsError(
+            f"scores must be finite; found {s[bad[0]]} at position {bad[0]} ({bad.size} non-finite)"
+        )
     return s, y.astype(bool)

@@ -6,7 +6,7 @@ from typing import Literal, NamedTuple
 
 from scipy import stats
 
-from gate.stats._validate import check_alpha, check_count
+from gate.stats._validate import StatsError, check_alpha, check_count
 
 
 class Interval(NamedTuple):
@@ -41,7 +41,7 @@ def clopper_pearson(
     check_count("successes", successes, maximum=trials)
     check_alpha(alpha)
     if side not in ("two-sided", "lower", "upper"):
-        raise ValueError(f"side must be 'two-sided', 'lower' or 'upper'; found {side!r}")
+        raise StatsError(f"side must be 'two-sided', 'lower' or 'upper'; found {side!r}")
     tail = alpha / 2 if side == "two-sided" else alpha
     lower, upper = 0.0, 1.0
     if side != "upper" and successes > 0:

@@ -25,17 +25,17 @@ import numpy as np
 from scipy import sparse
 from scipy.special import logsumexp
 
-from gate.stats._validate import check_count, check_probability
+from gate.stats._validate import StatsError, check_count, check_probability
 
 
 def _check_offsets(name: str, ids: np.ndarray, starts: np.ndarray) -> None:
     if starts.ndim != 1 or starts.size < 1 or starts[0] != 0 or starts[-1] != ids.size:
-        raise ValueError(
+        raise StatsError(
             f"{name}: starts must run from 0 to len(ids) = {ids.size}; found "
             f"{starts[:1].tolist()}..{starts[-1:].tolist()}"
         )
     if np.any(np.diff(starts) < 0):
-        raise ValueError(f"{name}: starts must be non-decreasing")
+        raise StatsError(f"{name}: starts must be non-decreasing")
 
 
 def _bigram_keys(
@@ -85,7 +85,7 @@ def bigram_log_probabilities(
     _check_offsets("queries", query_ids, query_starts)
     for name, ids in (("corpus_ids", corpus_ids), ("query_ids", query_ids)):
         if ids.size and (ids.min() < 0 or ids.max() >= vocabulary):
-            raise ValueError(
+            raise StatsError(
                 f"{name} must lie in [0, {vocabulary}); found [{ids.min()}, {ids.max()}]"
             )
     keys, _ = _bigram_keys(corpus_ids, corpus_starts, vocabulary)
@@ -136,13 +136,13 @@ def top_k_mean_jaccard(
     """
     k = check_count("k", k, minimum=1)
     if queries.shape[1] != corpus.shape[1]:
-        raise ValueError(
+        raise StatsError(
             f"queries and corpus must share a vocabulary; found {queries.shape[1]} and "
             f"{corpus.shape[1]} token types"
         )
     n_corpus = corpus.shape[0]
     if n_corpus == 0:
-        raise ValueError("the corpus is empty")
+        raise StatsError("the corpus is empty")
     k = min(k, n_corpus)
     q_sizes = np.asarray(queries.sum(axis=1)).ravel()
     c_sizes = np.asarray(corpus.sum(axis=1)).ravel()
@@ -170,7 +170,7 @@ def rmia_log_scores(*, target: np.ndarray, references: np.ndarray) -> np.ndarray
     target = np.asarray(target, dtype=np.float64)
     references = np.asarray(references, dtype=np.float64)
     if references.ndim != 2 or references.shape[1] != target.size or references.shape[0] < 1:
-        raise ValueError(
+        raise StatsError(
             f"references must have shape (M >= 1, {target.size}); found {references.shape}"
         )
     return target - (logsumexp(references, axis=0) - math.log(references.shape[0]))
@@ -184,7 +184,7 @@ def balanced_reference_membership(
     canaries = check_count("canaries", canaries, minimum=1)
     references = check_count("references", references, minimum=2)
     if references % 2:
-        raise ValueError(f"references must be even; found {references}")
+        raise StatsError(f"references must be even; found {references}")
     ranks = np.argsort(rng.random((references, canaries)), axis=0)
     return ranks < references // 2
 
@@ -202,7 +202,7 @@ def in_perplexity_window(
     """Is each perplexity within ``[(1 - tolerance) target, (1 + tolerance) target]``
     (§3.2: ``[0.9, 1.1] * P_target``)?"""
     if not target > 0:
-        raise ValueError(f"target must be > 0; found {target!r}")
+        raise StatsError(f"target must be > 0; found {target!r}")
     p = np.asarray(perplexity, dtype=np.float64)
     return (p >= (1 - tolerance) * target) & (p <= (1 + tolerance) * target)
 
@@ -238,7 +238,7 @@ def search_temperature(
         tolerance: half-width of the window, relative to the target.
     """
     if not 0 < low < high:
-        raise ValueError(f"need 0 < low < high; found low={low!r}, high={high!r}")
+        raise StatsError(f"need 0 < low < high; found low={low!r}, high={high!r}")
     steps = check_count("steps", steps, minimum=1)
     best = (math.inf, low, math.nan)
     evaluations = 0

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gate.stats._validate import check_count, check_probability
+from gate.stats._validate import StatsError, check_count, check_probability
 from gate.stats.binomial import clopper_pearson
 
 # Elements of the (trials x records) working matrices per block of trials.
@@ -109,14 +109,14 @@ def transition_candidate_sets(
     check_count("candidates", candidates, minimum=2)
     check_count("trials", trials, minimum=1)
     if n < candidates:
-        raise ValueError(f"n must be >= candidates = {candidates}; found {n}")
+        raise StatsError(f"n must be >= candidates = {candidates}; found {n}")
     if not np.isfinite(transition_lambda):
-        raise ValueError(f"transition_lambda must be finite; found {transition_lambda!r}")
+        raise StatsError(f"transition_lambda must be finite; found {transition_lambda!r}")
     wanted = min(trials, n // candidates)
     if transition_lambda == 0:
         return rng.permutation(n)[: wanted * candidates].reshape(wanted, candidates)
     if embeddings is None or embeddings.shape[0] != n:
-        raise ValueError(
+        raise StatsError(
             f"embeddings must have {n} rows for transition_lambda != 0; found "
             f"{None if embeddings is None else embeddings.shape}"
         )
@@ -161,7 +161,7 @@ def pick_candidates(similarity: np.ndarray, rng: np.random.Generator) -> np.ndar
     (T, k) array), ties broken at random, never by position."""
     s = np.asarray(similarity, dtype=np.float64)
     if s.ndim != 2 or np.isnan(s).any():
-        raise ValueError(f"similarity must be a (trials, k) array without NaN; found {s.shape}")
+        raise StatsError(f"similarity must be a (trials, k) array without NaN; found {s.shape}")
     noise = rng.random(s.shape)
     best = s == s.max(axis=1, keepdims=True)
     return np.argmax(np.where(best, noise, -1.0), axis=1)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gate.stats._validate import check_alpha, check_probability
+from gate.stats._validate import StatsError, check_alpha, check_probability
 from gate.stats.feature_match import (
     FeatureMatchResult,
     exact_rate_lower_bound,
@@ -65,7 +65,7 @@ def phantom_excess(
     if test is None:
         test = feature_match_test(counts=counts, is_train=is_train, p=p, alpha=alpha)
     elif (test.p, test.alpha) != (p, alpha):
-        raise ValueError(
+        raise StatsError(
             f"test was computed with p={test.p}, alpha={test.alpha}; found p={p}, alpha={alpha}"
         )
     t, h, d = test.statistic, test.holdout_statistic, test.c1

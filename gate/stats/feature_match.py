@@ -21,7 +21,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from scipy import optimize, stats
 
-from gate.stats._validate import check_alpha, check_nonnegative, check_probability
+from gate.stats._validate import StatsError, check_alpha, check_nonnegative, check_probability
 from gate.stats.saddlepoint import saddlepoint_rate
 from gate.stats.weighted_tail import weight_multiplicities, weighted_bernoulli_sf
 
@@ -142,19 +142,19 @@ def _as_counts(counts: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np
     c = np.asarray(counts)
     s = np.asarray(is_train)
     if c.ndim != 1 or s.shape != c.shape:
-        raise ValueError(
+        raise StatsError(
             f"counts and is_train must be 1-d arrays of one length; found shapes "
             f"{c.shape} and {s.shape}"
         )
     if c.size and not np.issubdtype(c.dtype, np.integer):
         if not np.all(np.equal(np.mod(c, 1), 0)):
-            raise ValueError("counts must be non-negative integers; found non-integer values")
+            raise StatsError("counts must be non-negative integers; found non-integer values")
         c = c.astype(np.int64)
     if c.size and c.min() < 0:
-        raise ValueError(f"counts must be non-negative integers; found {c.min()}")
+        raise StatsError(f"counts must be non-negative integers; found {c.min()}")
     if s.dtype != bool:
         if not np.isin(s, (0, 1)).all():
-            raise ValueError("is_train must hold booleans (or 0/1)")
+            raise StatsError("is_train must hold booleans (or 0/1)")
         s = s.astype(bool)
     return c.astype(np.int64), s
 

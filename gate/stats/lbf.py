@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gate.stats._validate import check_count, check_probability
+from gate.stats._validate import StatsError, check_count, check_probability
 
 
 class LbfProfile(NamedTuple):
@@ -45,14 +45,14 @@ class LbfProfile(NamedTuple):
 def _frequencies(counts: np.ndarray, name: str) -> np.ndarray:
     c = np.asarray(counts, dtype=np.float64)
     if c.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array; found shape {c.shape}")
+        raise StatsError(f"{name} must be a 1-d array; found shape {c.shape}")
     if c.size and not np.isfinite(c).all():
-        raise ValueError(f"{name} must be finite numbers; found {float(c[~np.isfinite(c)][0])!r}")
+        raise StatsError(f"{name} must be finite numbers; found {float(c[~np.isfinite(c)][0])!r}")
     if c.size and c.min() < 0:
-        raise ValueError(f"{name} must be non-negative numbers; found min {c.min()!r}")
+        raise StatsError(f"{name} must be non-negative numbers; found min {c.min()!r}")
     total = c.sum()
     if total <= 0:
-        raise ValueError(f"{name} must have positive total mass; found {total!r}")
+        raise StatsError(f"{name} must have positive total mass; found {total!r}")
     return c / total
 
 
@@ -66,7 +66,7 @@ def lbf_profile(*, counts_x: np.ndarray, counts_y: np.ndarray) -> LbfProfile:
     fx = _frequencies(counts_x, "counts_x")
     fy = _frequencies(counts_y, "counts_y")
     if fx.shape != fy.shape:
-        raise ValueError(f"counts_x and counts_y must align; found shapes {fx.shape}, {fy.shape}")
+        raise StatsError(f"counts_x and counts_y must align; found shapes {fx.shape}, {fy.shape}")
     both = (fx > 0) & (fy > 0)
     with np.errstate(divide="ignore"):
         lbf = np.log(fx[both]) - np.log(fy[both])
@@ -96,7 +96,7 @@ def delta_at_epsilon(profile: LbfProfile, *, epsilon: float | np.ndarray) -> flo
     """Minimal δ for target ε (Stomakhin 2025, §3.5 Theorem 5); vectorised over ε."""
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.isnan(eps).any() or (eps < 0).any():
-        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
     dx = profile.floor_x + _mass_above(profile.lbf_xy, profile.weight_xy, eps)
     dy = profile.floor_y + _mass_above(profile.lbf_yx, profile.weight_yx, eps)
     delta = np.minimum(1.0, np.maximum(dx, dy))
@@ -175,13 +175,13 @@ def restricted_delta_at_epsilon(
     fy = _frequencies(counts_y, "counts_y")
     mask = np.asarray(outputs, dtype=bool)
     if not fx.shape == fy.shape == mask.shape:
-        raise ValueError(
+        raise StatsError(
             f"counts_x, counts_y and outputs must align; found shapes {fx.shape}, "
             f"{fy.shape}, {mask.shape}"
         )
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.isnan(eps).any() or (eps < 0).any():
-        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
     floor_x = float(fx[mask & (fx > 0) & (fy == 0)].sum())  # LBF_XY = +inf: above every ε
     floor_y = float(fy[mask & (fy > 0) & (fx == 0)].sum())
     both = mask & (fx > 0) & (fy > 0)

@@ -20,7 +20,13 @@ from typing import Literal, NamedTuple
 import numpy as np
 from scipy import signal, stats
 
-from gate.stats._validate import check_alpha, check_count, check_probability, check_scores
+from gate.stats._validate import (
+    StatsError,
+    check_alpha,
+    check_count,
+    check_probability,
+    check_scores,
+)
 
 DEFAULT_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
@@ -59,9 +65,9 @@ def one_run_p_value(
     check_probability("p", p, open_low=True, open_high=True)
     check_probability("delta", delta, open_high=True)
     if not epsilon >= 0:
-        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
     if delta > 0 and not math.isclose(p, 0.5):
-        raise ValueError(f"delta > 0 is supported for p = 0.5 only; found p = {p!r}")
+        raise StatsError(f"delta > 0 is supported for p = 0.5 only; found p = {p!r}")
     if correct == 0:
         return 1.0
     e = math.exp(-epsilon) if math.isfinite(epsilon) else 0.0
@@ -138,7 +144,7 @@ def guess_outcome(
     and the bottom ``k₋`` holdout."""
     n = order.size
     if k_plus + k_minus > n:
-        raise ValueError(
+        raise StatsError(
             f"k_plus + k_minus must be <= {n} scored records; found {k_plus + k_minus}"
         )
     top = is_train[order[:k_plus]].sum()
@@ -164,9 +170,13 @@ class OneRunResult(NamedTuple):
 
 
 def _grid(n: int, fractions: tuple[float, ...]) -> list[tuple[int, int]]:
+    """Guess counts (k+, k-) for ``n`` scored records: k+ = f·n train guesses alone, and
+    k+ = k- = f·n (at most n/2) guesses on both sides, for each fraction f."""
     sizes = sorted({max(1, round(f * n)) for f in fractions if f * n >= 1})
-    pairs = [(k, 0) for k in sizes] + [(k, k) for k in sizes if 2 * k <= n]
-    return pairs
+    # round(f·n) may exceed n/2 by one (0.5·n for odd n rounds up to even): cap it, so that
+    # the largest two-sided guess stays in the grid
+    both = sorted({min(k, n // 2) for k in sizes} - {0})
+    return [(k, 0) for k in sizes] + [(k, k) for k in both]
 
 
 def one_run_epsilon_from_scores(
@@ -200,7 +210,7 @@ def one_run_epsilon_from_scores(
     check_alpha(alpha)
     s, y = check_scores(scores, is_train)
     if selection not in ("split_half", "bonferroni"):
-        raise ValueError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
+        raise StatsError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
 
     def bound(o: GuessOutcome, level: float, scored: int) -> float:
         return one_run_epsilon(
@@ -287,7 +297,7 @@ def one_run_delta(
     m = r if scored is None else check_count("scored", scored, minimum=r)
     eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
     if np.isnan(eps).any() or (eps < 0).any():
-        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
     out = np.zeros(eps.shape)
     if correct > 0:
         q = 1.0 / (1.0 + np.exp(-eps))
@@ -329,7 +339,7 @@ def one_run_delta_from_scores(
     check_alpha(alpha)
     s, y = check_scores(scores, is_train)
     if not epsilon >= 0:
-        raise ValueError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
     perm = rng.permutation(s.size)
     choose, evaluate = perm[: s.size // 2], perm[s.size // 2 :]
     order = choose[descending_order(s[choose], rng)]
@@ -371,6 +381,45 @@ def one_run_delta_from_scores(
         )
     )
     return OneRunDeltaResult(delta, epsilon, o.k_plus, o.k_minus, o.correct, evaluate.size, alpha)
+
+
+def one_run_epsilon_ceiling(
+    *,
+    records: int,
+    alpha: float,
+    p: float = 0.5,
+    delta: float = 0.0,
+    selection: Literal["split_half", "bonferroni"] = "split_half",
+    fractions: tuple[float, ...] = DEFAULT_GRID,
+) -> float:
+    """The largest ε̂ :func:`one_run_epsilon_from_scores` can report on ``records`` scored
+    records: every guess correct, at every grid point (of the choosing half, scaled to the
+    evaluated half, for ``split_half``; of all records at ``alpha / |grid|`` for
+    ``bonferroni``). A threshold on ε̂ at or above it can never fail, whatever the
+    scores (a release that copies every train record included)."""
+    check_alpha(alpha)
+    check_count("records", records)
+    if selection == "bonferroni":
+        grid = _grid(records, fractions)
+        level, scored, pairs = alpha / max(1, len(grid)), records, set(grid)
+    elif selection == "split_half":
+        chosen, scored, level = records // 2, records - records // 2, alpha
+        pairs = {
+            _scaled_guesses(a, b, chosen=chosen, evaluated=scored)
+            for a, b in _grid(chosen, fractions)
+        }
+    else:
+        raise StatsError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
+    return max(
+        (
+            one_run_epsilon(
+                k_plus=a, k_minus=b, correct=a + b, alpha=level, p=p, delta=delta, scored=scored
+            )
+            for a, b in pairs
+            if a + b > 0
+        ),
+        default=0.0,
+    )
 
 
 def _scaled_guesses(k_plus: int, k_minus: int, *, chosen: int, evaluated: int) -> tuple[int, int]:

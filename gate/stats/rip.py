@@ -25,7 +25,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gate.stats._validate import check_alpha, check_count, check_nonnegative, check_scores
+from gate.stats._validate import (
+    StatsError,
+    check_alpha,
+    check_count,
+    check_nonnegative,
+    check_scores,
+)
 from gate.stats.binomial import clopper_pearson
 
 COR8_CONSTANT = 6.16  # Corollary 8 (numerically optimised Thm 7 with M = 2)
@@ -37,7 +43,7 @@ def _check_eta(eta: float, *, open_low: bool = False) -> float:
     ok = ok and (eta > 0 if open_low else eta >= 0) and eta < 0.5
     if not ok:
         low = "(" if open_low else "["
-        raise ValueError(f"eta must be in {low}0, 0.5); found {eta!r}")
+        raise StatsError(f"eta must be in {low}0, 0.5); found {eta!r}")
     return float(eta)
 
 
@@ -95,7 +101,7 @@ def rip_eta_from_scores(
     train_idx, hold_idx = np.nonzero(y)[0], np.nonzero(~y)[0]
     m = min(train_idx.size, hold_idx.size)
     if m < 2:
-        raise ValueError(
+        raise StatsError(
             f"need at least 2 train and 2 holdout records; found {train_idx.size}, {hold_idx.size}"
         )
     train_idx = rng.choice(train_idx, size=m, replace=False)
@@ -107,6 +113,20 @@ def rip_eta_from_scores(
     predicted = s[evaluate] > threshold
     correct = int((predicted == y[evaluate]).sum())
     return rip_eta_estimate(correct=correct, trials=evaluate.size, alpha=alpha)
+
+
+def rip_eta_ceiling(*, train: int, holdout: int, alpha: float = 0.05) -> float:
+    """The largest η̂ lower bound :func:`rip_eta_from_scores` can report with ``train`` and
+    ``holdout`` scored records: every guess correct on its evaluation half, 2(m - ⌊m/2⌋)
+    trials with m = min(train, holdout), i.e. max(0, α^(1/trials) - 1/2). A threshold on
+    η̂ at or above it can never fail."""
+    check_count("train", train)
+    check_count("holdout", holdout)
+    m = min(train, holdout)
+    if m < 2:
+        return 0.0
+    trials = 2 * (m - m // 2)
+    return rip_eta_estimate(correct=trials, trials=trials, alpha=alpha).eta_lower
 
 
 def _best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -135,7 +155,7 @@ def cor8_noise(*, sigma: np.ndarray, eta: float, rng: np.random.Generator) -> np
     _check_eta(eta, open_low=True)
     sd = np.asarray(sigma, dtype=np.float64)
     if sd.ndim != 1 or sd.size == 0 or (sd <= 0).any() or not np.isfinite(sd).all():
-        raise ValueError("sigma must be a non-empty 1-d array of positive finite numbers")
+        raise StatsError("sigma must be a non-empty 1-d array of positive finite numbers")
     y = rng.normal(0.0, sd)
     norm = math.sqrt(float(np.sum(y**2 / (sd.size * sd**2))))
     r = rng.gamma(shape=sd.size, scale=cor8_scale(eta=eta))
@@ -159,7 +179,7 @@ def replica_sigma(replicas: np.ndarray) -> float:
     """Algorithm 1's ``σ² = Σ_b ‖θ^(b) - θ̄‖² / (B - 1)``, returned as σ."""
     theta = np.asarray(replicas, dtype=np.float64)
     if theta.ndim != 2 or theta.shape[0] < 2:
-        raise ValueError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
+        raise StatsError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
     centred = theta - theta.mean(axis=0)
     return math.sqrt(float((centred**2).sum()) / (theta.shape[0] - 1))
 
@@ -178,7 +198,7 @@ def isotropic_noise(
     check_count("dimension", dimension, minimum=1)
     scale = isotropic_scale(sigma=sigma, eta=eta)
     if sigma == 0:
-        raise ValueError("sigma must be > 0 (a zero spread would add no noise); found 0")
+        raise StatsError("sigma must be > 0 (a zero spread would add no noise); found 0")
     u = rng.normal(size=dimension)
     u /= np.linalg.norm(u)
     return rng.gamma(shape=dimension, scale=scale) * u
@@ -196,11 +216,11 @@ def replica_coordinate_sigma(replicas: np.ndarray, *, floor: float = 1e-12) -> n
     """
     theta = np.asarray(replicas, dtype=np.float64)
     if theta.ndim != 2 or theta.shape[0] < 2:
-        raise ValueError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
+        raise StatsError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
     check_nonnegative("floor", floor)
     sigma = theta.std(axis=0, ddof=1)
     moved = sigma > 0
     if not moved.any():
-        raise ValueError("no coordinate differs between the replicas: their spread is 0")
+        raise StatsError("no coordinate differs between the replicas: their spread is 0")
     sigma = np.where(moved, sigma, float(np.median(sigma[moved])))
     return np.maximum(sigma, floor)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from gate.stats._validate import check_scores
+from gate.stats._validate import StatsError, check_scores
 
 
 class RocCurve(NamedTuple):
@@ -40,10 +40,8 @@ _CHUNK = 250
 
 def _split(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s, y = check_scores(scores, is_train)
-    if np.isnan(s).any():
-        raise ValueError("scores must not contain NaN")
     if y.all() or not y.any():
-        raise ValueError(
+        raise StatsError(
             f"need both train and holdout records; found {int(y.sum())} train, "
             f"{int((~y).sum())} holdout"
         )
@@ -113,7 +111,7 @@ def auc_p_value(
     m = int(above.sum())
     if distinct.size < n and m <= PERMUTATION_LIMIT:
         if rng is None:
-            raise ValueError("rng is required for the permutation p-value of tied scores")
+            raise StatsError("rng is required for the permutation p-value of tied scores")
         return _permutation_p_value(s, y, above, rng), f"permutation ({PERMUTATIONS} draws)"
     p = stats.mannwhitneyu(s[y], s[~y], alternative="greater", method="auto").pvalue
     return float(p), "mann-whitney"
@@ -168,7 +166,7 @@ def roc_auc(
 def tpr_at_fpr(curve: RocCurve, *, fpr: float) -> float:
     """Largest TPR among thresholds whose FPR is at most ``fpr`` (no interpolation)."""
     if not 0 <= fpr <= 1:
-        raise ValueError(f"fpr must be in [0, 1]; found {fpr!r}")
+        raise StatsError(f"fpr must be in [0, 1]; found {fpr!r}")
     ok = curve.fpr <= fpr + 1e-12
     return float(curve.tpr[ok].max())
 
@@ -198,7 +196,7 @@ def similarity_two_sample(
     a = np.asarray(train_similarity, dtype=np.float64)
     b = np.asarray(holdout_similarity, dtype=np.float64)
     if a.size == 0 or b.size == 0:
-        raise ValueError(f"both samples must be non-empty; found sizes {a.size} and {b.size}")
+        raise StatsError(f"both samples must be non-empty; found sizes {a.size} and {b.size}")
     result = roc_auc(
         scores=np.r_[a, b],
         is_train=np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)],

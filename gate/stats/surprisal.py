@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from gate.stats._validate import StatsError
+
 
 def _values(name: str, values: np.ndarray) -> np.ndarray:
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 1 or v.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-d array; found shape {v.shape}")
+        raise StatsError(f"{name} must be a non-empty 1-d array; found shape {v.shape}")
     if not np.isfinite(v).all():
-        raise ValueError(f"{name} must be finite; found {v[~np.isfinite(v)][:3].tolist()}")
+        raise StatsError(f"{name} must be finite; found {v[~np.isfinite(v)][:3].tolist()}")
     return v
 
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import linalg
 
+from gate.stats._validate import StatsError
+
 
 def frechet_distance(*, a: np.ndarray, b: np.ndarray) -> float:
     """Fréchet distance between Gaussians fitted to the rows of ``a`` and ``b``.
@@ -27,9 +29,9 @@ def frechet_distance(*, a: np.ndarray, b: np.ndarray) -> float:
     """
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
-        raise ValueError(f"a and b must be (n, d) and (m, d); found {x.shape} and {y.shape}")
+        raise StatsError(f"a and b must be (n, d) and (m, d); found {x.shape} and {y.shape}")
     if x.shape[0] < 2 or y.shape[0] < 2:
-        raise ValueError(f"a and b need >= 2 rows each; found {x.shape[0]} and {y.shape[0]}")
+        raise StatsError(f"a and b need >= 2 rows each; found {x.shape[0]} and {y.shape[0]}")
     mu = x.mean(axis=0) - y.mean(axis=0)
     cov_a = np.atleast_2d(np.cov(x, rowvar=False))
     cov_b = np.atleast_2d(np.cov(y, rowvar=False))
@@ -45,7 +47,7 @@ def distinct_n(texts: Sequence[str], *, n: int = 2) -> float:
     Uses scikit-learn's n-gram counting (sparse, vectorised).
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1; found {n}")
+        raise StatsError(f"n must be >= 1; found {n}")
     from sklearn.feature_extraction.text import CountVectorizer
 
     vectorizer = CountVectorizer(
