@@ -37,6 +37,11 @@ class AuditError(GateError):
     exit_code = 3
 
 
+class EngineError(AuditError, RuntimeError):
+    """The runtime a step needs failed (Spark lost or not started, a spaCy pipeline this
+    process cannot load); the message says what to change. Exit 3, never a pass."""
+
+
 # Optional packages and the extra of gate that installs them.
 EXTRAS = {
     "presidio_analyzer": "text",

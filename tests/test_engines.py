@@ -546,7 +546,7 @@ def test_a_connect_session_takes_the_policys_session_settings(connect_server: st
         "caller untouched: true 3",
     ]
     server_setting, bad_value = lines[4:]
-    assert server_setting.startswith("refused: RuntimeError")
+    assert server_setting.startswith("refused: EngineError")
     assert "engine.spark_conf sets 'spark.driver.memory'" in server_setting
     assert f"where the Connect server at {connect_server} is started" in server_setting
     assert bad_value.startswith("refused: ") and "RuntimeError" not in bad_value

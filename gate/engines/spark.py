@@ -36,7 +36,7 @@ import pandas as pd
 
 from gate.data.io import RawTable, dataset_format, dataset_table, is_uri, read_table
 from gate.engines.base import Engine
-from gate.errors import BundleError
+from gate.errors import BundleError, EngineError
 from gate.features.distinct import distinct_texts
 from gate.features.ngram import (
     NgramDisclosures,
@@ -308,7 +308,7 @@ def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
                 if lost
                 else f"ran out of memory during {step.__name__} ({memory}). Raise"
             )
-            raise RuntimeError(
+            raise EngineError(
                 f"Spark ({self.settings.spark_master}) {what} spark.driver.memory (local[N]: "
                 "the tasks run in the driver) or spark.executor.memory (a cluster) in the "
                 "policy's engine.spark_conf (the gate's default driver memory is "
@@ -545,7 +545,7 @@ class SparkEngine(Engine):
                 .sort_values("doc")
             )
         if not np.array_equal(rows["doc"].to_numpy(), np.arange(len(unique))):  # no shifted row
-            raise RuntimeError(
+            raise EngineError(
                 f"spark returned {len(rows)} embeddings for {len(unique)} distinct texts"
             )
         return np.stack(rows["embedding"].to_numpy()).astype(np.float32)[codes]
@@ -770,7 +770,7 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
                 session.stop()
                 if not _refused_setting(exc):
                     raise
-                raise RuntimeError(
+                raise EngineError(
                     f"the policy's engine.spark_conf sets {key!r}, which a Spark Connect "
                     f"session cannot change ({type(exc).__name__}: {_first_line(exc)}); set "
                     f"it where the Connect server at {master} is started, and keep in "
@@ -796,7 +796,7 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
                 session = builder.getOrCreate()
         except Exception as exc:
             _deliver(received)  # a signal that came during a failed start comes first
-            raise RuntimeError(
+            raise EngineError(
                 f"Spark did not start on master {master!r}: {type(exc).__name__}: {exc} "
                 f"(Spark's log: {log.name})"
             ) from exc
@@ -808,7 +808,7 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
         session.stop()
         Path(log.name).unlink(missing_ok=True)
         _deliver(received)
-        raise RuntimeError(f"Spark's start was interrupted by signal {received[0]}")
+        raise EngineError(f"Spark's start was interrupted by signal {received[0]}")
     session.sparkContext.setLogLevel("ERROR")
     return session, Path(log.name)
 

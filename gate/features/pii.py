@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gate.errors import AuditError
+from gate.errors import AuditError, EngineError
 from gate.features.distinct import distinct_texts
 from gate.features.pii_cache import Detection, DetectionCache, detector_key
 from gate.imports import imports_blocked
@@ -135,7 +135,7 @@ def build_analyzer(
         )
     needs_torch = engine == "spacy" and spacy_pipeline_needs_torch(spacy_model)
     if needs_torch and _IMPORTED_WITHOUT_TORCH:
-        raise RuntimeError(
+        raise EngineError(
             f"spaCy pipeline {spacy_model!r} needs torch, but Presidio was imported in this "
             f"process without it (for {_IMPORTED_WITHOUT_TORCH[0]!r}), and spaCy's thinc "
             "keeps that for the life of the process; run a pipeline that needs torch in its "
