@@ -402,6 +402,18 @@ def test_bad_generator_settings_exit_2(
 @pytest.mark.parametrize(
     ("setting", "bad", "message"),
     [
+        ("epsilons: [8, 4]", "epsilons: []", "remediation.dpsgd.epsilons"),
+        ("epsilons: [8, 4]", "epsilons: [8, 0]", "remediation.dpsgd.epsilons"),
+        ("etas: [0.3, 0.1]", "etas: []", "remediation.rip.etas"),
+        ("etas: [0.3, 0.1]", "etas: [0.3, 0.5]", "remediation.rip.etas"),
+        ("epochs: 1", "epochs: 0", "remediation.epochs"),
+        ("replicas: 3", "replicas: 1", "remediation.rip.replicas"),
+        ("epochs: 1", "epochs: 1\n  schedule: [8]", "remediation"),
+        # a release as large as train would publish the train count (a review)
+        ("sample_size: 38", "sample_size: null", "remediation.sample_size: gate remediate needs"),
+        ("sample_size: 38", "sample_size: 0", "remediation.sample_size"),
+        # settings only the generator can check: named like the policy's own (file, line,
+        # a suggestion for a misspelt key)
         (
             "generator_config: {}",
             "generator_config: {private_copie: 2}",
@@ -413,39 +425,6 @@ def test_bad_generator_settings_exit_2(
             "generator: referense",
             "remediation.generator: unknown generator 'referense'",
         ),
-        ("sample_size: 38", "sample_size: null", "remediation.sample_size: gate remediate"),
-    ],
-)
-def test_generator_settings_are_named_by_file_and_line(
-    tmp_path: Path,
-    corpus: Path,
-    capsys: pytest.CaptureFixture[str],
-    setting: str,
-    bad: str,
-    message: str,
-) -> None:
-    """Settings only the generator's own model can check are reported like the policy's
-    own: file, line, YAML path, and a suggestion for a misspelt key."""
-    text = GATE_BLOCK + REMEDIATION.format(generator_config="{}").replace(setting, bad)
-    policy = write_policy(tmp_path / "policy.yaml", text)
-    line = text.splitlines().index(f"  {bad}") + 1
-    assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
-    assert f"{policy}:{line}: {message}" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    ("setting", "bad", "message"),
-    [
-        ("epsilons: [8, 4]", "epsilons: []", "remediation.dpsgd.epsilons"),
-        ("epsilons: [8, 4]", "epsilons: [8, 0]", "remediation.dpsgd.epsilons"),
-        ("etas: [0.3, 0.1]", "etas: []", "remediation.rip.etas"),
-        ("etas: [0.3, 0.1]", "etas: [0.3, 0.5]", "remediation.rip.etas"),
-        ("epochs: 1", "epochs: 0", "remediation.epochs"),
-        ("replicas: 3", "replicas: 1", "remediation.rip.replicas"),
-        ("epochs: 1", "epochs: 1\n  schedule: [8]", "remediation"),
-        # a release as large as train would publish the train count (a review)
-        ("sample_size: 38", "sample_size: null", "remediation.sample_size: gate remediate needs"),
-        ("sample_size: 38", "sample_size: 0", "remediation.sample_size"),
     ],
 )
 def test_bad_schedules_exit_2(
@@ -459,7 +438,14 @@ def test_bad_schedules_exit_2(
     text = GATE_BLOCK + REMEDIATION.format(generator_config="{}").replace(setting, bad)
     policy = write_policy(tmp_path / "policy.yaml", text)
     assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    line = next(
+        i
+        for i, row in enumerate(text.splitlines(), 1)
+        if row.strip() == bad.split("\n")[-1].strip()
+    )
+    assert f"{policy}:{line}: remediation" in err
     assert not (tmp_path / "out").exists()
 
 
