@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -62,7 +63,7 @@ def test_phantom_only_release_passes(bundle_files: dict[str, Path], tmp_path: Pa
 
 def test_report_contract(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    main(check_args(bundle_files, out, seed="17"))
+    assert main(check_args(bundle_files, out, seed="17")) == 1
     report = read_report(out)
     assert report["schema_version"] == 1
     assert set(report) >= {"passed", "policy", "inputs", "membership", "audits", "evidence"}
@@ -86,8 +87,9 @@ def test_report_contract(bundle_files: dict[str, Path], tmp_path: Path) -> None:
 
 def test_witnesses_are_redacted_by_default(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    main(check_args(bundle_files, out))
+    assert main(check_args(bundle_files, out)) == 1
     text = (out / "report.json").read_text()
+    assert json.loads(text)["audits"]["disclosure"]["witnesses"]
     for i in range(20):
         for token in unique_text(i).split():
             assert token not in text
@@ -99,7 +101,7 @@ def test_raw_witnesses_only_when_the_policy_allows(
     policy = bundle_files["policy"]
     policy.write_text(policy.read_text() + "evidence:\n  redact_witnesses: false\n")
     out = tmp_path / "out"
-    main(check_args(bundle_files, out))
+    assert main(check_args(bundle_files, out)) == 1
     witness = read_report(out)["audits"]["disclosure"]["witnesses"][0]
     assert witness["feature"] in unique_text(int(witness["source_record_id"][1:]))
 

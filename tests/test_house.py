@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import pytest
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from gate.api import run_gate, split_warnings
 from gate.audits.disclosure import METRICS as DISCLOSURE_METRICS
@@ -21,19 +21,28 @@ from gate.audits.feature_store import (
     WitnessCandidates,
 )
 from gate.audits.membership import MembershipScorer
-from gate.audits.registry import audit_checks, policy_checks
+from gate.audits.registry import audit_checks, create_audit, policy_checks
 from gate.data.bundle import load_bundle
-from gate.errors import BundleError, PolicyError
+from gate.errors import BundleError, InputError, PolicyError
+from gate.generators import resolve_generator
+from gate.generators.base import GeneratorConfig
 from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
 from gate.policy import load_policy, parse_policy
 from gate.policy.checks import CheckSpec
-from gate.policy.models import FeatureClassConfig, MembershipPolicy, ScorerConfig
+from gate.policy.models import (
+    AuditConfig,
+    FeatureClassConfig,
+    MembershipPolicy,
+    ScorerConfig,
+    ThresholdModel,
+)
 from gate.progress import NullProgress
 from gate.registry import PluginUnavailableError, Registry
 from gate.results import AuditResult
 
 from .conftest import REPO
+from .fake_generators import EchoGenerator
 
 A = MetricSpec("a", "first", "higher", "hand", kind="count")
 B = MetricSpec("b", "second", "lower", "hand", kind="p_value")
@@ -233,6 +242,57 @@ def test_thresholds_without_checks_are_refused(monkeypatch: pytest.MonkeyPatch) 
     )
     with pytest.raises(PluginUnavailableError, match="sets thresholds but its checks"):
         audit_checks("disclosure", policy.audits.disclosure)
+
+
+class LaxThresholds(ThresholdModel):
+    model_config = ConfigDict(extra="allow")
+    max_weight: float | None = None
+
+
+class LaxFeatures(FeatureClassConfig):
+    feature_class: Literal["lax"] = Field("lax", alias="class")
+    limits: LaxThresholds | None = None
+
+
+class LaxClass(CountedClass):
+    name = "lax"
+    config_model = LaxFeatures
+
+
+class InfiniteCopiesConfig(AuditConfig):
+    model_config = ConfigDict(allow_inf_nan=True)
+
+
+class InfiniteCopiesAudit(DisclosureAuditRunner):
+    config_model = InfiniteCopiesConfig  # type: ignore[assignment]
+
+
+def test_plugin_settings_laxer_than_the_policys_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plug-in's settings that accept unknown keys would drop a misspelled threshold
+    (a check that gates nothing); .inf/.nan thresholds could never fail. A nested model
+    is found too."""
+    assert LaxThresholds.model_validate({"max_wieght": 1}).max_weight is None  # the hazard
+    monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "lax", LaxClass)
+    with pytest.raises(PluginUnavailableError, match=r"class 'lax': .*LaxThresholds \(extra="):
+        parse_policy(
+            "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: lax}]\n"
+            "    thresholds: {max_epsilon: 0.5}\n"
+        )
+    monkeypatch.setitem(AUDITS._loaded, "infinite", InfiniteCopiesAudit)
+    with pytest.raises(PluginUnavailableError, match=r"audit 'infinite': .*allow_inf_nan=True"):
+        create_audit("infinite")
+    with pytest.raises(InputError, match=r"generator 'tests.test_house:LaxGenerator': .*Lax"):
+        resolve_generator("tests.test_house:LaxGenerator")
+
+
+class LaxGeneratorConfig(GeneratorConfig):
+    model_config = ConfigDict(extra="ignore")
+
+
+class LaxGenerator(EchoGenerator):
+    config_model = LaxGeneratorConfig  # type: ignore[assignment]
 
 
 def test_a_registered_name_must_match_the_plugins_own() -> None:

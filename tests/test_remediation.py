@@ -17,7 +17,7 @@ import pytest
 from gate.cli import main
 from gate.data.split import split_source
 from gate.policy.models import Remediation
-from gate.remediation.schedule import default_delta, plan_rounds
+from gate.remediation.schedule import RoundPlan, default_delta, plan_rounds
 from tests.conftest import MINIMAL_POLICY, unique_text, write_jsonl, write_policy
 
 GATE_BLOCK = MINIMAL_POLICY.replace("name: test", "name: remediation-test")
@@ -475,6 +475,13 @@ def test_plan_rounds_in_policy_order() -> None:
     assert plans[1].label == "dpsgd ε=8"
     rip = plan_rounds(remediation, method="rip")
     assert [(p.method, p.target) for p in rip] == [("none", None), ("rip", 0.2)]
+    assert rip[1].private_target == 0.2
+    with pytest.raises(ValueError, match="round 0 is not private"):
+        rip[0].private_target  # noqa: B018
+    with pytest.raises(ValueError, match="a dpsgd round takes a target; found None"):
+        RoundPlan(1, "dpsgd", None)
+    with pytest.raises(ValueError, match="a none round takes no target; found 1.0"):
+        RoundPlan(0, "none", 1.0)
 
 
 def test_default_delta_is_one_over_users() -> None:

@@ -459,8 +459,12 @@ def test_rip_noise_scales_and_shapes() -> None:
     assert sd**2 == pytest.approx(((replicas - replicas.mean(0)) ** 2).sum() / 7)
     iso = np.array([isotropic_noise(dimension=5, sigma=sd, eta=0.3, rng=rng) for _ in range(4000)])
     assert np.linalg.norm(iso, axis=1).mean() == pytest.approx(5 * (7.5 / 0.3) ** 2 * sd, rel=0.05)
-    with pytest.raises(ValueError, match="sigma must be a non-empty 1-d array"):
+    with pytest.raises(ValueError, match=r"sigma must hold positive .*; found 0.0 at position 1"):
         cor8_noise(sigma=np.array([1.0, 0.0]), eta=0.1, rng=rng)
+    with pytest.raises(
+        ValueError, match=r"sigma must be a non-empty 1-d array; found shape \(0,\)"
+    ):
+        cor8_noise(sigma=np.array([]), eta=0.1, rng=rng)
     with pytest.raises(ValueError, match=r"eta must be in \(0, 0.5\); found 0"):
         cor8_scale(eta=0)
 

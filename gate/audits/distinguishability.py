@@ -275,7 +275,11 @@ def _game(bundle: Bundle, config: DistinguishabilityAudit, context: AuditContext
             f"the release rewrites {pool_rows.size} distinct source records; the game needs "
             f"at least candidates = {config.candidates}"
         )
-    assert config.embedding is not None
+    if config.embedding is None:
+        raise AuditError(
+            "distinguishability.embedding is unset: build the audit's settings through "
+            "gate.policy.Policy, which fills it from the disclosure audit's semantic class"
+        )
     return RewriteGame(
         pool_texts=bundle.source["text"].iloc[pool_rows].tolist(),
         rewrite_texts=synthetic["text"].iloc[linked].tolist(),

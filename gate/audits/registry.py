@@ -9,7 +9,12 @@ from pydantic import BaseModel
 from gate.audits.base import Audit
 from gate.plugins import AUDITS, DISCLOSURE_CLASSES, MEMBERSHIP_SCORERS
 from gate.policy.checks import CheckSpec
-from gate.policy.models import AuditConfig, FeatureClassConfig, ScorerConfig
+from gate.policy.models import (
+    AuditConfig,
+    FeatureClassConfig,
+    ScorerConfig,
+    lax_settings_problem,
+)
 from gate.registry import PluginUnavailableError
 
 if TYPE_CHECKING:
@@ -34,6 +39,9 @@ def create_audit(name: str) -> Audit:
             f"audit {name!r}: config_model must be a subclass of "
             f"gate.policy.models.AuditConfig; found {model!r}"
         )
+    problem = lax_settings_problem(model)
+    if problem is not None:
+        raise PluginUnavailableError(f"audit {name!r}: {problem}")
     return cls()
 
 

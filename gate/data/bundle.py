@@ -29,9 +29,9 @@ from gate.data.io import (
     read_table,
     reject_duplicates,
     require_text,
-    sha256_file,
 )
 from gate.data.split import SplitManifest, read_manifest
+from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
 from gate.stats.split_balance import SplitBalance, split_balance_test

@@ -409,14 +409,6 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> None:
     atomic_write(path, write)
 
 
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def dataset_format(path: str) -> str:
     """``parquet`` or ``jsonl``, from the suffix of a dataset's path (``…/train.parquet``),
     else, for a local directory, from the suffix its data files share (Spark's

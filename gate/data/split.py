@@ -21,9 +21,9 @@ from gate.data.io import (
     reject_duplicates,
     require_regular_file,
     require_text,
-    sha256_file,
     write_table,
 )
+from gate.digests import sha256_file
 from gate.errors import BundleError, GateError
 
 MANIFEST_NAME = "split-manifest.json"

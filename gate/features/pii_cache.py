@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from gate._version import __version__
+from gate.digests import sha256_tree
 from gate.features.sqlite_cache import SqliteCache, text_keys
 
 Detection = tuple[str, int, int]  # entity type, start, end
@@ -41,20 +42,11 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _digest(paths: Sequence[Path], root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(str(path.relative_to(root)).encode("utf-8") + b"\0")
-        with path.open("rb") as f:  # streamed: a pipeline's vectors can be large
-            digest.update(hashlib.file_digest(f, "sha256").digest())
-    return digest.hexdigest()
-
-
 @cache
 def detection_code_digest() -> str:
     """sha256 of the gate's own detection modules."""
     here = Path(__file__).parent
-    return _digest([here / name for name in _DETECTION_CODE], here)
+    return sha256_tree(here, [here / name for name in _DETECTION_CODE])
 
 
 @cache
@@ -66,11 +58,11 @@ def pipeline_digest(spacy_model: str) -> str:
         raise ModuleNotFoundError(f"spaCy pipeline {spacy_model!r} is not installed")
     root = Path(spec.origin).parent
     if spec.submodule_search_locations is None:  # a module, not a package: its file alone
-        return _digest([Path(spec.origin)], root)
+        return sha256_tree(root, [Path(spec.origin)])
     files = sorted(
         p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(root).parts
     )
-    return _digest(files, root)
+    return sha256_tree(root, files)
 
 
 def detector_key(

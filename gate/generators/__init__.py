@@ -10,6 +10,7 @@ from typing import Any
 from gate.errors import InputError
 from gate.generators.base import Generator
 from gate.plugins import GENERATORS
+from gate.policy.models import lax_settings_problem
 from gate.registry import PluginUnavailableError
 
 __all__ = ["Generator", "resolve_generator", "with_generator_configs"]
@@ -21,9 +22,10 @@ def resolve_generator(spec: str, *, where: str = "remediation.generator") -> typ
 
     Raises:
         InputError: no such generator, or the import path is not a Generator subclass
-            (exit 2).
-        PluginUnavailableError: a registered generator whose package fails to import or
-            that is not a Generator subclass (exit 3).
+            with settings as strict as the policy's (exit 2).
+        PluginUnavailableError: a registered generator whose package fails to import,
+            that is not a Generator subclass or whose settings accept unknown keys
+            (exit 3).
     """
     if ":" not in spec:
         if spec not in GENERATORS.names():
@@ -45,6 +47,12 @@ def resolve_generator(spec: str, *, where: str = "remediation.generator") -> typ
         message = f"{where}: {spec!r} is not a subclass of gate.generators.base.Generator"
         if ":" not in spec:  # a registered plug-in that is broken, not a bad setting
             raise PluginUnavailableError(f"{message} (the installed plug-in is unusable)")
+        raise InputError(message)
+    problem = lax_settings_problem(found.config_model)
+    if problem is not None:
+        message = f"{where}: generator {spec!r}: {problem}"
+        if ":" not in spec:
+            raise PluginUnavailableError(message)
         raise InputError(message)
     return found
 

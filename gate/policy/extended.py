@@ -37,6 +37,7 @@ from gate.policy.models import (
     ProfileAudit,
     ScorerConfig,
     SemanticFeatures,
+    lax_settings_problem,
 )
 from gate.registry import PluginUnavailableError, Registry
 
@@ -109,14 +110,18 @@ def unregistered_names(policy: Policy) -> list[tuple[tuple[int | str, ...], str]
 
 
 def _config_model(registry: Registry[Any], name: str, base: type[BaseModel], tag: str) -> Any:
-    """The plug-in's configuration model, checked: a subclass of ``base`` whose ``tag``
-    field (if any) is ``Literal[name]``."""
+    """The plug-in's configuration model, checked: a subclass of ``base`` as strict as
+    the built-ins' (:func:`~gate.policy.models.lax_settings_problem`) whose ``tag`` field (if
+    any) is ``Literal[name]``."""
     model = getattr(registry.get(name), "config_model", None)
     if not (isinstance(model, type) and issubclass(model, base)):
         raise PluginUnavailableError(
             f"{registry.kind} {name!r}: config_model must be a subclass of "
             f"gate.policy.models.{base.__name__}; found {model!r}"
         )
+    problem = lax_settings_problem(model)
+    if problem is not None:
+        raise PluginUnavailableError(f"{registry.kind} {name!r}: {problem}")
     if tag:
         field = model.model_fields[tag]
         if typing.get_origin(field.annotation) is not typing.Literal or typing.get_args(

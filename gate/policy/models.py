@@ -14,9 +14,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SCHEMA_VERSION = 1
-
-
 _Settings = typing.TypeVar("_Settings", bound=BaseModel)
 
 
@@ -53,6 +50,37 @@ class StrictModel(BaseModel):
             key: tuple(value) if key in tuples and isinstance(value, list) else value
             for key, value in data.items()
         }
+
+
+def lax_settings_problem(model: type[BaseModel]) -> str | None:
+    """What makes a plug-in's settings model ``model`` laxer than :class:`StrictModel`,
+    or None: itself or a model one of its fields holds (through unions, tuples and
+    mappings) accepting an unknown key or .inf/.nan. Such a model would drop a misspelled
+    ``thresholds`` key and gate nothing."""
+    found: list[str] = []
+    seen: set[type[BaseModel]] = set()
+    pending: list[object] = [model]
+    while pending:
+        annotation = pending.pop()
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if annotation in seen:
+                continue
+            seen.add(annotation)
+            config = annotation.model_config
+            if config.get("extra") != "forbid" or config.get("allow_inf_nan", True):
+                found.append(
+                    f"{annotation.__name__} (extra={config.get('extra', 'ignore')!r}, "
+                    f"allow_inf_nan={config.get('allow_inf_nan', True)!r})"
+                )
+            pending.extend(field.annotation for field in annotation.model_fields.values())
+        else:
+            pending.extend(typing.get_args(annotation))
+    if not found:
+        return None
+    return (
+        "its settings must refuse unknown keys and .inf/.nan (derive them from "
+        f"gate.policy.models.StrictModel); {', '.join(found)} do not"
+    )
 
 
 class ThresholdModel(StrictModel):

@@ -22,10 +22,8 @@ distributions on members and non-members are (ε, δ)-close. Three views:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,6 +31,7 @@ from scipy import stats as scipy_stats
 
 from gate.audits.base import Audit, AuditContext
 from gate.audits.membership import scorer_plugin
+from gate.digests import sha256_tree
 from gate.errors import AuditError
 from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
@@ -56,6 +55,8 @@ from gate.stats.roc import roc_auc
 from gate.stats.surprisal import median_difference, threshold_likelihood_ratio
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gate.data.bundle import Bundle
 
 _ONE_RUN = (
@@ -143,17 +144,6 @@ SURPRISAL_METRICS = (
 )
 
 
-def _directory_sha256(directory: Path) -> str:
-    """One digest of every file of a model directory (names and contents)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(directory)).encode())
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 @AUDITS.register("profile")
 class ProfileAuditRunner(Audit[ProfileAudit]):
     name = "profile"
@@ -231,7 +221,9 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
             for key in worst:
                 worst[key] = max(worst[key], values[key])
         if bundle.model_dir is not None:
-            values, attack_curves, info = self._surprisal(bundle, config, context, level)
+            values, attack_curves, info = self._surprisal(
+                bundle, bundle.model_dir, config, context, level
+            )
             metrics += declared.values("surprisal", values)
             curves += attack_curves
             details["surprisal"] = info
@@ -390,14 +382,18 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
         return values, curve, info
 
     def _surprisal(
-        self, bundle: Bundle, config: ProfileAudit, context: AuditContext, level: float
+        self,
+        bundle: Bundle,
+        model_dir: Path,
+        config: ProfileAudit,
+        context: AuditContext,
+        level: float,
     ) -> tuple[dict[str, float], list[Curve], dict[str, object]]:
         from gate.features.causal_lm import load_causal_lm, record_surprisal
 
         started = time.perf_counter()
-        assert bundle.model_dir is not None
         with context.progress.step("loading the released model"):
-            lm = load_causal_lm(bundle.model_dir)
+            lm = load_causal_lm(model_dir)
         settings = config.surprisal
         per_record = record_surprisal(
             lm,
@@ -456,9 +452,9 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
         info.update(
             {
                 "model": {
-                    "directory": str(bundle.model_dir),
+                    "directory": str(model_dir),
                     "kind": lm.kind,
-                    "sha256": _directory_sha256(bundle.model_dir),
+                    "sha256": sha256_tree(model_dir),
                 },
                 "records_scored": int(per_record.size),
                 "seconds": round(time.perf_counter() - started, 3),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gate.atomic import atomic_write_text
-from gate.data.io import sha256_file
+from gate.digests import sha256_file
 from gate.errors import ReleaseError
 from gate.generators.base import (
     DpSgdSpec,
@@ -238,10 +238,9 @@ class RemediationRun:
         privacy = None
         epochs = r.epochs
         if plan.method == "dpsgd":
-            assert plan.target is not None
             epochs = r.dpsgd.epochs or r.epochs
             privacy = DpSgdSpec(
-                epsilon=plan.target,
+                epsilon=plan.private_target,
                 delta=default_delta(delta=r.dpsgd.delta, train_users=len(self.users)),
                 max_grad_norm=r.dpsgd.max_grad_norm,
                 accountant=r.dpsgd.accountant,
@@ -285,7 +284,7 @@ class RemediationRun:
         that measure σ are trained once per run, from the same initialisation seed, so
         that σ measures the data's influence, not the initialisation's. Each round draws
         fresh noise for its η."""
-        assert plan.target is not None
+        eta = plan.private_target
         generator_cls = self.generator_cls
         if not issubclass(generator_cls, ParametricGenerator):
             raise GeneratorError(
@@ -311,7 +310,7 @@ class RemediationRun:
         noise = add_rip_noise(
             generator,
             self._spread,
-            eta=plan.target,
+            eta=eta,
             noise=r.rip.noise,
             rng=np.random.default_rng(None if r.secret_noise else gen_seed),
         )

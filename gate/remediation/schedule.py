@@ -19,6 +19,20 @@ class RoundPlan:
     method: RoundMethod
     target: float | None
 
+    def __post_init__(self) -> None:
+        if (self.target is None) != (self.method == "none"):
+            raise ValueError(
+                f"round {self.index}: a {self.method} round takes "
+                f"{'no target' if self.method == 'none' else 'a target'}; found {self.target!r}"
+            )
+
+    @property
+    def private_target(self) -> float:
+        """The ε or η of a private round."""
+        if self.target is None:
+            raise ValueError(f"round {self.index} is not private: it has no target")
+        return self.target
+
     @property
     def label(self) -> str:
         if self.method == "dpsgd":

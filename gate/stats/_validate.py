@@ -13,12 +13,19 @@ class StatsError(ValueError):
     allowed range and the value found: numbers and shapes, never a record's text."""
 
 
+def _is_number(value: object) -> bool:
+    """A real number; not a boolean (``True`` is 1 to Python, never a level or a rate)."""
+    return isinstance(value, int | float | np.floating | np.integer) and not isinstance(
+        value, bool | np.bool_
+    )
+
+
 def check_probability(
     name: str, value: float, *, open_low: bool = False, open_high: bool = False
 ) -> float:
     """Require ``value`` in [0, 1], with either end open on request."""
     low, high = ("(" if open_low else "["), (")" if open_high else "]")
-    ok = isinstance(value, int | float | np.floating | np.integer) and not math.isnan(value)
+    ok = _is_number(value) and not math.isnan(value)
     if ok:
         ok = (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
     if not ok:
@@ -36,7 +43,8 @@ def check_count(name: str, value: Any, *, minimum: int = 0, maximum: int | None 
 
 
 def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> float:
-    ok = isinstance(value, int | float | np.floating | np.integer) and not math.isnan(value)
+    """Require ``value`` in [0, inf), or [0, inf] with ``allow_inf``."""
+    ok = _is_number(value) and not math.isnan(value)
     if ok:
         ok = value >= 0 and (allow_inf or math.isfinite(value))
     if not ok:
@@ -62,8 +70,8 @@ def check_alpha(alpha: float) -> float:
 
 def check_weights(weights: Any, multiplicities: Any) -> tuple[np.ndarray, np.ndarray]:
     """Distinct positive integer weights and their multiplicities (>= 1), 1-d, one length."""
-    w = np.asarray(weights, dtype=np.int64)
-    m = np.asarray(multiplicities, dtype=np.int64)
+    w = check_integers("weights", weights)
+    m = check_integers("multiplicities", multiplicities)
     if w.shape != m.shape or w.ndim != 1:
         raise StatsError(
             f"weights and multiplicities must be 1-d arrays of one length; found shapes "
@@ -77,6 +85,45 @@ def check_weights(weights: Any, multiplicities: Any) -> tuple[np.ndarray, np.nda
     return w, m
 
 
+def check_integers(name: str, values: Any) -> np.ndarray:
+    """``values`` as int64, refusing fractions (an int64 cast would truncate 1.9 to 1)."""
+    array = np.asarray(values)
+    if array.dtype == bool or not (
+        np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    ):
+        raise StatsError(f"{name} must be integers; found dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.floating):
+        fractional = np.flatnonzero(~np.isfinite(array) | (array != np.round(array)))
+        if fractional.size:
+            raise StatsError(
+                f"{name} must be integers; found {array.ravel()[fractional[0]].item()!r} at position "
+                f"{fractional[0]}"
+            )
+    return array.astype(np.int64)
+
+
+def check_eta(eta: float, *, open_low: bool = False) -> float:
+    """Require a RIP level η in [0, 0.5), or (0, 0.5) with ``open_low`` (Definition 2:
+    at 0.5 the adversary guesses at chance)."""
+    ok = _is_number(eta) and not math.isnan(eta)
+    ok = ok and (eta > 0 if open_low else eta >= 0) and eta < 0.5
+    if not ok:
+        low = "(" if open_low else "["
+        raise StatsError(f"eta must be in {low}0, 0.5); found {eta!r}")
+    return float(eta)
+
+
+def check_labels(is_train: Any) -> np.ndarray:
+    """Boolean membership labels (booleans, or 0/1)."""
+    y = np.asarray(is_train)
+    if y.dtype != bool:
+        if not np.isin(y, (0, 1)).all():
+            found = y[~np.isin(y, (0, 1))].ravel()[:1].tolist()[0]
+            raise StatsError(f"is_train must hold booleans (or 0/1); found {found!r}")
+        y = y.astype(bool)
+    return y
+
+
 def check_scores(scores: Any, is_train: Any) -> tuple[np.ndarray, np.ndarray]:
     """1-d finite float scores and boolean membership labels of one length."""
     s = np.asarray(scores, dtype=np.float64)
@@ -85,12 +132,10 @@ def check_scores(scores: Any, is_train: Any) -> tuple[np.ndarray, np.ndarray]:
         raise StatsError(
             f"scores and is_train must be 1-d of one length; found {s.shape}, {y.shape}"
         )
-    if y.dtype != bool and not np.isin(y, (0, 1)).all():
-        found = y[~np.isin(y, (0, 1))][0].item()
-        raise StatsError(f"is_train must hold booleans (or 0/1); found {found!r}")
+    y = check_labels(y)
     bad = np.flatnonzero(~np.isfinite(s))
     if bad.size:  # ±inf ties would not group (inf - inf is NaN); NaN has no order
         raise StatsError(
             f"scores must be finite; found {s[bad[0]]} at position {bad[0]} ({bad.size} non-finite)"
         )
-    return s, y.astype(bool)
+    return s, y

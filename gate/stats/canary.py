@@ -203,6 +203,7 @@ def in_perplexity_window(
     (§3.2: ``[0.9, 1.1] * P_target``)?"""
     if not target > 0:
         raise StatsError(f"target must be > 0; found {target!r}")
+    check_probability("tolerance", tolerance, open_high=True)
     p = np.asarray(perplexity, dtype=np.float64)
     return (p >= (1 - tolerance) * target) & (p <= (1 + tolerance) * target)
 

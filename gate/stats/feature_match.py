@@ -21,7 +21,15 @@ from typing import Literal, NamedTuple
 import numpy as np
 from scipy import optimize, stats
 
-from gate.stats._validate import StatsError, check_alpha, check_nonnegative, check_probability
+from gate.stats._validate import (
+    StatsError,
+    check_alpha,
+    check_count,
+    check_integers,
+    check_labels,
+    check_nonnegative,
+    check_probability,
+)
 from gate.stats.saddlepoint import saddlepoint_rate
 from gate.stats.weighted_tail import weight_multiplicities, weighted_bernoulli_sf
 
@@ -106,7 +114,7 @@ def largest_rate_lower_bound(
     A threshold on ε̂ at or above ``epsilon_from_rate`` of this can never fail.
     """
     check_alpha(alpha)
-    if train_users < 1:
+    if check_count("train_users", train_users) == 0:
         return 0.0
     if estimator == "exact":
         return alpha ** (1.0 / train_users)
@@ -146,17 +154,10 @@ def _as_counts(counts: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np
             f"counts and is_train must be 1-d arrays of one length; found shapes "
             f"{c.shape} and {s.shape}"
         )
-    if c.size and not np.issubdtype(c.dtype, np.integer):
-        if not np.all(np.equal(np.mod(c, 1), 0)):
-            raise StatsError("counts must be non-negative integers; found non-integer values")
-        c = c.astype(np.int64)
+    c = check_integers("counts", c)
     if c.size and c.min() < 0:
         raise StatsError(f"counts must be non-negative integers; found {c.min()}")
-    if s.dtype != bool:
-        if not np.isin(s, (0, 1)).all():
-            raise StatsError("is_train must hold booleans (or 0/1)")
-        s = s.astype(bool)
-    return c.astype(np.int64), s
+    return c.astype(np.int64), check_labels(s)
 
 
 def exact_tail(*, counts: np.ndarray, q: float, threshold: float) -> float:

@@ -29,6 +29,7 @@ from gate.stats._validate import (
     StatsError,
     check_alpha,
     check_count,
+    check_eta,
     check_nonnegative,
     check_scores,
 )
@@ -36,15 +37,6 @@ from gate.stats.binomial import clopper_pearson
 
 COR8_CONSTANT = 6.16  # Corollary 8 (numerically optimised Thm 7 with M = 2)
 ALG1_CONSTANT = 7.5  # Algorithm 1 / Theorem 7
-
-
-def _check_eta(eta: float, *, open_low: bool = False) -> float:
-    ok = isinstance(eta, int | float | np.floating) and not math.isnan(eta)
-    ok = ok and (eta > 0 if open_low else eta >= 0) and eta < 0.5
-    if not ok:
-        low = "(" if open_low else "["
-        raise StatsError(f"eta must be in {low}0, 0.5); found {eta!r}")
-    return float(eta)
 
 
 def eta_from_epsilon(*, epsilon: float) -> float:
@@ -57,7 +49,7 @@ def eta_from_epsilon(*, epsilon: float) -> float:
 
 def epsilon_from_eta(*, eta: float) -> float:
     """Inverse of :func:`eta_from_epsilon`: ``ε = ln((1/2 + η)/(1/2 - η))``."""
-    _check_eta(eta)
+    check_eta(eta)
     return math.log((0.5 + eta) / (0.5 - eta))
 
 
@@ -152,10 +144,16 @@ def cor8_noise(*, sigma: np.ndarray, eta: float, rng: np.random.Generator) -> np
     ``exp(-‖x‖_{σ,2}/(6.16/η)²)`` as the theorem requires (the corollary's Laplace radius
     has it only for d = 1; see the module). Returns X; release ``θ + X``.
     """
-    _check_eta(eta, open_low=True)
+    check_eta(eta, open_low=True)
     sd = np.asarray(sigma, dtype=np.float64)
-    if sd.ndim != 1 or sd.size == 0 or (sd <= 0).any() or not np.isfinite(sd).all():
-        raise StatsError("sigma must be a non-empty 1-d array of positive finite numbers")
+    if sd.ndim != 1 or sd.size == 0:
+        raise StatsError(f"sigma must be a non-empty 1-d array; found shape {sd.shape}")
+    bad = np.flatnonzero(~(np.isfinite(sd) & (sd > 0)))
+    if bad.size:
+        raise StatsError(
+            f"sigma must hold positive finite numbers; found {sd[bad[0]].item()!r} at position "
+            f"{bad[0]} ({bad.size} such)"
+        )
     y = rng.normal(0.0, sd)
     norm = math.sqrt(float(np.sum(y**2 / (sd.size * sd**2))))
     r = rng.gamma(shape=sd.size, scale=cor8_scale(eta=eta))
@@ -164,14 +162,14 @@ def cor8_noise(*, sigma: np.ndarray, eta: float, rng: np.random.Generator) -> np
 
 def cor8_scale(*, eta: float) -> float:
     """Scale ``(6.16/η)²`` of Corollary 8's radius law (in ‖·‖_{σ,2} units)."""
-    _check_eta(eta, open_low=True)
+    check_eta(eta, open_low=True)
     return (COR8_CONSTANT / eta) ** 2
 
 
 def isotropic_scale(*, sigma: float, eta: float) -> float:
     """Scale ``(7.5/η)² σ`` of Algorithm 1's radius law (Theorem 7, M = 2, Euclidean)."""
     check_nonnegative("sigma", sigma)
-    _check_eta(eta, open_low=True)
+    check_eta(eta, open_low=True)
     return (ALG1_CONSTANT / eta) ** 2 * sigma
 
 
