@@ -480,7 +480,7 @@ def test_plan_rounds_in_policy_order() -> None:
         rip[0].private_target  # noqa: B018
     with pytest.raises(ValueError, match="a dpsgd round takes a target; found None"):
         RoundPlan(1, "dpsgd", None)
-    with pytest.raises(ValueError, match="a none round takes no target; found 1.0"):
+    with pytest.raises(ValueError, match=r"a none round takes no target; found 1\.0"):
         RoundPlan(0, "none", 1.0)
 
 

@@ -519,7 +519,7 @@ def test_feature_match_rejects_bad_arrays() -> None:
         feature_match_test(counts=np.ones(3, int), is_train=np.ones(2, bool))
     with pytest.raises(ValueError, match="non-negative integers; found -1"):
         feature_match_test(counts=np.array([1, -1]), is_train=np.ones(2, bool))
-    with pytest.raises(ValueError, match="counts must be integers; found 1.5 at position 0"):
+    with pytest.raises(ValueError, match=r"counts must be integers; found 1\.5 at position 0"):
         feature_match_test(counts=np.array([1.5, 1]), is_train=np.ones(2, bool))
     with pytest.raises(ValueError, match=r"is_train must hold booleans \(or 0/1\); found 2"):
         feature_match_test(counts=np.array([1, 1]), is_train=np.array([2, 0]))
@@ -534,7 +534,7 @@ def test_arguments_python_reads_as_numbers_but_are_not_are_refused() -> None:
         rate_from_epsilon(epsilon=1.0, p=True)
     with pytest.raises(ValueError, match=r"epsilon must be in \[0, inf\]; found False"):
         rate_from_epsilon(epsilon=False, p=0.5)
-    with pytest.raises(ValueError, match="weights must be integers; found 1.9 at position 1"):
+    with pytest.raises(ValueError, match=r"weights must be integers; found 1\.9 at position 1"):
         weighted_bernoulli_pmf(weights=np.array([1, 1.9]), multiplicities=np.array([1, 1]), q=0.5)
     with pytest.raises(ValueError, match="multiplicities must be integers; found dtype bool"):
         weighted_bernoulli_pmf(weights=np.array([1]), multiplicities=np.array([True]), q=0.5)

@@ -93,10 +93,11 @@ def check_integers(name: str, values: Any) -> np.ndarray:
     ):
         raise StatsError(f"{name} must be integers; found dtype {array.dtype}")
     if np.issubdtype(array.dtype, np.floating):
-        fractional = np.flatnonzero(~np.isfinite(array) | (array != np.round(array)))
+        flat = array.ravel()
+        fractional = np.flatnonzero(~np.isfinite(flat) | (flat != np.round(flat)))
         if fractional.size:
             raise StatsError(
-                f"{name} must be integers; found {array.ravel()[fractional[0]].item()!r} at position "
+                f"{name} must be integers; found {flat[fractional[0]].item()!r} at position "
                 f"{fractional[0]}"
             )
     return array.astype(np.int64)
