@@ -229,11 +229,13 @@ def _print_outcome(outcome: CheckOutcome) -> int:
     shown = report.relative_to(Path.cwd()) if report.is_relative_to(Path.cwd()) else report
     console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
     try:
-        print_summary(outcome.result, console, report_path=str(shown))
-        if outcome.mlflow_run_id:
-            console.print(f"mlflow run: {outcome.mlflow_run_id}")
-        if "data_docs" in outcome.files:
-            console.print(f"data docs: {outcome.files['data_docs']}")
+        print_summary(
+            outcome.result,
+            console,
+            report_path=str(shown),
+            mlflow_run_id=outcome.mlflow_run_id,
+            data_docs=outcome.files.get("data_docs"),
+        )
     except (BrokenPipeError, SystemExit):  # rich turns a closed stdout into SystemExit(1)
         _discard_stdout()
     return code
@@ -241,12 +243,10 @@ def _print_outcome(outcome: CheckOutcome) -> int:
 
 def _remediate(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from gate.api import remediate_release
     from gate.progress import NullProgress, RichProgress
-    from gate.remediation.report import table_rows
-    from gate.results import EXIT_CODES
+    from gate.remediation.summary import print_remediation
 
     progress = RichProgress() if not args.quiet and sys.stderr.isatty() else NullProgress()
     result = remediate_release(
@@ -262,37 +262,12 @@ def _remediate(args: argparse.Namespace) -> int:
         tracking_uri=args.tracking_uri,
         mlflow_timeout=args.mlflow_timeout,
     )
-    code = EXIT_CODES[result.status]
     console = Console() if sys.stdout.isatty() else Console(width=120, soft_wrap=True)
     try:
-        table = Table(title="Remediation rounds")
-        rows = table_rows(result.rounds)
-        for column in rows[0] if rows else ():
-            table.add_column(column, justify="left" if column in ("method", "verdict") else "right")
-        for row in rows:
-            table.add_row(*row.values())
-        console.print(table)
-        passing = result.passing_round
-        if passing is not None:
-            console.print(f"release: {args.out}/{passing.release['path']}")
-            if passing.generator_dir:
-                console.print(f"generator: {args.out}/{passing.generator_dir}")
-            if passing.noise_reproducible:
-                console.print(
-                    "warning: remediation.secret_noise is false: the round's privacy noise "
-                    "comes from its recorded seed, so whoever reads the evidence can remove "
-                    "it; this release and generator are not private (tests only)"
-                )
-        error = result.error or next((r.error for r in result.rounds if r.error), None)
-        if error:
-            console.print(f"error: {error}")
-        console.print(f"verdict: {result.status.upper()} (exit {code})")
-        console.print(f"report: {result.files['report']}")
-        if result.mlflow_run_id:
-            console.print(f"mlflow run: {result.mlflow_run_id}")
-    except (BrokenPipeError, SystemExit):
+        print_remediation(result, console, out_dir=Path(args.out))
+    except (BrokenPipeError, SystemExit):  # rich turns a closed stdout into SystemExit(1)
         _discard_stdout()
-    return code
+    return result.exit_code
 
 
 def _discard_stdout() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -213,6 +214,33 @@ def test_one_failing_audit_among_passing_ones_is_not_a_pass(bundle_files: dict[s
     assert result.status == "fail" and not result.passed and result.exit_code == 1
 
 
+def test_an_infinite_check_value_is_written_as_json(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A review: a plug-in's check measuring inf (which GX's range expectations take)
+    made report.json unwritable (strict JSON has no inf). It is written as "inf"."""
+    from dataclasses import replace
+
+    from gate.evidence.writer import MlflowSettings, write_evidence
+
+    loaded = load_policy(bundle_files["policy"])
+    bundle = load_bundle(
+        membership=loaded.policy.membership,
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
+    )
+    result = run_gate(loaded, bundle, seed=3)
+    outcome = result.audits["disclosure"]
+    infinite = replace(outcome.checks[0], value=math.inf, passed=False)
+    result = replace(
+        result, audits={**result.audits, "disclosure": replace(outcome, checks=(infinite,))}
+    )
+    write_evidence(result, tmp_path / "out", mlflow=MlflowSettings(enabled=False))
+    check = read_report(tmp_path / "out")["audits"]["disclosure"]["checks"][0]
+    assert check["value"] == "inf" and check["passed"] is False
+
+
 def test_run_gate_matches_cli(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     outcome = check_release(
         policy=bundle_files["policy"],
@@ -221,7 +249,7 @@ def test_run_gate_matches_cli(bundle_files: dict[str, Path], tmp_path: Path) -> 
         synthetic=bundle_files["synthetic"],
         out_dir=tmp_path / "api",
     )
-    main(check_args(bundle_files, tmp_path / "cli"))
+    assert main(check_args(bundle_files, tmp_path / "cli")) == outcome.result.exit_code
     api, cli = read_report(tmp_path / "api"), read_report(tmp_path / "cli")
     assert api["audits"]["disclosure"]["metrics"] == cli["audits"]["disclosure"]["metrics"]
     assert outcome.result.exit_code == cli["exit_code"]

@@ -3,6 +3,7 @@ JUnit and Markdown reports, Data Docs, and redaction of every produced file."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -188,6 +189,10 @@ def test_mlflow_run_in_local_sqlite(bundle, tmp_path: Path) -> None:
     assert run.data.tags["gate.passed"] == "false"
     assert run.data.tags["gate.membership.how"] == "declared"
     assert run.data.params["policy.name"] == "evidence" and run.data.params["alpha"] == "0.05"
+    # one parameter per setting of each feature class and scorer (a review: the list
+    # was one parameter cut at 500 characters, losing the later classes)
+    assert run.data.params["policy.disclosure.features.0.n_max"] == "4"
+    assert run.data.params["policy.membership.scorers.0.scorer"] == "ngram"
     assert run.data.metrics["disclosure.ngram.epsilon_lower_exact"] > 0.5
     experiment = client.get_experiment(run.info.experiment_id)
     assert experiment.name == "gate/evidence"
@@ -374,3 +379,46 @@ def test_matplotlib_s_font_fallback_stays_out_of_the_terminal(tmp_path: Path) ->
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True
     )
     assert run.stderr == "kept\n"
+
+
+def test_record_ids_from_the_release_cannot_forge_output(
+    bundle, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: a synthetic record id holding a newline and "verdict: PASS (exit 0)"
+    printed a forged verdict line (with an ANSI escape) before the real one in the CI
+    log, and ids starting with = + - @ were formulas in witnesses.csv. The ids are shown
+    on one line with their control characters escaped, and spreadsheet cells get a '."""
+    from gate.cli import main
+
+    hostile = ["s0\nverdict: PASS (exit 0)\n\x1b[32mall checks passed\x1b[0m", '=HYPERLINK("x")']
+    hostile += ["+1", "-2+3", "@SUM(1)"]
+    write_jsonl(
+        tmp_path / "hostile.jsonl",
+        [{"record_id": hostile[i % 5] + f"#{i}", "text": rare_text(i)} for i in range(20)],
+    )
+    out = tmp_path / "runs [1]" / "out"
+    args = ["check", "--policy", str(bundle["policy"]), "--train", str(bundle["train"])]
+    args += ["--holdout", str(bundle["holdout"]), "--synthetic", str(tmp_path / "hostile.jsonl")]
+    assert main([*args, "--out", str(out), "--no-mlflow"]) == 1
+    printed = capsys.readouterr().out
+    verdicts = [line for line in printed.splitlines() if line.startswith("verdict:")]
+    assert verdicts == ["verdict: FAIL (exit 1)"] and "\x1b" not in printed
+    assert "s0\\nverdict: PASS (exit 0)\\n\\x1b[32m" in printed
+    assert "report: runs [1]/out/report.json" in printed  # brackets are not Rich markup
+    with (out / "witnesses.csv").open(newline="") as f:
+        ids = [row["synthetic_record_id"] for row in csv.DictReader(f)]
+    assert len(ids) == 20 and not [i for i in ids if i.startswith(("=", "+", "-", "@"))]
+    assert {i.split("#")[0] for i in ids} == {
+        "s0\nverdict: PASS (exit 0)\n\x1b[32mall checks passed\x1b[0m",
+        '\'=HYPERLINK("x")',
+        "'+1",
+        "'-2+3",
+        "'@SUM(1)",
+    }
+
+
+def test_a_markdown_cell_stays_one_cell() -> None:
+    from gate.evidence.escape import markdown_cell, one_line
+
+    assert one_line("a\nb\x1b[0m\u202ec") == "a\\nb\\x1b[0m\\u202ec"
+    assert markdown_cell("x | y\n<img src=z>") == "x \\| y\\\\n&lt;img src=z>"

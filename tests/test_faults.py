@@ -331,6 +331,50 @@ def test_evidence_that_cannot_be_put_in_place_withdraws_the_mlflow_verdict(
     parent = next(r for r in runs if "gate.audit" not in r.data.tags)
     assert parent.info.status == "FAILED" and parent.data.tags["gate.status"] == "error"
     assert parent.data.tags["gate.passed"] == "false"
+    assert_run_files_say_error(client, parent.info.run_id, tmp_path / "downloaded")
+
+
+def assert_run_files_say_error(client, run_id: str, directory: Path) -> None:
+    """The run's report, JUnit, summary and HTML are the error's, not the PASS uploaded
+    before the failure."""
+    directory.mkdir()
+    report = json.loads(
+        Path(client.download_artifacts(run_id, "report.json", str(directory))).read_text()
+    )
+    assert report["status"] == "error" and report["passed"] is False
+    junit = Path(client.download_artifacts(run_id, "junit.xml", str(directory))).read_text()
+    assert '<testsuite name="gate.evidence" tests="1" failures="0" errors="1">' in junit
+    summary = Path(client.download_artifacts(run_id, "summary.md", str(directory))).read_text()
+    assert "PASS" not in summary.splitlines()[0] and "ERROR" in summary
+    html = Path(client.download_artifacts(run_id, "report.html", str(directory))).read_text()
+    assert "ERROR" in html
+
+
+def test_files_uploaded_before_an_artifact_failure_are_replaced_by_the_errors(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the plots failed to upload (a full artifact store) after summary.md and
+    junit.xml of a PASS had gone up; the run was FAILED with gate.status=error, but its
+    files said PASS."""
+    import mlflow
+
+    real = mlflow.MlflowClient.log_artifact
+
+    def full_at_the_plots(self, run_id, path, artifact_path=None, *args, **kwargs):
+        if artifact_path == "plots":
+            raise OSError(28, "No space left on device")
+        return real(self, run_id, path, artifact_path, *args, **kwargs)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "log_artifact", full_at_the_plots)
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    clean = clean_release(bundle_files, tmp_path)
+    assert main([*check_args(clean, tmp_path / "out"), "--tracking-uri", store]) == 3
+    assert read_report(tmp_path / "out")["status"] == "error"
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    assert parent.info.status == "FAILED" and parent.data.tags["gate.status"] == "error"
+    assert_run_files_say_error(client, parent.info.run_id, tmp_path / "downloaded")
 
 
 def test_artifact_logging_failure_is_an_error_without_a_pass_tag(

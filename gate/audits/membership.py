@@ -446,7 +446,7 @@ class ScoreStatistics:
             y=tuple(tpr.tolist()),
             x_label=x_label,
             y_label="true-positive rate",
-            label=f"{subject} (AUC {self.roc.auc:.3f})",
+            label=f"{subject} (AUC {self.roc.auc:.4g})",
             diagonal=True,
         )
 
@@ -605,7 +605,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 **scorer.details(bundle, scorer_config, context.features),
                 "seconds": round(time.perf_counter() - started, 3),
             }
-            auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
+            auc = f"AUC {roc.auc:.4g} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
             auc += auc_chance(scores=scores, is_member=labels, thresholds=config.thresholds)
             statements[name] = (
                 f"{auc}Each with probability >= {1 - context.alpha:g} over the random "

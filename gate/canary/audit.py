@@ -373,7 +373,7 @@ class CanaryAuditRunner(Audit[CanaryAudit]):
                 "one_run": stats.one_run_details(delta=config.delta),
                 "auc_p_value_method": roc.p_value_method,
             }
-            auc = f"AUC {roc.auc:.3f} (one-sided p = {roc.p_value:.3g}). "
+            auc = f"AUC {roc.auc:.4g} (one-sided p = {roc.p_value:.3g}). "
             auc += auc_chance(scores=scores, is_member=members, thresholds=config.thresholds)
             statements[name] = (
                 f"{auc}With probability >= {1 - context.alpha:g} over the random inclusion of "

@@ -81,8 +81,10 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
         f"alpha = {result.policy.alpha:g}, seed = {result.seed}. Membership: p = {m.p:g}, {escape(m.how)}; "
         f"split check: {m.balance.train_users} of {m.balance.total_users} users in train, "
         f"two-sided p-value {m.balance.p_value:.3g}.</p>",
-        "<p class=note>Every number is a lower bound on leakage with its confidence statement: an audit "
-        "can show that a release leaks, never that it is safe.</p>",
+        "<p class=note>An audit can show that a release leaks, never that it is safe. Each "
+        "number carries its confidence statement (report.json, <code>metric_specs</code>): "
+        "ε̂ and p̂ are lower confidence bounds at level 1 − alpha; AUCs, counts and rates "
+        "are point estimates.</p>",
         "<h2>Inputs</h2><table><tr><th>file</th><th>path</th><th>sha256</th><th>records</th><th>users</th></tr>",
     ]
     for name, fp in result.bundle.fingerprints.items():
@@ -110,7 +112,7 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
             out.append(
                 f"<tr><td>{name}</td><td><code>{escape(c.spec.metric)}</code><br><span class=note>"
                 f"{escape(c.spec.description)}</span></td><td class=num>{_num(c.value)}</td>"
-                f"<td>{escape(c.spec.op)}</td><td class=num>{c.spec.threshold:g}</td>{word}</tr>"
+                f"<td>{escape(c.spec.op)}</td><td class=num>{c.spec.threshold:.15g}</td>{word}</tr>"
             )
     out.append("</table>")
     if result.evidence_error:

@@ -28,7 +28,7 @@ def junit_xml(result: GateResult) -> str:
                 suite,
                 "testcase",
                 classname=f"gate.{name}",
-                name=f"{check.spec.metric} {check.spec.op} {check.spec.threshold:g}",
+                name=f"{check.spec.metric} {check.spec.bound}",
             )
             if not check.measured:
                 errors += 1
@@ -37,7 +37,15 @@ def junit_xml(result: GateResult) -> str:
             elif not check.passed:
                 failures += 1
                 spec = check.spec
-                message = f"{spec.metric} = {check.value:.6g}, must be {spec.op} {spec.threshold:g}"
+                level = (
+                    ""
+                    if spec.spec.confidence == "point estimate"
+                    else f", alpha = {result.policy.alpha:g}"
+                )
+                message = (
+                    f"{spec.metric} = {check.value:.15g}, must be {spec.bound} "
+                    f"({spec.spec.confidence}{level})"
+                )
                 ET.SubElement(
                     case, "failure", message=message, type="ThresholdExceeded"
                 ).text = check.spec.description

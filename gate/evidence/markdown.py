@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gate.evidence.escape import markdown_cell
+
 if TYPE_CHECKING:
     from gate.results import GateResult
 
@@ -23,17 +25,20 @@ def markdown_summary(result: GateResult) -> str:
     ]
     for name, outcome in result.audits.items():
         if outcome.error is not None:
-            lines.append(f"| {name} | audit did not complete | | | ⚠️ {outcome.error} |")
+            error = markdown_cell(outcome.error)
+            lines.append(f"| {name} | audit did not complete | | | ⚠️ {error} |")
         for c in outcome.checks:
             word = "pass" if c.passed else "**fail**" if c.measured else "not measured"
-            bound = f"{c.spec.op} {c.spec.threshold:g}"
+            bound = c.spec.bound
             value = "" if c.value is None else f"{c.value:.4g}"
             lines.append(f"| {name} | `{c.spec.metric}` | {value} | {bound} | {word} |")
     if result.evidence_error:
-        lines += ["", f"⚠️ Evidence could not be recorded: {result.evidence_error}"]
+        lines += ["", f"⚠️ Evidence could not be recorded: {markdown_cell(result.evidence_error)}"]
     lines += [
         "",
-        "Lower bounds: an audit can show that a release leaks, never that it is safe.",
+        "An audit can show that a release leaks, never that it is safe: ε̂ and p̂ are lower "
+        f"confidence bounds at level 1 - {result.policy.alpha:g}; AUCs, counts and rates are "
+        "point estimates (each metric's statement is in report.json).",
         "",
     ]
     return "\n".join(lines)

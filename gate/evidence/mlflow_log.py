@@ -46,14 +46,22 @@ def experiment_name(experiment: str | None, policy_name: str) -> str:
     return experiment or f"gate/{policy_name}"
 
 
+PARAM_LENGTH = 6000  # MLflow's limit on a parameter's value (MAX_PARAM_VAL_LENGTH)
+
+
 def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    """One parameter per setting: blocks and lists of blocks (a policy's feature classes,
+    its scorers) by key and index, lists of plain values joined with commas."""
     if isinstance(value, dict):
         for k, v in value.items():
             _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        for i, v in enumerate(value):
+            _flatten(f"{prefix}.{i}", v, out)
     elif isinstance(value, list):
-        out[prefix] = ",".join(str(v) for v in value)[:500]
+        out[prefix] = ",".join(str(v) for v in value)[:PARAM_LENGTH]
     else:
-        out[prefix] = str(value)[:500]
+        out[prefix] = str(value)[:PARAM_LENGTH]
 
 
 def run_params(result: GateResult) -> dict[str, str]:
@@ -67,7 +75,7 @@ def run_params(result: GateResult) -> dict[str, str]:
     }
     for name, outcome in result.audits.items():
         for i, c in enumerate(outcome.checks):
-            params[f"threshold.{name}.{i}"] = f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
+            params[f"threshold.{name}.{i}"] = f"{c.spec.metric} {c.spec.bound}"
         params[f"seed.{name}"] = ",".join(str(x) for x in outcome.seed["spawn_key"])
     effective = result.policy.model_dump(mode="json", by_alias=True)
     _flatten("policy", effective["audits"], params)
@@ -154,8 +162,7 @@ class GateRunLog:
 
     def _log_audit(self, child: str, outcome: AuditOutcome) -> None:
         checks = {
-            f"check.{i}": f"{c.spec.metric} {c.spec.op} {c.spec.threshold:g}"
-            for i, c in enumerate(outcome.checks)
+            f"check.{i}": f"{c.spec.metric} {c.spec.bound}" for i, c in enumerate(outcome.checks)
         }
         values = {} if outcome.result is None else outcome.result.metric_values
         self._log(child, values, checks)
@@ -200,14 +207,18 @@ class GateRunLog:
         self.client.set_tag(run_id, "gate.status", result.status)
         self.client.set_terminated(run_id, "FINISHED")
 
-    def abandon(self, status: str) -> None:
+    def abandon(self, status: str, replacements: dict[str, Path] | None = None) -> None:
         """End a run the gate gave up on (``FAILED`` or ``KILLED``), tagged as an error (a
-        verdict it was already given, before its evidence failed, is withdrawn)."""
+        verdict it was already given, before its evidence failed, is withdrawn), then
+        upload ``replacements``, the error run's own files, over the ones of the same
+        name uploaded before the failure (which may say PASS)."""
         run_id = self._require_run()
         if "gate.passed" in self.client.get_run(run_id).data.tags:
             self.client.set_tag(run_id, "gate.passed", "false")
         self.client.set_tag(run_id, "gate.status", "error")
         self.client.set_terminated(run_id, status)
+        for path in (replacements or {}).values():
+            self.client.log_artifact(run_id, str(path))
 
     def _require_run(self) -> str:
         if self.run_id is None:
@@ -384,7 +395,7 @@ class NestedRunLog:
 
         now = int(time.time() * 1000)
         finite = [Metric(k, v, now, 0) for k, v in _finite(metrics or {}).items()]
-        pairs = [Param(k, str(v)[:500]) for k, v in (params or {}).items()]
+        pairs = [Param(k, str(v)[:PARAM_LENGTH]) for k, v in (params or {}).items()]
 
         def batches() -> None:
             for i in range(0, max(len(finite), len(pairs)), 100):

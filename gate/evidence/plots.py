@@ -9,6 +9,7 @@ is drawn next to the policy's maximum for it.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,13 +48,18 @@ def bar_chart(title: str, metrics: list[Metric], path: Path) -> Path:
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(subjects))]
         ax.bar(xs, [value.get((s, name), 0.0) for s in subjects], width=width, label=meaning[name])
     ax.set_xticks(range(len(subjects)), subjects)
-    ax.set_title(title[:1].upper() + title[1:])
+    ax.set_title(_wrapped_title(title))
     positive = [v for v in value.values() if v > 0]
     if positive and max(positive) > 100 * min(positive):
         ax.set_yscale("symlog")
     ax.margins(y=0.25)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(fig, path)
+
+
+def _wrapped_title(title: str) -> str:
+    """The title capitalised and wrapped: a long one was cut at the image's edge."""
+    return textwrap.fill(title[:1].upper() + title[1:], width=60)
 
 
 def curve_chart(title: str, curves: list[Curve], path: Path) -> Path:
@@ -72,7 +78,7 @@ def curve_chart(title: str, curves: list[Curve], path: Path) -> Path:
         ax.set_yscale("symlog", linthresh=min(positive) if positive else 1e-12)
     ax.set_xlabel(curves[0].x_label)
     ax.set_ylabel(curves[0].y_label)
-    ax.set_title(title[:1].upper() + title[1:])
+    ax.set_title(_wrapped_title(title))
     ax.legend(fontsize=8, loc="best")
     return _save(fig, path)
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from gate.evidence.escape import one_line
 
 if TYPE_CHECKING:
     from gate.results import GateResult
@@ -20,7 +24,22 @@ def _fmt(value: float | None) -> str:
     return f"{value:.4g}"
 
 
-def print_summary(result: GateResult, console: Console, *, report_path: str | None = None) -> None:
+def _shown(text: str) -> str:
+    """Text from the run (a message naming a file or record) as printed after markup:
+    brackets are not Rich's, control characters are escapes."""
+    return escape(one_line(text))
+
+
+def print_summary(
+    result: GateResult,
+    console: Console,
+    *,
+    report_path: str | None = None,
+    mlflow_run_id: str | None = None,
+    data_docs: Path | None = None,
+) -> None:
+    """The inputs, the checks, the audits' errors and strongest witnesses, the verdict,
+    and where the evidence is."""
     bundle = result.bundle
     m = bundle.membership
     inputs = ", ".join(
@@ -33,7 +52,7 @@ def print_summary(result: GateResult, console: Console, *, report_path: str | No
         f"alpha = {result.policy.alpha:g}; seed = {result.seed}"
     )
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(f"[yellow]warning:[/yellow] {_shown(warning)}")
 
     table = Table(title="Threshold checks", show_lines=False)
     for column in ("audit", "check", "value", "op", "threshold", "result"):
@@ -49,14 +68,14 @@ def print_summary(result: GateResult, console: Console, *, report_path: str | No
                 check.spec.metric,
                 _fmt(check.value),
                 check.spec.op,
-                _fmt(check.spec.threshold),
+                f"{check.spec.threshold:.15g}",
                 f"[{_STYLE[word]}]{_WORD[word]}[/]",
             )
     console.print(table)
 
     for name, outcome in result.audits.items():
         if outcome.error is not None:
-            console.print(f"[yellow]audit {name} could not run:[/yellow] {outcome.error}")
+            console.print(f"[yellow]audit {name} could not run:[/yellow] {_shown(outcome.error)}")
         elif outcome.result is not None and outcome.result.witnesses:
             shown = outcome.result.witnesses[:5]
             redacted = " (redacted)" if result.policy.evidence.redact_witnesses else ""
@@ -67,17 +86,25 @@ def print_summary(result: GateResult, console: Console, *, report_path: str | No
             for w in shown:
                 user = "" if redacted else f" (user {w.user_id})"  # redacted: a keyed hash
                 console.print(
-                    f"  [{w.feature_class}{':' + w.kind if w.kind else ''}] {w.feature}  <- "
-                    f"{w.split} record {w.source_record_id}{user} in synthetic "
-                    f"{w.synthetic_record_id}",
+                    one_line(
+                        f"  [{w.feature_class}{':' + w.kind if w.kind else ''}] {w.feature}  <- "
+                        f"{w.split} record {w.source_record_id}{user} in synthetic "
+                        f"{w.synthetic_record_id}"
+                    ),
                     highlight=False,
                     markup=False,
                 )
     if result.evidence_error:
-        console.print(f"[yellow]evidence could not be recorded:[/yellow] {result.evidence_error}")
+        console.print(
+            f"[yellow]evidence could not be recorded:[/yellow] {_shown(result.evidence_error)}"
+        )
     for warning in result.evidence_warnings:
-        console.print(f"[yellow]evidence incomplete:[/yellow] {warning}")
+        console.print(f"[yellow]evidence incomplete:[/yellow] {_shown(warning)}")
     verdict = _WORD[result.status]
     console.print(f"verdict: [{_STYLE[result.status]}]{verdict}[/] (exit {result.exit_code})")
     if report_path:
-        console.print(f"report: {report_path}")
+        console.print(f"report: {one_line(report_path)}", markup=False, highlight=False)
+    if mlflow_run_id:
+        console.print(f"mlflow run: {mlflow_run_id}", markup=False, highlight=False)
+    if data_docs is not None:
+        console.print(f"data docs: {one_line(str(data_docs))}", markup=False, highlight=False)

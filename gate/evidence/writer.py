@@ -25,7 +25,7 @@ from gate.evidence.deadline import with_deadline
 from gate.evidence.html import html_report
 from gate.evidence.junit import junit_xml
 from gate.evidence.markdown import markdown_summary
-from gate.evidence.report import REPORT_NAME, report_dict
+from gate.evidence.report import REPORT_NAME, jsonable, report_dict
 from gate.interrupts import raise_if_terminated
 
 if TYPE_CHECKING:
@@ -57,7 +57,20 @@ class Evidence:
     tracking_uri: str | None
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(value: object) -> object:
+    """A CSV cell a spreadsheet will not run: text starting like a formula (``=``, ``+``,
+    ``-``, ``@``, tab, CR: OWASP's CSV injection) gets a leading ``'``; record ids come
+    from whoever wrote the release. Numbers are left as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def witnesses_csv(result: GateResult) -> str:
+    """The witnesses of every audit, one row each; text cells made spreadsheet-safe."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(
@@ -79,21 +92,20 @@ def witnesses_csv(result: GateResult) -> str:
         if outcome.result is None:
             continue
         for w in outcome.result.witnesses:
-            writer.writerow(
-                [
-                    name,
-                    w.feature_class,
-                    w.kind or "",
-                    w.feature,
-                    w.feature_hash,
-                    w.records,
-                    w.source_record_id,
-                    w.user_id,
-                    w.split,
-                    w.synthetic_record_id,
-                    w.score,
-                ]
-            )
+            row = [
+                name,
+                w.feature_class,
+                w.kind or "",
+                w.feature,
+                w.feature_hash,
+                w.records,
+                w.source_record_id,
+                w.user_id,
+                w.split,
+                w.synthetic_record_id,
+                w.score,
+            ]
+            writer.writerow([spreadsheet_cell(cell) for cell in row])
     return buffer.getvalue()
 
 
@@ -286,7 +298,7 @@ def _write_files(
     }
     files["report"] = atomic_write_text(
         out_dir / REPORT_NAME,
-        json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
+        json.dumps(jsonable(data), indent=2, allow_nan=False, ensure_ascii=False) + "\n",
     )
     return files
 
@@ -354,7 +366,6 @@ def _log_to_mlflow(
         return result, run_id, files, log
     except Exception as exc:
         cancelled.set()
-        _abandon(log, "FAILED")
         hint = (
             " (install gate[evidence], or pass --no-mlflow)" if isinstance(exc, ImportError) else ""
         )
@@ -365,6 +376,7 @@ def _log_to_mlflow(
         )
         created = None if log is None else log.run_id
         written = _write_files(failed, staging, plots, run_id=created, uri=uri)
+        _abandon(log, "FAILED", written)
         return failed, created, written, log
     except BaseException:
         cancelled.set()
@@ -375,16 +387,37 @@ def _log_to_mlflow(
 ABANDON_SECONDS = 5.0
 
 
-def _abandon(log: Any, status: str) -> None:
-    """End a run the gate gave up on, if the store answers within a few seconds. The
+def _abandon(log: Any, status: str, replacements: dict[str, Path] | None = None) -> None:
+    """End a run the gate gave up on, if the store answers within a few seconds, and
+    upload ``replacements`` (the error's evidence files) over those uploaded before. The
     failure that made the gate give up is already the verdict (an error); a store that
-    cannot take this either leaves its run unfinished, which is never read as a pass."""
+    cannot take this either leaves its run unfinished, which is never read as a pass, or
+    its files as they were under the run's error tags and status."""
     if log is None or log.run_id is None:
         return
     with suppress(Exception):
         with_deadline(
-            time.monotonic() + ABANDON_SECONDS, threading.Event(), lambda: log.abandon(status)
+            time.monotonic() + ABANDON_SECONDS,
+            threading.Event(),
+            lambda: log.abandon(status, replacements),
         )
+
+
+def _withdraw_run(
+    log: Any, status: str, result: GateResult, problem: str, plots: list[Path], uri: str | None
+) -> None:
+    """:func:`_abandon` a run that holds the evidence of ``result`` (all of it: MLflow
+    logging succeeded) when that evidence could not be put in place: the run's files are
+    replaced by those of ``result`` turned into an error by ``problem``."""
+    if log is None or log.run_id is None:
+        return
+    with tempfile.TemporaryDirectory(prefix="gate-withdrawn-") as directory:
+        failed = replace(result, status="error", evidence_error=problem)
+        try:
+            files = _write_files(failed, Path(directory), plots, run_id=log.run_id, uri=uri)
+        except Exception:  # the error tags and status still withdraw the verdict
+            files = {}
+        _abandon(log, status, files)
 
 
 def write_evidence(
@@ -411,10 +444,11 @@ def write_evidence(
         index = data_docs.target / result.gx.data_docs_index.relative_to(data_docs.staging)
         result = replace(result, gx=replace(result.gx, data_docs_index=index))
     docs: Path | None = None
+    plots: list[Path] = []
+    uri: str | None = None
     try:
         result, plots = _plots(result, staging / "plots")
         run_id: str | None = None
-        uri: str | None = None
         if mlflow.enabled:
             from gate.evidence.mlflow_log import tracking_uri
 
@@ -435,19 +469,22 @@ def write_evidence(
             _swap_into_place(data_docs.staging, data_docs.target)
         _swap_into_place(staging, out_dir)
     except OSError as exc:
-        _abandon(log, "FAILED")  # the run's verdict tags must not outlive the evidence
-        _withdraw(data_docs, docs)
         where = exc.filename or out_dir
-        raise EvidenceWriteError(
+        problem = (
             f"could not write the evidence to {where}: {exc.strerror or exc}; no verdict was "
             "written"
-        ) from exc
-    except Exception:
-        _abandon(log, "FAILED")
+        )
+        # the run's verdict tags and files must not outlive the evidence
+        _withdraw_run(log, "FAILED", result, problem, plots, uri)
+        _withdraw(data_docs, docs)
+        raise EvidenceWriteError(problem) from exc
+    except Exception as exc:
+        problem = f"the evidence could not be put in place: {type(exc).__name__}"
+        _withdraw_run(log, "FAILED", result, problem, plots, uri)
         _withdraw(data_docs, docs)
         raise
     except BaseException:
-        _abandon(log, "KILLED")
+        _abandon(log, "KILLED")  # at once: its status and error tag withdraw the verdict
         _withdraw(data_docs, docs)
         raise
     finally:

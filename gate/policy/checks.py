@@ -34,6 +34,12 @@ class CheckSpec:
     def metric(self) -> str:
         return metric_name(self.subject, self.spec)
 
+    @property
+    def bound(self) -> str:
+        """``op threshold``, the threshold as the policy wrote it (15 significant digits:
+        6 had shown 0.1234567891 as 0.123457, so a failing 0.12345679 read as a pass)."""
+        return f"{self.op} {self.threshold:.15g}"
+
     @classmethod
     def at_most(
         cls, audit: str, spec: MetricSpec, subject: str | None, threshold: float, description: str

@@ -17,7 +17,7 @@ from gate.atomic import atomic_write, atomic_write_text
 from gate.evidence.writer import is_gate_report_json
 from gate.interrupts import raise_if_terminated
 from gate.remediation.loop import RELEASE_NAME, ROUND_FILE, RoundRecord
-from gate.results import Status
+from gate.results import EXIT_CODES, Status
 
 REPORT_NAME = "remediation.json"
 PLOT_NAME = "privacy-utility.png"
@@ -65,6 +65,15 @@ class RemediationResult:
     @property
     def passing_round(self) -> RoundRecord | None:
         return next((r for r in self.rounds if r.status == "pass"), None)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    @property
+    def first_error(self) -> str | None:
+        """The run's error, else the first round's that had one."""
+        return self.error or next((r.error for r in self.rounds if r.error), None)
 
 
 def overall_status(rounds: Sequence[RoundRecord], planned: int) -> Status:

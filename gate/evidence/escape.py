@@ -1,0 +1,25 @@
+"""Text from the inputs (record ids, file names, error messages) made safe for where the
+evidence shows it: a terminal or CI log, and a Markdown table."""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls (newlines, ESC), line and paragraph separators and the bidirectional
+# controls that reorder what a terminal draws (Trojan Source)
+_CONTROLS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\n``, ``\\x1b``,
+    ``\\u202e``): a record id cannot start a line of its own in a CI log (a forged
+    ``verdict: PASS`` or a ``::workflow-command::``) or colour the terminal."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def markdown_cell(text: str) -> str:
+    """``text`` on one line for a Markdown table cell: ``|`` would end the cell, ``<`` could
+    open HTML (an image that a pull-request page would load)."""
+    return one_line(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
