@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
 import unicodedata
 from pathlib import Path
@@ -618,3 +619,137 @@ def test_a_bad_release_is_a_release_error_and_bad_source_is_not(
     with pytest.raises(BundleError, match=r"train\.jsonl") as raised:
         load(train=bad_train)
     assert not isinstance(raised.value, ReleaseError)
+
+
+# ---------------------------------------------------------------- review of 2026-11-28:
+# inputs on which a verbatim copy had passed
+
+
+def test_a_user_id_written_as_a_float_is_the_integer(tmp_path: Path) -> None:
+    """One `7.0` in a JSON column of integers made the whole column floating-point, so
+    every id read "N.0" and none met train's "N": 54 users in both sides passed."""
+    train = write_jsonl(
+        tmp_path / "t.jsonl", [{"user_id": i, "text": unique_text(i)} for i in range(6)]
+    )
+    holdout = write_jsonl(
+        tmp_path / "h.jsonl",
+        [{"user_id": 7.0 if i == 7 else i, "text": unique_text(i)} for i in range(3, 9)],
+    )
+    synthetic = write_jsonl(tmp_path / "s.jsonl", [{"text": unique_text(1)}])
+    with pytest.raises(BundleError, match=r"a user is in both train and holdout \(3 such"):
+        load_bundle(membership=MEMBERSHIP, train=train, holdout=holdout, synthetic=synthetic)
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        (2.5, "a number that is no exact integer"),
+        (2.0**60, "a number that is no exact integer"),
+        (True, "a boolean"),
+        ([1], "a list"),
+        ({"a": 1}, "an object"),
+    ],
+)
+def test_an_id_must_be_a_string_or_an_integer(
+    tmp_path: Path, bundle_files: dict[str, Path], value: object, found: str
+) -> None:
+    rows = [{"user_id": 1, "text": "a"}, {"user_id": value, "text": "b"}]
+    train = write_jsonl(tmp_path / "t.jsonl", rows)
+    with pytest.raises(BundleError, match=rf"t.jsonl: line 2: 'user_id' must be .*; found {found}"):
+        load(bundle_files, train=train)
+
+
+def test_an_id_with_white_space_around_it_is_refused(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    rows = [{"user_id": "u1", "text": "a"}, {"user_id": "u1 ", "text": "b"}]
+    train = write_jsonl(tmp_path / "t.jsonl", rows)
+    with pytest.raises(BundleError, match=r"t.jsonl: line 2: 'user_id' has white space"):
+        load(bundle_files, train=train)
+
+
+@pytest.mark.parametrize(
+    ("csv_text", "message"),
+    [
+        (
+            "record_id,text\nc0,copied text,batch 0\n",
+            "data row 1: 3 fields where the header names 2",
+        ),
+        ("record_id,text\nc0,fine\nc1\n", "data row 2: 1 field where the header names 2"),
+        ("record_id,text,text\nc0,a,b\n", "header: 'text' is named twice"),
+        ("record_id,text,\nc0,a,\n", "header: column 3 has no name"),
+    ],
+)
+def test_a_csv_row_has_the_headers_fields(
+    tmp_path: Path, bundle_files: dict[str, Path], csv_text: str, message: str
+) -> None:
+    """pandas had read one more field per row as the index (the copied texts of the first
+    column were read from the last: PASS), one fewer as an empty text, and renamed a
+    second `text` column."""
+    release = tmp_path / "release.csv"
+    release.write_text(csv_text)
+    with pytest.raises(BundleError, match=re.escape(f"release.csv: {message}")) as err:
+        load(bundle_files, synthetic=release)
+    assert "copied" not in str(err.value)
+
+
+def test_a_csv_keeps_ids_and_texts_as_written(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    release = tmp_path / "release.csv"
+    release.write_text('record_id,text\n007,"two\nlines, one comma"\n\n008,""\n009,x\n')
+    bundle = load(bundle_files, synthetic=release)
+    assert bundle.synthetic["record_id"].tolist() == ["007", "008", "009"]
+    assert bundle.synthetic["text"].tolist() == ["two\nlines, one comma", "", "x"]
+
+
+def test_a_key_written_twice_in_a_json_object_is_refused(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    """Python keeps the last value, other readers the first: the gate read a filler while
+    users of the release would read a copied record."""
+    release = tmp_path / "release.jsonl"
+    release.write_text('{"text": "copied", "text": "filler"}\n')
+    with pytest.raises(BundleError, match=r"release.jsonl: line 1: 'text' appears twice"):
+        load(bundle_files, synthetic=release)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['{"text": "a", "meta": ["\\ud800"]}', '{"text": "a", "\\udc00": 1}'],
+)
+def test_a_lone_surrogate_anywhere_in_a_record_is_bad_input(
+    tmp_path: Path, bundle_files: dict[str, Path], line: str
+) -> None:
+    release = tmp_path / "release.jsonl"
+    release.write_text(line + "\n")
+    with pytest.raises(BundleError, match=r"release.jsonl: line 1: .* unpaired surrogate"):
+        load(bundle_files, synthetic=release)
+
+
+@pytest.mark.parametrize("column", ["__file__", "__line__"])
+def test_the_gates_own_columns_are_refused_in_input(
+    tmp_path: Path, bundle_files: dict[str, Path], column: str
+) -> None:
+    """A `__file__` field had replaced the file named in later errors."""
+    release = write_jsonl(tmp_path / "release.jsonl", [{"text": "a", column: "/etc/other"}])
+    with pytest.raises(BundleError, match=r"release.jsonl: line 1: the fields __line__ and"):
+        load(bundle_files, synthetic=release)
+    frame = pd.DataFrame({"text": ["a"], column: ["x"]})
+    frame.to_parquet(tmp_path / "release.parquet")
+    with pytest.raises(BundleError, match=rf"release.parquet: the columns \['{column}'\]"):
+        load(bundle_files, synthetic=tmp_path / "release.parquet")
+
+
+def test_a_parquet_column_named_twice_is_named(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    table = pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])], names=["text", "text"])
+    pq.write_table(table, tmp_path / "release.parquet")
+    with pytest.raises(BundleError, match=r"release.parquet: 'text' is named twice"):
+        load(bundle_files, synthetic=tmp_path / "release.parquet")
+
+
+def test_train_and_holdout_must_be_two_files(bundle_files: dict[str, Path]) -> None:
+    with pytest.raises(BundleError, match="the holdout file is byte-identical to the train"):
+        load(bundle_files, holdout=bundle_files["train"])

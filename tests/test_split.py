@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,76 @@ def test_manifest_detects_changed_files(source: Path, tmp_path: Path, bundle_fil
             manifest=outcome.manifest_path,
             synthetic=bundle_files["synthetic"],
         )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"seed": 10}, "seed 10 and p = 0.5 do not give this split"),
+        ({"train": {"users": 1}}, "train: the files hold"),
+        ({"holdout": {"records": 999999}}, "holdout: the files hold"),
+        ({"swap": True}, "do not give this split"),
+        ({"by": "record_id"}, "train: the files hold"),
+    ],
+)
+def test_a_manifest_is_checked_not_trusted(
+    source: Path, tmp_path: Path, bundle_files, edit: dict, message: str
+) -> None:
+    """A review: a manifest's seed, counts and sides were never checked, so anyone could
+    give a hand-picked split a manifest (the report then claimed "gate split seed=...")."""
+    outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s")
+    data = json.loads(outcome.manifest_path.read_text())
+    if edit.pop("swap", False):
+        data["train"], data["holdout"] = data["holdout"], data["train"]
+    for key, value in edit.items():
+        if isinstance(value, dict):
+            data[key].update(value)
+        else:
+            data[key] = value
+    outcome.manifest_path.write_text(json.dumps(data))
+    with pytest.raises(BundleError, match=re.escape(message)):
+        load_bundle(
+            membership=MembershipPolicy(),
+            manifest=outcome.manifest_path,
+            synthetic=bundle_files["synthetic"],
+        )
+
+
+def test_float_and_padded_user_ids_are_split_as_gate_check_reads_them(tmp_path: Path) -> None:
+    """A review: 240 float user ids became 3 after `gate split` (pandas wrote them to 10
+    decimals) and "u1" / "u1 " were two users split to both sides."""
+    floats = write_jsonl(
+        tmp_path / "floats.jsonl",
+        [{"user_id": 1000.0 + i, "text": unique_text(i)} for i in range(40)],
+    )
+    outcome = split_source(floats, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "f")
+    assert outcome.manifest.train.users + outcome.manifest.holdout.users == 40
+    load_bundle(membership=MembershipPolicy(), manifest=outcome.manifest_path, synthetic=floats)
+    fractions = write_jsonl(
+        tmp_path / "fractions.jsonl",
+        [{"user_id": 1.0000000000001 + i, "text": unique_text(i)} for i in range(40)],
+    )
+    with pytest.raises(BundleError, match="'user_id' must be a string or an integer"):
+        split_source(fractions, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "g")
+    padded = write_jsonl(
+        tmp_path / "padded.jsonl",
+        [{"user_id": "u1" + " " * (i % 2), "text": unique_text(i)} for i in range(4)],
+    )
+    with pytest.raises(BundleError, match="line 2: 'user_id' has white space"):
+        split_source(padded, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "h")
+    assert not (tmp_path / "g").exists() and not (tmp_path / "h").exists()
+
+
+def test_a_record_a_writer_cannot_write_leaves_no_split(tmp_path: Path) -> None:
+    """A lone surrogate nested in a field had failed the writer after train.jsonl was
+    written (exit 3, train.jsonl left without a manifest). It is bad input now, and a
+    split that fails for any reason removes what it wrote."""
+    bad = tmp_path / "bad.jsonl"
+    rows = [json.dumps({"user_id": f"u{i}", "text": unique_text(i)}) for i in range(10)]
+    bad.write_text("\n".join(rows) + '\n{"user_id": "x", "text": "t", "meta": ["\\ud800"]}\n')
+    with pytest.raises(BundleError, match=r"line 11: field 'meta' holds an unpaired surrogate"):
+        split_source(bad, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
 
 
 def test_manifest_p_must_match_policy(source: Path, tmp_path: Path, bundle_files) -> None:

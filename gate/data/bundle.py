@@ -30,7 +30,7 @@ from gate.data.io import (
     reject_duplicates,
     require_text,
 )
-from gate.data.split import SplitManifest, read_manifest
+from gate.data.split import CANARY_STREAM, SplitManifest, assign_members, read_manifest
 from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -389,6 +389,11 @@ def load_source(
             )
         tables["train"] = read(train)
         tables["holdout"] = read(holdout)
+        if tables["train"].sha256 == tables["holdout"].sha256:
+            raise BundleError(
+                f"{holdout}: the holdout file is byte-identical to the train file {train}; "
+                "holdout records must be other users' (use `gate split`)"
+            )
         if split_manifest is not None:
             _verify_manifest(split_manifest, tables, Path(manifest), membership.p)  # type: ignore[arg-type]
         frame = pd.concat(
@@ -413,6 +418,8 @@ def load_source(
             )
         canary_frame = _canary_frame(table, frame, user_column, text or TextPolicy())
         tables["canary_source"] = table
+    if split_manifest is not None:
+        _verify_manifest_split(split_manifest, Path(manifest), frame, tables, canary_frame)  # type: ignore[arg-type]
     return SourceRecords(
         frame=frame,
         tables=tables,
@@ -630,6 +637,47 @@ def _check_source_ids(synthetic: pd.DataFrame, source: pd.DataFrame, table: RawT
         line = int(table.frame.loc[unknown[unknown].index[0], "__line__"])
         raise BundleError(
             f"{table.path}: line {line}: its source_id is not a record_id of the source records"
+        )
+
+
+def _verify_manifest_split(
+    manifest: SplitManifest,
+    path: Path,
+    frame: pd.DataFrame,
+    tables: dict[str, RawTable],
+    canary: pd.DataFrame | None,
+) -> None:
+    """The records and users of each side are the manifest's, and its seed and p put
+    every user on the side the files put them (a manifest is checked, not trusted: the
+    file hashes alone let anyone give a hand-picked split a manifest with any seed).
+
+    The draw is checked when the users are a column of the files (a split by line has
+    none) and, for a split with a canary fraction, when the canary-source file is read.
+    """
+    for side in ("train", "holdout"):
+        entry = getattr(manifest, side)
+        rows = frame[frame["split"] == side]
+        found = (len(rows), int(rows["user_id"].nunique()))
+        if found != (entry.records, entry.users):
+            raise BundleError(
+                f"{path}: {side}: the files hold {found[0]} records of {found[1]} users; the "
+                f"manifest says {entry.records} of {entry.users} (edited after `gate split`?)"
+            )
+    has_users = manifest.by in tables["train"].frame.columns
+    if not has_users or (manifest.canary_fraction > 0 and canary is None):
+        return
+    users = frame["user_id"].to_numpy(dtype=str)
+    every = users if canary is None else np.concatenate([users, canary["user_id"].to_numpy(str)])
+    train = assign_members(every, p=manifest.p, rng=np.random.default_rng(manifest.seed))
+    if manifest.canary_fraction > 0:
+        stream = np.random.default_rng([manifest.seed, CANARY_STREAM])
+        train &= ~assign_members(every, p=manifest.canary_fraction, rng=stream)
+    moved = train[: users.size] != (frame["split"] == "train").to_numpy()
+    if moved.any():
+        raise BundleError(
+            f"{path}: seed {manifest.seed} and p = {manifest.p:g} do not give this split: "
+            f"{int(moved.sum())} records are on the other side than the draw puts their "
+            "users (files or manifest edited after `gate split`)"
         )
 
 

@@ -4,6 +4,7 @@ the file and the line or row."""
 from __future__ import annotations
 
 import codecs
+import csv
 import hashlib
 import io
 import json
@@ -17,6 +18,7 @@ from typing import BinaryIO
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from gate.atomic import atomic_write
@@ -95,16 +97,51 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _reject_surrogates(path: str | Path, number: int, row: dict) -> None:
     """JSON can escape a lone UTF-16 surrogate (``"\\ud800"``), which is no Unicode text:
-    refuse it here, naming the line and field, not deep inside a feature class."""
+    refuse it here, naming the line and field, not deep inside a feature class (or in a
+    writer: ``gate split`` failed writing such a record). Keys and nested values too."""
     for key, value in row.items():
-        if isinstance(value, str) and _SURROGATE.search(value):
+        if _SURROGATE.search(key) or _holds_surrogate(value):
+            field = "a key" if _SURROGATE.search(key) else f"field {key!r}"
             raise BundleError(
-                f"{path}: line {number}: field {key!r} holds an unpaired surrogate escape "
+                f"{path}: line {number}: {field} holds an unpaired surrogate escape "
                 "(\\ud800-\\udfff), which is not Unicode text"
             )
 
 
+def _holds_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_SURROGATE.search(k) or _holds_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_surrogate(v) for v in value)
+    return False
+
+
 _JSONL_CHUNK_ROWS = 1 << 16  # records parsed into Python objects before they become columns
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object with a key written twice (the key is the exception's argument)."""
+
+
+def _object_with_unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are distinct: with a key written twice, Python's reader
+    keeps the last value and other readers the first or an error, so a release could
+    show one text to the gate and another to its users."""
+    row = dict(pairs)
+    if len(row) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return row
+
+
+# one decoder for every line (json.loads with a hook builds one per call; this one is
+# faster than plain json.loads)
+JSON_OBJECTS = json.JSONDecoder(object_pairs_hook=_object_with_unique_keys)
 
 
 class _RecordColumns:
@@ -170,9 +207,15 @@ def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = JSON_OBJECTS.decode(line)
         except json.JSONDecodeError as exc:
             raise BundleError(f"{path}: line {number}: not valid JSON: {exc.msg}") from None
+        except DuplicateKeyError as exc:
+            key = repr(exc.args[0]) if exc.args[0] in _KNOWN_COLUMNS else "a key"
+            raise BundleError(
+                f"{path}: line {number}: {key} appears twice in one object; readers "
+                "disagree on which value counts"
+            ) from None
         except RecursionError:
             raise BundleError(
                 f"{path}: line {number}: JSON nested too deeply to be a record"
@@ -183,6 +226,11 @@ def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
             )
         if "\\u" in line:  # only an escape can produce a lone surrogate
             _reject_surrogates(path, number, row)
+        if "__line__" in row or "__file__" in row:
+            raise BundleError(
+                f"{path}: line {number}: the fields __line__ and __file__ are the gate's own "
+                "(where a record came from); rename them"
+            )
         row["__line__"] = number
         rows.append(row)
         if len(rows) == _JSONL_CHUNK_ROWS:
@@ -193,22 +241,80 @@ def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
 
 
 def _read_csv(path: Path, text: str) -> pd.DataFrame:
+    """A CSV file with a header row: every field a string (``007`` stays ``007``), and
+    every row exactly as many fields as the header names (pandas had read one more field
+    per row as the index and shifted the columns: a release's copied texts in the first
+    column were read from the last; one field fewer as an empty text)."""
+    header = next(csv.reader(io.StringIO(text)), [])
+    _check_header(path, header)
     try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise BundleError(f"{path}: not valid CSV: {exc}") from None
+        table = pa_csv.read_csv(
+            pa.py_buffer(text.encode("utf-8")),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=dict.fromkeys(header, pa.large_string()),
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid:
+        raise _csv_error(path, text, len(header)) from None
+    frame = table.to_pandas()
+    _refuse_reserved_columns(path, frame)
     frame["__line__"] = range(1, len(frame) + 1)
     return frame
 
 
+def _refuse_reserved_columns(path: str | Path, frame: pd.DataFrame) -> None:
+    reserved = sorted({"__line__", "__file__"} & {str(c) for c in frame.columns})
+    if reserved:
+        raise BundleError(
+            f"{path}: the columns {reserved} are the gate's own (where a record came from); "
+            "rename them"
+        )
+
+
+def _check_header(path: Path, header: list[str]) -> None:
+    """Refuse a header naming a column twice (pandas had renamed the second ``text`` to
+    ``text.1``) or leaving one unnamed."""
+    for at, name in enumerate(header, start=1):
+        if not name.strip():
+            raise BundleError(f"{path}: header: column {at} has no name")
+        if name in header[: at - 1]:
+            shown = repr(name) if name.casefold() in _KNOWN_COLUMNS else "a column"
+            raise BundleError(f"{path}: header: {shown} is named twice")
+
+
+def _csv_error(path: Path, text: str, fields: int) -> BundleError:
+    """The first data row whose field count differs from the header's (found again by
+    Python's reader: Arrow's message quotes the row, which may be private)."""
+    rows = csv.reader(io.StringIO(text))
+    next(rows, None)
+    try:
+        for number, row in enumerate((row for row in rows if row), start=1):
+            if len(row) != fields:
+                hint = "; quote text that holds commas" if len(row) > fields else ""
+                return BundleError(
+                    f"{path}: data row {number}: {len(row)} field{'s' * (len(row) != 1)} "
+                    f"where the header names {fields}{hint}"
+                )
+    except csv.Error as exc:
+        return BundleError(f"{path}: not valid CSV: {exc}")
+    return BundleError(f"{path}: not valid CSV")
+
+
 def _read_parquet(path: str | Path, raw: bytes) -> pd.DataFrame:
     try:
+        names = pq.read_schema(pa.BufferReader(raw)).names
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            shown = repr(twice) if twice.casefold() in _KNOWN_COLUMNS else "a column"
+            raise BundleError(f"{path}: {shown} is named twice in the file's schema")
         table = pq.read_table(pa.BufferReader(raw))
     except (pa.ArrowInvalid, OSError) as exc:
         raise BundleError(f"{path}: not a readable Parquet file: {exc}") from None
     frame = table.to_pandas()
+    _refuse_reserved_columns(path, frame)
     frame["__line__"] = range(1, len(frame) + 1)
     return frame
 
@@ -276,11 +382,19 @@ def require_text(table: RawTable) -> pd.Series:
     return text.astype(str)
 
 
+_EXACT_FLOAT_INTEGERS = 2**53  # beyond, a floating-point number has lost an id's digits
+
+
 def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
-    """The table's ``column`` of ids as strings, or ``default`` if it has none.
+    """The table's ``column`` of ids as strings, or ``default`` if it has none. An integer
+    written as a floating-point number is the integer (``7.0`` is ``7``): one ``7.0`` in
+    a JSON column of integers makes the whole column floating-point, and train's user
+    ``7`` must still meet holdout's ``7.0``.
 
     Raises:
-        BundleError: an empty or blank id (its row named).
+        BundleError: an empty or blank id, an id with white space around it (``"u1 "``
+            would be another user than ``"u1"``), or one that is not a string or an
+            integer (its row named, never its value).
     """
     frame = table.frame
     if column not in frame.columns:
@@ -290,7 +404,68 @@ def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
     if empty.any():
         line = first_line(frame, empty)
         raise BundleError(f"{table.path}: line {line}: empty {column!r}")
-    return values.astype(str)
+    ids = _canonical_ids(table, column, values)
+    padded = ids.str.strip() != ids
+    if padded.any():
+        raise BundleError(
+            f"{table.path}: line {first_line(frame, padded)}: {column!r} has white space "
+            "before or after it; ids are compared exactly, so strip them"
+        )
+    return ids
+
+
+def _canonical_ids(table: RawTable, column: str, values: pd.Series) -> pd.Series:
+    dtype = values.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        bad: pd.Series | None = pd.Series(True, index=values.index)
+    elif pd.api.types.is_integer_dtype(dtype):
+        return values.astype(str)
+    elif pd.api.types.is_float_dtype(dtype):
+        numbers = values.to_numpy(dtype=np.float64)
+        bad = pd.Series(~_exact_integer(numbers), index=values.index)
+        if not bad.any():
+            return pd.Series(numbers.astype(np.int64), index=values.index).astype(str)
+    elif pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
+        return values.astype(str)
+    else:  # Python objects of mixed kinds: each must be a string or an integer
+        kinds = values.map(_id_kind)
+        bad = kinds == "bad"
+        if not bad.any():
+            floats = kinds == "float"
+            ids = values.astype(str)
+            ids[floats] = values[floats].map(lambda v: str(int(v)))
+            return ids
+    line = first_line(table.frame, bad)
+    value = values[bad].iloc[0]
+    found = (
+        "a number that is no exact integer (a fraction, beyond 2^53 or infinite)"
+        if isinstance(value, float | np.floating)
+        else value_kind(value)
+    )
+    raise BundleError(
+        f"{table.path}: line {line}: {column!r} must be a string or an integer; found {found}"
+    )
+
+
+def _exact_integer(numbers: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return (
+            np.isfinite(numbers)
+            & (numbers == np.round(numbers))
+            & (np.abs(numbers) <= _EXACT_FLOAT_INTEGERS)
+        )
+
+
+def _id_kind(value: object) -> str:
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, bool | np.bool_):
+        return "bad"
+    if isinstance(value, int | np.integer):
+        return "int"
+    if isinstance(value, float | np.floating) and _exact_integer(np.array([value]))[0]:
+        return "float"
+    return "bad"
 
 
 def reject_duplicates(ids: pd.Series, lines: pd.Series, paths: pd.Series, what: str) -> None:
@@ -400,7 +575,7 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> None:
 
     def write(tmp: Path) -> None:
         if fmt == "jsonl":
-            frame.to_json(tmp, orient="records", lines=True, force_ascii=False)
+            frame.to_json(tmp, orient="records", lines=True, force_ascii=False, double_precision=15)
         elif fmt == "csv":
             frame.to_csv(tmp, index=False)
         else:

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gate._version import __version__
 from gate.atomic import atomic_write_text
 from gate.data.io import (
+    JSON_OBJECTS,
+    DuplicateKeyError,
     column_names,
     id_column,
     read_table,
@@ -174,6 +176,10 @@ def split_source(
             )
     except OSError as exc:
         _remove_split(outputs, exc, out)
+    except BaseException:  # no split is left half-written, whatever stopped it
+        for path in outputs:
+            path.unlink(missing_ok=True)
+        raise
     manifest = SplitManifest(
         p=p,
         seed=seed,
@@ -195,6 +201,10 @@ def split_source(
         atomic_write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
     except OSError as exc:
         _remove_split(outputs, exc, out)
+    except BaseException:
+        for path in outputs:
+            path.unlink(missing_ok=True)
+        raise
     for name in earlier:  # an earlier split's file this one does not write (canary source)
         (out / name).unlink(missing_ok=True)
     return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
@@ -228,9 +238,11 @@ def read_manifest(path: str | Path) -> SplitManifest:
     p = Path(path)
     require_regular_file(p, "split manifest")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = JSON_OBJECTS.decode(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise BundleError(f"{p}: cannot read: {exc.strerror}") from None
+    except DuplicateKeyError as exc:
+        raise BundleError(f"{p}: key {exc.args[0]!r} appears twice in one object") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise BundleError(f"{p}: not a valid JSON split manifest: {exc}") from None
     if isinstance(data, dict) and ("kind" not in data or "schema_version" not in data):
