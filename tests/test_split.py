@@ -132,6 +132,20 @@ def test_a_manifest_is_checked_not_trusted(
         )
 
 
+def test_a_split_with_canaries_is_checked_with_its_canary_source(
+    source: Path, tmp_path: Path, bundle_files
+) -> None:
+    outcome = split_source(
+        source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s", canary_fraction=0.2
+    )
+    load = dict(membership=MembershipPolicy(), synthetic=bundle_files["synthetic"])
+    assert load_bundle(manifest=outcome.manifest_path, **load).canary_source is not None
+    data = json.loads(outcome.manifest_path.read_text())
+    outcome.manifest_path.write_text(json.dumps({**data, "seed": 8}))
+    with pytest.raises(BundleError, match=r"seed 8 and p = 0\.5 do not give this split"):
+        load_bundle(manifest=outcome.manifest_path, **load)
+
+
 def test_float_and_padded_user_ids_are_split_as_gate_check_reads_them(tmp_path: Path) -> None:
     """A review: 240 float user ids became 3 after `gate split` (pandas wrote them to 10
     decimals) and "u1" / "u1 " were two users split to both sides."""

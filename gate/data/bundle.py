@@ -419,7 +419,13 @@ def load_source(
         canary_frame = _canary_frame(table, frame, user_column, text or TextPolicy())
         tables["canary_source"] = table
     if split_manifest is not None:
-        _verify_manifest_split(split_manifest, Path(manifest), frame, tables, canary_frame)  # type: ignore[arg-type]
+        drawn = split_manifest.canary_source
+        own_canaries = (
+            canary_frame
+            if drawn is not None and tables["canary_source"].sha256 == drawn.sha256
+            else None
+        )
+        _verify_manifest_split(split_manifest, Path(manifest), frame, tables, own_canaries)  # type: ignore[arg-type]
     return SourceRecords(
         frame=frame,
         tables=tables,
@@ -652,8 +658,8 @@ def _verify_manifest_split(
     file hashes alone let anyone give a hand-picked split a manifest with any seed).
 
     The draw is checked when the users are a column of the files (a split by line has
-    none) and, for a split with a canary fraction, when the canary-source file is read.
-    """
+    none) and, for a split with a canary fraction, when the manifest's own canary-source
+    file is read (``canary``; another canary source holds other users)."""
     for side in ("train", "holdout"):
         entry = getattr(manifest, side)
         rows = frame[frame["split"] == side]

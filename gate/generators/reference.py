@@ -186,7 +186,7 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
             eos_token_id=EOS,
             tie_word_embeddings=False,
         )
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
             torch.manual_seed(self.seed)
             model: Any = LlamaForCausalLM(config)
         return model.to(device=_device())
@@ -339,7 +339,7 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
         out: list[str] = [""] * n
         batch = 64
         todo = list(range(n))
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
+        with torch.random.fork_rng(devices=range(torch.cuda.device_count())), torch.no_grad():
             torch.manual_seed(self.seed + 3)
             for attempt in range(5):  # records that came out empty are drawn again
                 chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)]
@@ -409,7 +409,7 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
         device = next(model.parameters()).device
         heads = [[BOS, *p.encode("utf-8")] for p in prefixes]
         out: list[str] = []
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
+        with torch.random.fork_rng(devices=range(torch.cuda.device_count())), torch.no_grad():
             torch.manual_seed(seed)
             for start in range(0, len(heads), 64):
                 chunk = heads[start : start + 64]
