@@ -365,7 +365,7 @@ def check_release(
             written, and an earlier report in ``out_dir`` is gone (it was removed first).
         EvidenceWriteError: the evidence could not be written (exit 3).
     """
-    return _gate_files(
+    return _check_files(
         policy=policy,
         synthetic=synthetic,
         train=train,
@@ -410,7 +410,7 @@ def audit_canaries(
         InputError: the policy has no enabled canary audit with a threshold, or the
             bundle, the generator settings or ``out_dir`` are bad (exit 2).
     """
-    return _gate_files(
+    return _check_files(
         policy=policy,
         synthetic=None,
         train=train,
@@ -651,7 +651,7 @@ def _with_engine(
     return loaded
 
 
-def _gate_files(
+def _check_files(
     *,
     policy: str | Path,
     synthetic: str | Path | None,
@@ -676,10 +676,12 @@ def _gate_files(
         MlflowSettings,
         out_dir_lock,
         prepare_out_dir,
+        require_mlflow_timeout,
         write_evidence,
     )
 
     progress = progress or NullProgress()
+    require_mlflow_timeout(mlflow_timeout)
     with out_dir_lock(Path(out_dir)) as out, _data_docs_site(data_docs, out) as site:
         prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
         loaded = _with_engine(load_policy(policy), engine, spark_master)
@@ -768,7 +770,13 @@ def remediate_release(
         InputError: bad policy, manifest, generator or settings (exit 2); nothing trained.
         EvidenceWriteError: the evidence could not be written (exit 3).
     """
-    from gate.evidence.writer import MlflowSettings, out_dir_lock, prepare_out_dir, write_evidence
+    from gate.evidence.writer import (
+        MlflowSettings,
+        out_dir_lock,
+        prepare_out_dir,
+        require_mlflow_timeout,
+        write_evidence,
+    )
     from gate.remediation.loop import RemediationRun, RoundGate, RoundTracker
     from gate.remediation.report import (
         RemediationResult,
@@ -786,6 +794,7 @@ def remediate_release(
     from gate.remediation.utility import UtilityMeter
 
     progress = progress or NullProgress()
+    require_mlflow_timeout(mlflow_timeout)
     with (
         tempfile.TemporaryDirectory(prefix="gate-feature-caches-") as feature_caches,
         out_dir_lock(

@@ -18,15 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate._version import __version__
-from gate.errors import GateError, InputError
+from gate.errors import GateError
 from gate.interrupts import Terminated, forget_signals, raise_if_terminated, terminate
 from gate.quiet import quiet_libraries
 
 if TYPE_CHECKING:
     from gate.api import CheckOutcome
-
-EXIT_INPUT = 2
-EXIT_ERROR = 3
 
 
 def _seed(text: str) -> int:
@@ -375,15 +372,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = COMMANDS[args.command](args)
         raise_if_terminated()  # a signal whose exception a finalizer dropped
         return code
-    except InputError as exc:
+    except GateError as exc:  # InputError: 2; the others: 3
         print(f"gate: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    except (GateError, OSError, Terminated) as exc:
+        return exc.exit_code
+    except (OSError, Terminated) as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return GateError.exit_code
     except KeyboardInterrupt:
         print("gate: error: interrupted; no verdict was written", file=sys.stderr)
-        return EXIT_ERROR
+        return GateError.exit_code
     except Exception as exc:
         if args.verbose:
             traceback.print_exc()
@@ -395,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint="run with --verbose to see it and the traceback",
         )
         print(f"gate: error: unexpected {what}; no verdict was written", file=sys.stderr)
-        return EXIT_ERROR
+        return GateError.exit_code
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)

@@ -109,3 +109,9 @@ class MetricSet:
             for spec in self._specs.values()
             if spec.name in values
         )
+
+
+# papers and confidence statements that several audits' metrics cite
+ONE_RUN_PAPER = "Steinke, Nasr and Jagielski (2023), Privacy Auditing with One (1) Training Run"
+LBF_PAPER = "Stomakhin (2025), Framework for Privacy-Preserving Synthesis of Textual Data"
+LOWER_OVER_USERS = "lower confidence bound, level 1 - alpha, over the random assignment of users"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from gate.errors import GateError
 from gate.metrics import Metric
 from gate.policy.checks import CheckResult
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from gate.policy.models import Policy
 
 Status = Literal["pass", "fail", "error"]
-EXIT_CODES: dict[Status, int] = {"pass": 0, "fail": 1, "error": 3}
+EXIT_CODES: dict[Status, int] = {"pass": 0, "fail": 1, "error": GateError.exit_code}
 
 
 @dataclass(frozen=True)

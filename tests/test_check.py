@@ -241,6 +241,26 @@ def test_an_infinite_check_value_is_written_as_json(
     assert check["value"] == "inf" and check["passed"] is False
 
 
+@pytest.mark.parametrize("seconds", [0, -1, math.nan, 3601])
+def test_the_python_api_checks_the_mlflow_timeout(
+    bundle_files: dict[str, Path], tmp_path: Path, seconds: float
+) -> None:
+    """The CLI parsed --mlflow-timeout into (0, 3600]; the API took any number (NaN: a
+    run that never waits for its store)."""
+    from gate.errors import InputError
+
+    with pytest.raises(InputError, match=r"mlflow_timeout must be in \(0, 3600\] seconds"):
+        check_release(
+            policy=bundle_files["policy"],
+            train=bundle_files["train"],
+            holdout=bundle_files["holdout"],
+            synthetic=bundle_files["synthetic"],
+            out_dir=tmp_path / "out",
+            mlflow_timeout=seconds,
+        )
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_gate_matches_cli(bundle_files: dict[str, Path], tmp_path: Path) -> None:
     outcome = check_release(
         policy=bundle_files["policy"],

@@ -183,7 +183,8 @@ def test_an_unknown_attack_of_a_disabled_game_is_not_refused(tmp_path: Path) -> 
         "    thresholds: {max_epsilon: 1}\n"
         "  membership: {scorers: [ngram], thresholds: {max_auc: 0.9}}\n",
     )
-    load_policy(path)
+    game = load_policy(path).policy.audits.distinguishability
+    assert game is not None and not game.enabled and game.attacks == ("telepathy",)
 
 
 @pytest.mark.parametrize(

@@ -913,17 +913,19 @@ def test_a_check_in_a_thread_is_not_required() -> None:
     """The CLI installs its SIGTERM handler only in the main thread (a library caller may
     run the gate in a worker thread)."""
     errors: list[BaseException] = []
+    codes: list[int] = []
 
     def work() -> None:
         try:
-            main(["policy", "schema"])
+            codes.append(main(["policy", "schema"]))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
     thread = threading.Thread(target=work)
     thread.start()
     thread.join(60)
-    assert not errors, errors
+    assert not thread.is_alive() and not errors, errors
+    assert codes == [0]
 
 
 # ---------------------------------------------------------------- found by the second review

@@ -18,7 +18,7 @@ from gate.audits.base import Audit, AuditContext, checks_statement
 from gate.audits.feature_store import ClassDisclosures, require_rare_features
 from gate.data.bundle import Bundle
 from gate.errors import AuditError
-from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.metrics import LOWER_OVER_USERS, Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import DisclosureAudit
@@ -35,7 +35,6 @@ from gate.stats.feature_match import (
 )
 
 _PAPER = "Phantoms and Disclosures (2026)"
-_LOWER = "lower confidence bound, level 1 - alpha, over the random assignment of users"
 
 METRICS = MetricSet(
     [
@@ -110,7 +109,7 @@ METRICS = MetricSet(
             "lower bound of the excess",
             "higher",
             f"{_PAPER}, §5.1 (feature-match test inverted)",
-            _LOWER,
+            LOWER_OVER_USERS,
             kind="count",
         ),
         MetricSpec(
@@ -140,7 +139,7 @@ METRICS = MetricSet(
             "lower bound on the train share of disclosures (Hoeffding)",
             "higher",
             f"{_PAPER}, Thm 2",
-            _LOWER,
+            LOWER_OVER_USERS,
             kind="probability",
         ),
         MetricSpec(
@@ -148,7 +147,7 @@ METRICS = MetricSet(
             "lower bound on epsilon (Hoeffding tail)",
             "higher",
             f"{_PAPER}, Thm 2",
-            _LOWER,
+            LOWER_OVER_USERS,
             kind="epsilon",
         ),
         MetricSpec(
@@ -163,7 +162,7 @@ METRICS = MetricSet(
             "lower bound on the train share of disclosures (exact)",
             "higher",
             f"{_PAPER}, Thm 2, App. C",
-            _LOWER,
+            LOWER_OVER_USERS,
             kind="probability",
         ),
         MetricSpec(
@@ -171,7 +170,7 @@ METRICS = MetricSet(
             "lower bound on epsilon (exact tail)",
             "higher",
             f"{_PAPER}, Thm 2, App. C",
-            _LOWER,
+            LOWER_OVER_USERS,
             kind="epsilon",
         ),
     ]

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from gate.audits.base import Audit, AuditContext, checks_statement
 from gate.audits.feature_store import FeatureStore, require_rare_features
-from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.metrics import LOWER_OVER_USERS, ONE_RUN_PAPER, Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS, MEMBERSHIP_SCORERS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import (
@@ -58,9 +58,8 @@ MAX_CURVE_POINTS = 201
 ScorerConfigT = TypeVar("ScorerConfigT", bound=ScorerConfig)
 
 _PHANTOMS = "Phantoms and Disclosures (2026), §5.2, Thm 3"
-_ONE_RUN = "Steinke, Nasr and Jagielski (2023), Privacy Auditing with One (1) Training Run, Thm 3.1"
+_ONE_RUN = f"{ONE_RUN_PAPER}, Thm 3.1"
 _RIP = "Provable Re-Identification Privacy, Thm 4"
-_LOWER = "lower confidence bound, level 1 - alpha, over the random assignment of users"
 
 
 def tpr_spec(fpr: float) -> MetricSpec:
@@ -96,7 +95,7 @@ BASE_METRICS = (
         "one-run lower bound on epsilon at the policy's delta",
         "higher",
         _ONE_RUN,
-        _LOWER,
+        LOWER_OVER_USERS,
         kind="epsilon",
     ),
     MetricSpec(
@@ -107,7 +106,7 @@ BASE_METRICS = (
         "lower bound on epsilon implied by the RIP bound (epsilon-DP implies eta(epsilon)-RIP)",
         "higher",
         f"{_RIP}: epsilon = ln((1/2 + eta)/(1/2 - eta)) at the eta bound",
-        _LOWER,
+        LOWER_OVER_USERS,
         kind="epsilon",
     ),
     MetricSpec(
@@ -115,7 +114,7 @@ BASE_METRICS = (
         "lower bound on RIP eta",
         "higher",
         _RIP,
-        f"{_LOWER} (Clopper-Pearson)",
+        f"{LOWER_OVER_USERS} (Clopper-Pearson)",
         kind="eta",
     ),
     *(tpr_spec(f) for f in STANDARD_FPRS),

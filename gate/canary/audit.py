@@ -37,7 +37,7 @@ from gate.errors import AuditError, InputError
 from gate.generators import resolve_generator
 from gate.generators.base import DpSgdSpec, FitReport, Generator, GeneratorConfig
 from gate.generators.reference import ReferenceConfig
-from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.metrics import ONE_RUN_PAPER, Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import CanaryAudit
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 RMIA = "bigram_rmia"
 _ECHO = "Meeus et al. (2025), The Canary's Echo, §3.1.2, §3.2, App. A"
-_ONE_RUN = "Steinke, Nasr and Jagielski (2023), Privacy Auditing with One (1) Training Run, Thm 3.1"
+_ONE_RUN = f"{ONE_RUN_PAPER}, Thm 3.1"
 _LOWER = "lower confidence bound, level 1 - alpha, over the random inclusion of the canaries"
 
 BASE_METRICS = (

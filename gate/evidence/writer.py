@@ -39,6 +39,22 @@ class MlflowSettings:
     timeout: float = 30.0  # seconds the whole MLflow logging may take
     parent_run_id: str | None = None  # nest the gate's run under this run (a remediation round)
 
+    def __post_init__(self) -> None:
+        require_mlflow_timeout(self.timeout)
+
+
+MAX_MLFLOW_SECONDS = 3600.0
+
+
+def require_mlflow_timeout(seconds: float) -> float:
+    """Refuse a logging timeout outside (0, 3600] seconds (NaN included: a run that waits
+    forever, or never, for its store)."""
+    if not (isinstance(seconds, int | float) and 0 < seconds <= MAX_MLFLOW_SECONDS):
+        raise InputError(
+            f"mlflow_timeout must be in (0, {MAX_MLFLOW_SECONDS:g}] seconds; found {seconds!r}"
+        )
+    return float(seconds)
+
 
 @dataclass(frozen=True)
 class DataDocsSite:

@@ -33,7 +33,7 @@ from gate.audits.base import Audit, AuditContext
 from gate.audits.membership import scorer_plugin
 from gate.digests import sha256_tree
 from gate.errors import AuditError
-from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.metrics import LBF_PAPER, ONE_RUN_PAPER, Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import ProfileAudit
@@ -59,12 +59,8 @@ if TYPE_CHECKING:
 
     from gate.data.bundle import Bundle
 
-_ONE_RUN = (
-    "Steinke, Nasr and Jagielski (2023), Privacy Auditing with One (1) Training Run, "
-    "Prop. 5.1 and App. D, inverted in delta"
-)
-_LBF = "Stomakhin (2025), Framework for Privacy-Preserving Synthesis of Textual Data"
-_SURPRISAL = f"{_LBF}, §6"
+_ONE_RUN = f"{ONE_RUN_PAPER}, Prop. 5.1 and App. D, inverted in delta"
+_SURPRISAL = f"{LBF_PAPER}, §6"
 _LOWER = (
     "lower confidence bound over the random assignment of users: level 1 - alpha/A for one "
     "attack's value (A attacks, Bonferroni), 1 - alpha for the audit-wide value, the worst "
@@ -149,7 +145,7 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
     name = "profile"
     config_model = ProfileAudit
     metrics = MetricSet([*ATTACK_METRICS, *SURPRISAL_METRICS, *LBF_METRICS])
-    citation = f"{_ONE_RUN}; {_LBF}, §3-§6"
+    citation = f"{_ONE_RUN}; {LBF_PAPER}, §3-§6"
 
     def declared_metrics(self, config: ProfileAudit) -> MetricSet:
         return MetricSet(

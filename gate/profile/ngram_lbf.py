@@ -25,7 +25,7 @@ import numpy as np
 
 from gate.errors import AuditError, InputError
 from gate.generators import resolve_generator
-from gate.metrics import Metric, MetricSet, MetricSpec
+from gate.metrics import LBF_PAPER, Metric, MetricSet, MetricSpec
 from gate.results import Curve
 from gate.stats.lbf import (
     censor,
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from gate.policy.models import GeneratorLbfSettings, NgramLbfSettings
     from gate.progress import Progress
 
-_LBF = "Stomakhin (2025), Framework for Privacy-Preserving Synthesis of Textual Data"
 _SAMPLED = (
     "exact for each source set evaluated (random draws and the users with the most n-gram "
     "mass of their own); the maximum over them bounds the worst case below"
@@ -66,7 +65,7 @@ LBF_DELTA = _spec(
     "minimal delta of strict DP (Def. 7) at the target epsilon of sampling one n-gram "
     "(Theorem 5), worst sampled U",
     "higher",
-    f"{_LBF}, §3.5 Thm 5, §4.3",
+    f"{LBF_PAPER}, §3.5 Thm 5, §4.3",
     _SAMPLED,
     "delta",
 )
@@ -74,19 +73,19 @@ LBF_FLOOR = _spec(
     "lbf_delta_floor",
     "delta floor: n-gram mass possible with or without U only, worst sampled U",
     "higher",
-    f"{_LBF}, §4.3-4.4",
+    f"{LBF_PAPER}, §4.3-4.4",
     _SAMPLED,
     "delta",
 )
 LBF_METRICS = (
-    _spec("source_sets", "source sets U evaluated", "neither", _LBF, "", "count"),
+    _spec("source_sets", "source sets U evaluated", "neither", LBF_PAPER, "", "count"),
     LBF_DELTA,
     LBF_FLOOR,
     _spec(
         "lbf_epsilon_at_delta",
         "epsilon at the audit's delta (inf below the floor), worst sampled U",
         "higher",
-        f"{_LBF}, §3.5",
+        f"{LBF_PAPER}, §3.5",
         _SAMPLED,
         "other",
     ),
@@ -99,7 +98,7 @@ def top_n_spec(n: int) -> MetricSpec:
         f"delta at the target epsilon of an attacker who knows the {n} n-grams of largest "
         "|LBF| (of the corpus, for synthetic releases: 'Synth Top N from Base')",
         "higher",
-        f"{_LBF}, §5.4.2 (subjective privacy loss)",
+        f"{LBF_PAPER}, §5.4.2 (subjective privacy loss)",
         _SAMPLED,
         "delta",
     )

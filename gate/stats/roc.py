@@ -38,7 +38,7 @@ PERMUTATIONS = 9999
 _CHUNK = 250
 
 
-def _split(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _checked_groups(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s, y = check_scores(scores, is_train)
     if y.all() or not y.any():
         raise StatsError(
@@ -57,7 +57,7 @@ def auc_exceedance_under_null(
     Mann-Whitney U statistic with the correction for ties (Lehmann 1975, *Nonparametrics*,
     §1.4): ``Var U = n1 n0 / 12 ((n + 1) - sum(t^3 - t) / (n (n - 1)))`` over the groups of
     ``t`` tied scores. Every score tied: the AUC is 1/2."""
-    s, y = _split(scores, is_train)
+    s, y = _checked_groups(scores, is_train)
     n, n1 = s.size, int(y.sum())
     n0 = n - n1
     _, ties = np.unique(s, return_counts=True)
@@ -70,7 +70,7 @@ def auc_exceedance_under_null(
 
 def roc_curve(*, scores: np.ndarray, is_train: np.ndarray) -> RocCurve:
     """ROC points, one per distinct score (ties move both rates at once)."""
-    s, y = _split(scores, is_train)
+    s, y = _checked_groups(scores, is_train)
     order = np.argsort(-s, kind="stable")
     s_sorted, y_sorted = s[order], y[order]
     last_of_group = np.r_[np.diff(s_sorted) != 0, True]
@@ -98,7 +98,7 @@ def auc_p_value(
     * otherwise scipy's Mann-Whitney U test (exact without ties for small samples,
       asymptotic with tie correction).
     """
-    s, y = _split(scores, is_train)
+    s, y = _checked_groups(scores, is_train)
     distinct = np.unique(s)
     if distinct.size == 1:
         return 1.0, "all tied"
@@ -148,7 +148,7 @@ def roc_auc(
     """AUC = U / (n_train n_holdout) with ties counted 1/2, and the one-sided p-value of
     "train scores are not larger" (:func:`auc_p_value`; ``rng`` is needed when scores are
     tied and few users score above the lowest value)."""
-    s, y = _split(scores, is_train)
+    s, y = _checked_groups(scores, is_train)
     n1, n0 = int(y.sum()), int((~y).sum())
     ranks = stats.rankdata(s)
     u = float(ranks[y].sum() - n1 * (n1 + 1) / 2.0)

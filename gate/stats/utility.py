@@ -55,7 +55,9 @@ def distinct_n(texts: Sequence[str], *, n: int = 2) -> float:
     )
     try:
         counts = vectorizer.fit_transform(list(texts))
-    except ValueError:  # no n-gram at all
-        return 0.0
+    except ValueError as exc:
+        if "empty vocabulary" in str(exc):  # no n-gram at all
+            return 0.0
+        raise
     total = float(counts.sum())
     return 0.0 if total == 0 else counts.shape[1] / total
