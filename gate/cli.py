@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate._version import __version__
 from gate.errors import GateError
+from gate.evidence.escape import one_line
 from gate.interrupts import Terminated, forget_signals, raise_if_terminated, terminate
 from gate.quiet import quiet_libraries
 
@@ -303,7 +304,7 @@ def _split(args: argparse.Namespace) -> int:
             f"canary source: {m.canary_source.records} records / {m.canary_source.users} "
             "users (in neither train nor holdout)"
         )
-    _emit(f"manifest: {outcome.manifest_path}")
+    _emit(one_line(f"manifest: {outcome.manifest_path}"))
     return 0
 
 
@@ -373,10 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise_if_terminated()  # a signal whose exception a finalizer dropped
         return code
     except GateError as exc:  # InputError: 2; the others: 3
-        print(f"gate: error: {exc}", file=sys.stderr)
+        print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except (OSError, Terminated) as exc:
-        print(f"gate: error: {exc}", file=sys.stderr)
+        print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
         return GateError.exit_code
     except KeyboardInterrupt:
         print("gate: error: interrupted; no verdict was written", file=sys.stderr)
@@ -391,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             show_message=args.verbose,
             hint="run with --verbose to see it and the traceback",
         )
-        print(f"gate: error: unexpected {what}; no verdict was written", file=sys.stderr)
+        print(f"gate: error: unexpected {one_line(what)}; no verdict was written", file=sys.stderr)
         return GateError.exit_code
     finally:
         if in_main_thread:

@@ -677,7 +677,7 @@ def test_an_id_with_white_space_around_it_is_refused(
         ),
         ("record_id,text\nc0,fine\nc1\n", "data row 2: 1 field where the header names 2"),
         ("record_id,text,text\nc0,a,b\n", "header: 'text' is named twice"),
-        ("record_id,text,\nc0,a,\n", "header: column 3 has no name"),
+        ("record_id,text,\nc0,copied,text\n", "data row 1: column 3 has no name in the header"),
     ],
 )
 def test_a_csv_row_has_the_headers_fields(
@@ -753,3 +753,77 @@ def test_a_parquet_column_named_twice_is_named(
 def test_train_and_holdout_must_be_two_files(bundle_files: dict[str, Path]) -> None:
     with pytest.raises(BundleError, match="the holdout file is byte-identical to the train"):
         load(bundle_files, holdout=bundle_files["train"])
+
+
+def test_ids_from_dictionary_and_decimal_parquet_columns(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    """A review of the id rules: a categorical or dictionary-encoded column (as pandas and
+    pyarrow write them) crashed the loader, and a decimal(38, 0) column of a SQL export
+    was refused; a float32 id at 2^24 may be another integer rounded."""
+    import decimal
+
+    texts = [unique_text(300 + i) for i in range(3)]
+    ids = {
+        "category": pd.Series(["u1", "u2", "u1"], dtype="category"),
+        "dictionary": pa.array(["u1", "u2", "u1"]).dictionary_encode(),
+        "decimal": pa.array([decimal.Decimal(n) for n in (1, 2, 1)], type=pa.decimal128(38, 0)),
+    }
+    expected = {"category": "u", "dictionary": "u", "decimal": ""}
+    for name, column in ids.items():
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({"text": texts, "user_id": column}), path)
+        bundle = load(bundle_files, train=path)
+        train = bundle.source[bundle.source["split"] == "train"]["user_id"].tolist()
+        assert train == [f"{expected[name]}{n}" for n in (1, 2, 1)], name
+    for column, line in (
+        (pa.array([decimal.Decimal("1.5"), decimal.Decimal(2)], pa.decimal128(38, 1)), 1),
+        (pa.array([1.0, 2.0**24], pa.float32()), 2),
+    ):
+        pq.write_table(pa.table({"text": texts[:2], "user_id": column}), tmp_path / "bad.parquet")
+        with pytest.raises(BundleError, match=rf"line {line}: 'user_id' must be .* no exact"):
+            load(bundle_files, train=tmp_path / "bad.parquet")
+
+
+@pytest.mark.parametrize(
+    ("raw", "rows"),
+    [
+        (b"text,user_id\rhello,u1\rbye,u2\r", [("hello", "u1"), ("bye", "u2")]),  # CR only
+        (b"text,user_id,\nhello,u1,\nbye,u2,\n", [("hello", "u1"), ("bye", "u2")]),  # Excel
+        (b'"text","user_id"\r\n"a ""b""",u1\r\n\r\n', [('a "b"', "u1")]),
+    ],
+)
+def test_csv_files_pandas_read_are_read_alike(
+    tmp_path: Path, bundle_files: dict[str, Path], raw: bytes, rows: list[tuple[str, str]]
+) -> None:
+    path = tmp_path / "train.csv"
+    path.write_bytes(raw)
+    bundle = load(bundle_files, train=path)
+    train = bundle.source[bundle.source["split"] == "train"]
+    assert list(zip(train["text"], train["user_id"], strict=True)) == rows
+
+
+def test_a_csv_field_of_megabytes_is_read(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
+    """Arrow's default 1 MiB blocks refused a quoted field straddling two of them."""
+    long = " ".join(unique_text(i) for i in range(30_000))
+    assert len(long) > 2_000_000
+    path = tmp_path / "train.csv"
+    path.write_text(f'text,user_id\n"{long}",u1\nshort,u2\n')
+    bundle = load(bundle_files, train=path)
+    assert bundle.source["text"].str.len().max() == len(long)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"text,user_id,\nhello,u1,x\n", "data row 1: column 3 has no name in the header"),
+        (b"text,user_id", "the file holds no records"),
+    ],
+)
+def test_csv_files_that_are_refused_say_why(
+    tmp_path: Path, bundle_files: dict[str, Path], raw: bytes, message: str
+) -> None:
+    path = tmp_path / "train.csv"
+    path.write_bytes(raw)
+    with pytest.raises(BundleError, match=re.escape(f"train.csv: {message}")):
+        load(bundle_files, train=path)

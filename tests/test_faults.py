@@ -350,6 +350,55 @@ def assert_run_files_say_error(client, run_id: str, directory: Path) -> None:
     assert "ERROR" in html
 
 
+@pytest.mark.parametrize("broken", ["temporary directory", "error files"])
+def test_a_verdict_is_withdrawn_even_when_the_errors_files_cannot_be_written(
+    bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    """A review of the withdrawal: with no room for the error's files (a full /tmp, or
+    the disk MLflow's local store shares), the run had stayed FINISHED with gate.passed
+    true, or RUNNING with it. The status and tags withdraw it all the same."""
+    import mlflow
+
+    import gate.evidence.writer as writer
+
+    if broken == "temporary directory":
+
+        def occupied(staging: Path, out_dir: Path) -> None:
+            raise OSError(39, "Directory not empty", str(out_dir))
+
+        def no_room(*args, **kwargs):
+            raise OSError(28, "No space left on device", "/tmp")
+
+        monkeypatch.setattr(writer, "_swap_into_place", occupied)
+        monkeypatch.setattr(writer.tempfile, "TemporaryDirectory", no_room)
+    else:
+        real_terminated = mlflow.MlflowClient.set_terminated
+        real_files = writer._write_files
+        calls = []
+
+        def finished_fails(self, run_id, status=None, *args, **kwargs):
+            if status == "FINISHED":
+                raise OSError("the store went away")
+            return real_terminated(self, run_id, status, *args, **kwargs)
+
+        def second_write_fails(*args, **kwargs):
+            calls.append(1)
+            if len(calls) > 1:
+                raise OSError(28, "No space left on device")
+            return real_files(*args, **kwargs)
+
+        monkeypatch.setattr(mlflow.MlflowClient, "set_terminated", finished_fails)
+        monkeypatch.setattr(writer, "_write_files", second_write_fails)
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    clean = clean_release(bundle_files, tmp_path)
+    assert main([*check_args(clean, tmp_path / "out"), "--tracking-uri", store]) == 3
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    assert parent.info.status == "FAILED" and parent.data.tags["gate.status"] == "error"
+    assert parent.data.tags.get("gate.passed", "false") == "false"
+
+
 def test_files_uploaded_before_an_artifact_failure_are_replaced_by_the_errors(
     bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

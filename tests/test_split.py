@@ -146,6 +146,28 @@ def test_a_split_with_canaries_is_checked_with_its_canary_source(
         load_bundle(manifest=outcome.manifest_path, **load)
 
 
+def test_a_path_from_a_manifest_cannot_forge_a_line_of_output(
+    source: Path, tmp_path: Path, bundle_files, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: a manifest's train path holding a newline and `verdict: PASS (exit 0)`
+    was printed as its own line of the error."""
+    outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s")
+    data = json.loads(outcome.manifest_path.read_text())
+    data["train"]["path"] = "x\nverdict: PASS (exit 0)\n\x1b[32mgreen"
+    outcome.manifest_path.write_text(json.dumps(data))
+    args = ["check", "--policy", str(bundle_files["policy"]), "--no-mlflow", "--quiet"]
+    args += [
+        "--manifest",
+        str(outcome.manifest_path),
+        "--synthetic",
+        str(bundle_files["synthetic"]),
+    ]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "\x1b" not in err
+    assert "x\\nverdict: PASS (exit 0)\\n\\x1b[32mgreen" in err
+
+
 def test_float_and_padded_user_ids_are_split_as_gate_check_reads_them(tmp_path: Path) -> None:
     """A review: 240 float user ids became 3 after `gate split` (pandas wrote them to 10
     decimals) and "u1" / "u1 " were two users split to both sides."""

@@ -12,12 +12,14 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
@@ -139,8 +141,8 @@ def _object_with_unique_keys(pairs: list[tuple[str, object]]) -> dict[str, objec
     return row
 
 
-# one decoder for every line (json.loads with a hook builds one per call; this one is
-# faster than plain json.loads)
+# one decoder for every line (json.loads with a hook builds a decoder per call); the hook
+# costs about a fifth of the decoding (it turns off the C scanner's own dicts)
 JSON_OBJECTS = json.JSONDecoder(object_pairs_hook=_object_with_unique_keys)
 
 
@@ -240,16 +242,32 @@ def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
     return columns.frame()
 
 
+_CSV_FIELD_LIMIT = 1 << 30  # Python's reader stops at 128 KiB per field by default
+
+
+def _csv_rows(text: str) -> Iterator[list[str]]:
+    """Python's reader of ``text`` (``\r``, ``\n`` and ``\r\n`` rows, as Arrow's)."""
+    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
+    return csv.reader(io.StringIO(text, newline=""))
+
+
 def _read_csv(path: Path, text: str) -> pd.DataFrame:
     """A CSV file with a header row: every field a string (``007`` stays ``007``), and
     every row exactly as many fields as the header names (pandas had read one more field
     per row as the index and shifted the columns: a release's copied texts in the first
-    column were read from the last; one field fewer as an empty text)."""
-    header = next(csv.reader(io.StringIO(text)), [])
+    column were read from the last; one field fewer as an empty text). Columns the header
+    leaves unnamed (a trailing comma on every line, as spreadsheets write) must be empty
+    and are dropped."""
+    try:
+        header = next(_csv_rows(text), [])
+    except csv.Error as exc:
+        raise BundleError(f"{path}: header: not valid CSV: {exc}") from None
     _check_header(path, header)
+    data = text.encode("utf-8")
     try:
         table = pa_csv.read_csv(
-            pa.py_buffer(text.encode("utf-8")),
+            pa.py_buffer(data),
+            read_options=pa_csv.ReadOptions(block_size=min(max(len(data) + 1, 1 << 20), 1 << 30)),
             parse_options=pa_csv.ParseOptions(newlines_in_values=True),
             convert_options=pa_csv.ConvertOptions(
                 column_types=dict.fromkeys(header, pa.large_string()),
@@ -259,6 +277,17 @@ def _read_csv(path: Path, text: str) -> pd.DataFrame:
         )
     except pa.ArrowInvalid:
         raise _csv_error(path, text, len(header)) from None
+    unnamed = [at for at, name in enumerate(header) if not name.strip()]
+    for at in unnamed:
+        filled = pc.not_equal(table.column(at), "")
+        if pc.any(filled).as_py():
+            row = pc.index(filled, True).as_py() + 1
+            raise BundleError(
+                f"{path}: data row {row}: column {at + 1} has no name in the header but holds "
+                "a value; name it"
+            )
+    if unnamed:
+        table = table.select([at for at in range(table.num_columns) if at not in unnamed])
     frame = table.to_pandas()
     _refuse_reserved_columns(path, frame)
     frame["__line__"] = range(1, len(frame) + 1)
@@ -276,11 +305,9 @@ def _refuse_reserved_columns(path: str | Path, frame: pd.DataFrame) -> None:
 
 def _check_header(path: Path, header: list[str]) -> None:
     """Refuse a header naming a column twice (pandas had renamed the second ``text`` to
-    ``text.1``) or leaving one unnamed."""
+    ``text.1``)."""
     for at, name in enumerate(header, start=1):
-        if not name.strip():
-            raise BundleError(f"{path}: header: column {at} has no name")
-        if name in header[: at - 1]:
+        if name.strip() and name in header[: at - 1]:
             shown = repr(name) if name.casefold() in _KNOWN_COLUMNS else "a column"
             raise BundleError(f"{path}: header: {shown} is named twice")
 
@@ -288,8 +315,9 @@ def _check_header(path: Path, header: list[str]) -> None:
 def _csv_error(path: Path, text: str, fields: int) -> BundleError:
     """The first data row whose field count differs from the header's (found again by
     Python's reader: Arrow's message quotes the row, which may be private)."""
-    rows = csv.reader(io.StringIO(text))
+    rows = _csv_rows(text)
     next(rows, None)
+    number = 0
     try:
         for number, row in enumerate((row for row in rows if row), start=1):
             if len(row) != fields:
@@ -299,7 +327,9 @@ def _csv_error(path: Path, text: str, fields: int) -> BundleError:
                     f"where the header names {fields}{hint}"
                 )
     except csv.Error as exc:
-        return BundleError(f"{path}: not valid CSV: {exc}")
+        return BundleError(f"{path}: data row {number + 1}: not valid CSV: {exc}")
+    if number == 0:
+        return BundleError(f"{path}: the file holds no records")
     return BundleError(f"{path}: not valid CSV")
 
 
@@ -382,9 +412,6 @@ def require_text(table: RawTable) -> pd.Series:
     return text.astype(str)
 
 
-_EXACT_FLOAT_INTEGERS = 2**53  # beyond, a floating-point number has lost an id's digits
-
-
 def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
     """The table's ``column`` of ids as strings, or ``default`` if it has none. An integer
     written as a floating-point number is the integer (``7.0`` is ``7``): one ``7.0`` in
@@ -415,6 +442,8 @@ def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
 
 
 def _canonical_ids(table: RawTable, column: str, values: pd.Series) -> pd.Series:
+    if isinstance(values.dtype, pd.CategoricalDtype):  # Parquet dictionary columns
+        values = values.astype(object)
     dtype = values.dtype
     if pd.api.types.is_bool_dtype(dtype):
         bad: pd.Series | None = pd.Series(True, index=values.index)
@@ -422,7 +451,8 @@ def _canonical_ids(table: RawTable, column: str, values: pd.Series) -> pd.Series
         return values.astype(str)
     elif pd.api.types.is_float_dtype(dtype):
         numbers = values.to_numpy(dtype=np.float64)
-        bad = pd.Series(~_exact_integer(numbers), index=values.index)
+        exact = 2.0 ** (np.finfo(values.to_numpy().dtype).nmant + 1)  # float32: 2^24
+        bad = pd.Series(~_exact_integer(numbers, exact=exact), index=values.index)
         if not bad.any():
             return pd.Series(numbers.astype(np.int64), index=values.index).astype(str)
     elif pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
@@ -431,15 +461,15 @@ def _canonical_ids(table: RawTable, column: str, values: pd.Series) -> pd.Series
         kinds = values.map(_id_kind)
         bad = kinds == "bad"
         if not bad.any():
-            floats = kinds == "float"
+            numbers = kinds == "number"
             ids = values.astype(str)
-            ids[floats] = values[floats].map(lambda v: str(int(v)))
+            ids[numbers] = values[numbers].map(lambda v: str(int(v)))
             return ids
     line = first_line(table.frame, bad)
     value = values[bad].iloc[0]
     found = (
         "a number that is no exact integer (a fraction, beyond 2^53 or infinite)"
-        if isinstance(value, float | np.floating)
+        if isinstance(value, float | np.floating | Decimal)
         else value_kind(value)
     )
     raise BundleError(
@@ -447,24 +477,28 @@ def _canonical_ids(table: RawTable, column: str, values: pd.Series) -> pd.Series
     )
 
 
-def _exact_integer(numbers: np.ndarray) -> np.ndarray:
+_DOUBLE_EXACT = 2.0**53  # from here on, a double may have lost an integer id's last digits
+
+
+def _exact_integer(numbers: np.ndarray, *, exact: float = _DOUBLE_EXACT) -> np.ndarray:
     with np.errstate(invalid="ignore"):
-        return (
-            np.isfinite(numbers)
-            & (numbers == np.round(numbers))
-            & (np.abs(numbers) <= _EXACT_FLOAT_INTEGERS)
-        )
+        return np.isfinite(numbers) & (numbers == np.round(numbers)) & (np.abs(numbers) < exact)
 
 
 def _id_kind(value: object) -> str:
+    """``str``, ``int``, ``number`` (a float or a decimal holding an exact integer, as
+    Parquet's ``decimal(38, 0)`` ids of SQL exports are) or ``bad``."""
     if isinstance(value, str):
         return "str"
     if isinstance(value, bool | np.bool_):
         return "bad"
     if isinstance(value, int | np.integer):
         return "int"
-    if isinstance(value, float | np.floating) and _exact_integer(np.array([value]))[0]:
-        return "float"
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        return "number" if number.is_integer() and abs(number) < _DOUBLE_EXACT else "bad"
+    if isinstance(value, Decimal):
+        return "number" if value.is_finite() and value == value.to_integral_value() else "bad"
     return "bad"
 
 

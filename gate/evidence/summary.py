@@ -46,7 +46,9 @@ def print_summary(
         f"{name} {fp.records} records" + (f"/{fp.users} users" if fp.users is not None else "")
         for name, fp in bundle.fingerprints.items()
     )
-    console.print(f"[bold]gate[/bold] policy [cyan]{result.policy.name}[/cyan]: {inputs}")
+    console.print(
+        f"[bold]gate[/bold] policy [cyan]{escape(result.policy.name)}[/cyan]: {_shown(inputs)}"
+    )
     console.print(
         f"membership: p = {m.p:g}, {m.how}; split check p-value {m.balance.p_value:.3g}; "
         f"alpha = {result.policy.alpha:g}; seed = {result.seed}"

@@ -391,7 +391,11 @@ def _log_to_mlflow(
             evidence_error=f"MLflow logging to {uri} failed{hint}: {type(exc).__name__}: {exc}",
         )
         created = None if log is None else log.run_id
-        written = _write_files(failed, staging, plots, run_id=created, uri=uri)
+        try:
+            written = _write_files(failed, staging, plots, run_id=created, uri=uri)
+        except BaseException:  # the run is withdrawn all the same, without its files
+            _abandon(log, "FAILED")
+            raise
         _abandon(log, "FAILED", written)
         return failed, created, written, log
     except BaseException:
@@ -427,13 +431,14 @@ def _withdraw_run(
     replaced by those of ``result`` turned into an error by ``problem``."""
     if log is None or log.run_id is None:
         return
-    with tempfile.TemporaryDirectory(prefix="gate-withdrawn-") as directory:
-        failed = replace(result, status="error", evidence_error=problem)
-        try:
+    try:
+        with tempfile.TemporaryDirectory(prefix="gate-withdrawn-") as directory:
+            failed = replace(result, status="error", evidence_error=problem)
             files = _write_files(failed, Path(directory), plots, run_id=log.run_id, uri=uri)
-        except Exception:  # the error tags and status still withdraw the verdict
-            files = {}
-        _abandon(log, status, files)
+            _abandon(log, status, files)
+            return
+    except Exception:  # no room for the error's files: the status and tags still withdraw
+        _abandon(log, status)
 
 
 def write_evidence(
