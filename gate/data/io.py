@@ -246,7 +246,7 @@ _CSV_FIELD_LIMIT = 1 << 30  # Python's reader stops at 128 KiB per field by defa
 
 
 def _csv_rows(text: str) -> Iterator[list[str]]:
-    """Python's reader of ``text`` (``\r``, ``\n`` and ``\r\n`` rows, as Arrow's)."""
+    """Python's reader of ``text`` (rows ending in CR, LF or CR LF, as Arrow's)."""
     csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
     return csv.reader(io.StringIO(text, newline=""))
 
@@ -446,7 +446,7 @@ def _canonical_ids(table: RawTable, column: str, values: pd.Series) -> pd.Series
         values = values.astype(object)
     dtype = values.dtype
     if pd.api.types.is_bool_dtype(dtype):
-        bad: pd.Series | None = pd.Series(True, index=values.index)
+        bad = pd.Series(True, index=values.index)
     elif pd.api.types.is_integer_dtype(dtype):
         return values.astype(str)
     elif pd.api.types.is_float_dtype(dtype):
