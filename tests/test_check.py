@@ -202,15 +202,20 @@ def test_unavailable_audit_exits_3(
     assert "not available" in read_report(out)["audits"]["disclosure"]["error"]
 
 
-def test_one_failing_audit_among_passing_ones_is_not_a_pass(bundle_files: dict[str, Path]) -> None:
-    loaded = load_policy(bundle_files["policy"])
+def gate_result(files: dict[str, Path]):
+    """``run_gate`` on the bundle's files (no evidence written)."""
+    loaded = load_policy(files["policy"])
     bundle = load_bundle(
         membership=loaded.policy.membership,
-        train=bundle_files["train"],
-        holdout=bundle_files["holdout"],
-        synthetic=bundle_files["synthetic"],
+        train=files["train"],
+        holdout=files["holdout"],
+        synthetic=files["synthetic"],
     )
-    result = run_gate(loaded, bundle, seed=3)
+    return run_gate(loaded, bundle, seed=3)
+
+
+def test_one_failing_audit_among_passing_ones_is_not_a_pass(bundle_files: dict[str, Path]) -> None:
+    result = gate_result(bundle_files)
     assert result.status == "fail" and not result.passed and result.exit_code == 1
 
 
@@ -223,14 +228,7 @@ def test_an_infinite_check_value_is_written_as_json(
 
     from gate.evidence.writer import MlflowSettings, write_evidence
 
-    loaded = load_policy(bundle_files["policy"])
-    bundle = load_bundle(
-        membership=loaded.policy.membership,
-        train=bundle_files["train"],
-        holdout=bundle_files["holdout"],
-        synthetic=bundle_files["synthetic"],
-    )
-    result = run_gate(loaded, bundle, seed=3)
+    result = gate_result(bundle_files)
     outcome = result.audits["disclosure"]
     infinite = replace(outcome.checks[0], value=math.inf, passed=False)
     result = replace(
