@@ -46,6 +46,11 @@ class MetricSpec:
     kind: Kind = "other"
     chart: str | None = None
 
+    @property
+    def is_point_estimate(self) -> bool:
+        """No confidence level: the metric is no bound."""
+        return self.confidence == "point estimate"
+
     def as_dict(self) -> dict[str, str | None]:
         return {
             "meaning": self.meaning,

@@ -86,8 +86,8 @@ def checks_statement(checks: Sequence[CheckSpec], *, alpha: float) -> str | None
     level. None for a single check."""
     if len(checks) < 2:
         return None
-    bounds = [c for c in checks if c.spec.confidence != "point estimate"]
-    points = [c.metric for c in checks if c.spec.confidence == "point estimate"]
+    bounds = [c for c in checks if not c.spec.is_point_estimate]
+    points = [c.metric for c in checks if c.spec.is_point_estimate]
     parts = [f"The audit fails if any of its {len(checks)} checks fails."]
     if len(bounds) > 1:
         k = len(bounds)

@@ -102,8 +102,9 @@ def _reject_surrogates(path: str | Path, number: int, row: dict) -> None:
     refuse it here, naming the line and field, not deep inside a feature class (or in a
     writer: ``gate split`` failed writing such a record). Keys and nested values too."""
     for key, value in row.items():
-        if _SURROGATE.search(key) or _holds_surrogate(value):
-            field = "a key" if _SURROGATE.search(key) else f"field {key!r}"
+        in_key = _SURROGATE.search(key) is not None
+        if in_key or _holds_surrogate(value):
+            field = "a key" if in_key else f"field {key!r}"
             raise BundleError(
                 f"{path}: line {number}: {field} holds an unpaired surrogate escape "
                 "(\\ud800-\\udfff), which is not Unicode text"
@@ -427,12 +428,15 @@ def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
     if column not in frame.columns:
         return default
     values = frame[column]
-    empty = values.isna() | (values.astype(str).str.strip() == "")
-    if empty.any():
-        line = first_line(frame, empty)
-        raise BundleError(f"{table.path}: line {line}: empty {column!r}")
+    missing = values.isna()
+    if missing.any():
+        raise BundleError(f"{table.path}: line {first_line(frame, missing)}: empty {column!r}")
     ids = _canonical_ids(table, column, values)
-    padded = ids.str.strip() != ids
+    stripped = ids.str.strip()
+    blank = stripped == ""
+    if blank.any():
+        raise BundleError(f"{table.path}: line {first_line(frame, blank)}: empty {column!r}")
+    padded = stripped != ids
     if padded.any():
         raise BundleError(
             f"{table.path}: line {first_line(frame, padded)}: {column!r} has white space "

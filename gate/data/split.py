@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -163,7 +163,8 @@ def split_source(
     body = frame.drop(columns=["split"], errors="ignore")
     entries = {}
     masks = {"train": flags & ~canary, "holdout": ~flags & ~canary, "canary-source": canary}
-    try:
+    manifest_path = out / MANIFEST_NAME
+    try:  # a split without its manifest, or with a cut file, is no split: nothing stays
         for name in names:
             mask = masks[name]
             path = out / f"{name}{suffix}"
@@ -174,51 +175,35 @@ def split_source(
                 records=int(mask.sum()),
                 users=int(np.unique(units[mask]).size),
             )
-    except OSError as exc:
-        _remove_split(outputs, exc, out)
-    except BaseException:  # no split is left half-written, whatever stopped it
-        for path in outputs:
-            path.unlink(missing_ok=True)
-        raise
-    manifest = SplitManifest(
-        p=p,
-        seed=seed,
-        by=by,
-        gate_version=__version__,
-        source=FileEntry(
-            path=os.path.relpath(Path(source).resolve(), out.resolve()),
-            sha256=table.sha256,
-            records=len(frame),
-            users=int(np.unique(units).size),
-        ),
-        train=entries["train"],
-        holdout=entries["holdout"],
-        canary_fraction=canary_fraction,
-        canary_source=entries.get("canary-source"),
-    )
-    manifest_path = out / MANIFEST_NAME
-    try:
+        manifest = SplitManifest(
+            p=p,
+            seed=seed,
+            by=by,
+            gate_version=__version__,
+            source=FileEntry(
+                path=os.path.relpath(Path(source).resolve(), out.resolve()),
+                sha256=table.sha256,
+                records=len(frame),
+                users=int(np.unique(units).size),
+            ),
+            train=entries["train"],
+            holdout=entries["holdout"],
+            canary_fraction=canary_fraction,
+            canary_source=entries.get("canary-source"),
+        )
         atomic_write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
-    except OSError as exc:
-        _remove_split(outputs, exc, out)
-    except BaseException:
+    except BaseException as exc:
         for path in outputs:
             path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise GateError(
+                f"could not write the split to {exc.filename or out}: {exc.strerror or exc}; "
+                "no split was left there"
+            ) from None
         raise
     for name in earlier:  # an earlier split's file this one does not write (canary source)
         (out / name).unlink(missing_ok=True)
     return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
-
-
-def _remove_split(outputs: list[Path], exc: OSError, out: Path) -> NoReturn:
-    """Remove the files of a split that could not be written whole (a split without its
-    manifest, or with a cut file, is no split) and raise the error naming the path."""
-    for path in outputs:
-        path.unlink(missing_ok=True)
-    raise GateError(
-        f"could not write the split to {exc.filename or out}: {exc.strerror or exc}; no "
-        "split was left there"
-    ) from None
 
 
 def _earlier_outputs(manifest_path: Path) -> set[str]:

@@ -112,7 +112,7 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
             out.append(
                 f"<tr><td>{name}</td><td><code>{escape(c.spec.metric)}</code><br><span class=note>"
                 f"{escape(c.spec.description)}</span></td><td class=num>{_num(c.value)}</td>"
-                f"<td>{escape(c.spec.op)}</td><td class=num>{c.spec.threshold:.15g}</td>{word}</tr>"
+                f"<td>{escape(c.spec.op)}</td><td class=num>{c.spec.threshold_text}</td>{word}</tr>"
             )
     out.append("</table>")
     if result.evidence_error:

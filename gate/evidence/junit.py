@@ -37,11 +37,7 @@ def junit_xml(result: GateResult) -> str:
             elif not check.passed:
                 failures += 1
                 spec = check.spec
-                level = (
-                    ""
-                    if spec.spec.confidence == "point estimate"
-                    else f", alpha = {result.policy.alpha:g}"
-                )
+                level = "" if spec.spec.is_point_estimate else f", alpha = {result.policy.alpha:g}"
                 message = (
                     f"{spec.metric} = {check.value:.15g}, must be {spec.bound} "
                     f"({spec.spec.confidence}{level})"

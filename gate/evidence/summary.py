@@ -70,7 +70,7 @@ def print_summary(
                 check.spec.metric,
                 _fmt(check.value),
                 check.spec.op,
-                f"{check.spec.threshold:.15g}",
+                check.spec.threshold_text,
                 f"[{_STYLE[word]}]{_WORD[word]}[/]",
             )
     console.print(table)

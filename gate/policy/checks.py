@@ -35,10 +35,15 @@ class CheckSpec:
         return metric_name(self.subject, self.spec)
 
     @property
+    def threshold_text(self) -> str:
+        """The threshold as the policy wrote it (15 significant digits: 6 had shown
+        0.1234567891 as 0.123457, so a failing 0.12345679 read as a pass)."""
+        return f"{self.threshold:.15g}"
+
+    @property
     def bound(self) -> str:
-        """``op threshold``, the threshold as the policy wrote it (15 significant digits:
-        6 had shown 0.1234567891 as 0.123457, so a failing 0.12345679 read as a pass)."""
-        return f"{self.op} {self.threshold:.15g}"
+        """``op threshold``."""
+        return f"{self.op} {self.threshold_text}"
 
     @classmethod
     def at_most(
