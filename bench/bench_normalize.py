@@ -20,8 +20,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from gate.data.bundle import normalize_text
 from gate.data.confusables import ascii_lookalikes
+from gate.data.normalize import normalize_text
 from gate.demo.corpora import email_threads, make_faker
 from gate.policy.models import TextPolicy
 

@@ -17,8 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from gate.api import split_warnings
-from gate.data.bundle import WHITE_SPACE, Bundle, load_bundle
+from gate.data.bundle import Bundle, load_bundle
 from gate.data.io import dataset_format, dataset_table
+from gate.data.normalize import WHITE_SPACE
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, SplitCheck
 
@@ -470,8 +471,8 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
     """The former pandas implementation (Python's re and unicodedata on every text)."""
     import re
 
-    from gate.data.bundle import invisible_ranges
     from gate.data.confusables import fold_confusables
+    from gate.data.normalize import invisible_ranges
 
     pattern = "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in invisible_ranges()) + "]"
     if policy.strip_invisible:
@@ -495,8 +496,8 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
     as Python's re and unicodedata on each, for every policy, on random code points of
     every plane, invisible characters between letters and accents, full-width forms and
     Hangul jamo; the series' index and chunks do not matter."""
-    import gate.data.bundle as bundle_module
-    from gate.data.bundle import invisible_ranges, normalize_text
+    import gate.data.normalize as normalize_module
+    from gate.data.normalize import invisible_ranges, normalize_text
     from gate.policy.models import TextPolicy
 
     rng = np.random.default_rng(5)
@@ -528,7 +529,7 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
     series.index += 7
     series.name = "text"
     for rows in (1 << 16, 7):  # texts per slice: many slices per Arrow chunk, or none
-        monkeypatch.setattr(bundle_module, "_NORMALIZE_ROWS", rows)
+        monkeypatch.setattr(normalize_module, "_NORMALIZE_ROWS", rows)
         for form in ("NFKC", "NFC", "none"):
             for strip, fold in ((True, True), (True, False), (False, True), (False, False)):
                 for casefold in (False, True):
@@ -559,7 +560,7 @@ DEFAULT_IGNORABLE = (
 def test_every_default_ignorable_code_point_is_stripped_and_a_braille_blank_is_a_space() -> None:
     """A review hid verbatim copies behind U+180B (a Mongolian variation selector), one in
     every word, and joined whole records into one token with U+2800 (braille blank)."""
-    from gate.data.bundle import normalize_text
+    from gate.data.normalize import normalize_text
     from gate.policy.models import TextPolicy
 
     points = [c for lo, hi in DEFAULT_IGNORABLE for c in range(lo, hi + 1)]

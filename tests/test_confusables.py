@@ -125,7 +125,7 @@ def test_letters_fold_in_words_of_latin_letters_and_lookalikes_only() -> None:
     scripts (Пpивeт, lسلlم, שלlם, /ート); lookalike letters fold only in words without a
     letter of another script that has no ASCII lookalike; punctuation and digits fold
     everywhere."""
-    from gate.data.bundle import normalize_text
+    from gate.data.normalize import normalize_text
     from gate.policy.models import TextPolicy
 
     others = [
@@ -147,7 +147,7 @@ def test_letters_fold_in_words_of_latin_letters_and_lookalikes_only() -> None:
 def test_lookalikes_through_compatibility_forms_and_dots() -> None:
     """A review: lunate sigma (NFKC makes it ς), dotless i and j under a dot above, and a
     letter missing from Unicode's list had read as other text than c, i, j and Q."""
-    from gate.data.bundle import normalize_text
+    from gate.data.normalize import normalize_text
     from gate.policy.models import TextPolicy
 
     texts = pd.Series(["\u03f2at \u03f9at", "b\u0131\u0307rd \u0237\u0307am", "\u051aueen"])
@@ -161,8 +161,8 @@ def test_compatibility_lookalikes_fold_in_every_normal_form() -> None:
     none the fold does (they had hidden a copy from the n-gram class there). A
     compatibility form that is not ASCII (½ is 1⁄2) stays unless NFKC takes it; so do
     words of other scripts."""
-    from gate.data.bundle import normalize_text
     from gate.data.confusables import compatibility_lookalikes
+    from gate.data.normalize import normalize_text
     from gate.policy.models import TextPolicy
 
     table = compatibility_lookalikes()
@@ -244,7 +244,7 @@ def test_letters_fold_as_word_by_word() -> None:
 
 def test_normalising_twice_is_normalising_once() -> None:
     """With casefold too (Γ folds only as γ → y): every code point of planes 0 and 1."""
-    from gate.data.bundle import normalize_text
+    from gate.data.normalize import normalize_text
     from gate.policy.models import TextPolicy
 
     points = [c for c in range(0x80, 0x20000) if not 0xD800 <= c <= 0xDFFF]
@@ -255,7 +255,7 @@ def test_normalising_twice_is_normalising_once() -> None:
 
 
 def test_the_policy_switch() -> None:
-    from gate.data.bundle import normalize_text
+    from gate.data.normalize import normalize_text
     from gate.policy.models import TextPolicy
 
     texts = pd.Series(["Jіll Rоsе “called” at ٣:٠٥", "plain"])
