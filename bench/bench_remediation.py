@@ -73,10 +73,10 @@ def run(cmd: list[str]) -> tuple[float, float, int]:
 
 def time_dp_fit(policy: Path, manifest: Path, *, epochs: int) -> dict[str, float]:
     """DP-SGD training at ε = 8 of the same generator on the same train users."""
-    from gate.api import load_policy
     from gate.data.bundle import load_source
     from gate.generators.base import DpSgdSpec
     from gate.generators.reference import ReferenceGenerator
+    from gate.policy.loader import load_policy
     from gate.quiet import quiet_libraries
     from gate.remediation.schedule import default_delta
     from gate.remediation.setup import remediation_setup

@@ -18,7 +18,7 @@ from gate.api import check_release
 from gate.cli import main
 from gate.engines.base import create_engine
 from gate.engines.local import LocalEngine
-from gate.engines.spark import default_parallelism
+from gate.engines.spark_session import default_parallelism
 from gate.errors import InputError
 from gate.features.ngram import NgramDisclosures
 from gate.policy.models import EngineSettings, NgramFeatures
@@ -303,7 +303,7 @@ def test_spark_reads_a_local_dataset_whose_path_has_a_space_or_percent(
 
 
 def test_a_java_error_is_named_by_its_root_cause() -> None:
-    from gate.engines.spark import _root_cause
+    from gate.engines.spark_session import root_cause
 
     trace = (
         "An error occurred while calling o51.getResult.\n"
@@ -313,10 +313,10 @@ def test_a_java_error_is_named_by_its_root_cause() -> None:
         "\tat scala.Option.foreach(Option.scala:437)\n"
         "Caused by: java.io.FileNotFoundException: part-00001.parquet (Permission denied)\n"
     )
-    assert _root_cause(RuntimeError(trace)) == (
+    assert root_cause(RuntimeError(trace)) == (
         "java.io.FileNotFoundException: part-00001.parquet (Permission denied)"
     )
-    assert _root_cause(RuntimeError("[PATH_NOT_FOUND] Path does not exist\nmore")) == (
+    assert root_cause(RuntimeError("[PATH_NOT_FOUND] Path does not exist\nmore")) == (
         "[PATH_NOT_FOUND] Path does not exist"
     )
 
@@ -327,7 +327,7 @@ def test_signals_during_the_start_of_spark_are_deferred() -> None:
     the handlers are restored afterwards, and an ignored signal stays ignored."""
     import signal
 
-    from gate.engines.spark import _signals_deferred
+    from gate.engines.spark_session import signals_deferred
 
     class Stop(Exception):
         """Raised by the handler the gate had before the start."""
@@ -338,7 +338,7 @@ def test_signals_during_the_start_of_spark_are_deferred() -> None:
     before = signal.signal(signal.SIGTERM, stop)
     try:
         received: list[int] = []
-        with pytest.raises(Stop), _signals_deferred(received):
+        with pytest.raises(Stop), signals_deferred(received):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)
             assert received == [signal.SIGTERM]
@@ -347,7 +347,7 @@ def test_signals_during_the_start_of_spark_are_deferred() -> None:
         assert received == [signal.SIGTERM] * 2
         assert signal.getsignal(signal.SIGTERM) is stop
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        with _signals_deferred([]):
+        with signals_deferred([]):
             assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, before)
@@ -665,18 +665,18 @@ def test_only_a_gone_jvm_counts_as_lost() -> None:
     message; a broken or refused gateway connection is the lost-JVM error."""
     from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
 
-    from gate.engines.spark import _lost_jvm
+    from gate.engines.spark_session import lost_jvm
 
     class JavaObjectId:  # the reference Py4J keeps to the Java exception object
         def __init__(self, target_id: str) -> None:
             self._target_id = target_id
 
-    assert _lost_jvm(Py4JNetworkError("Answer from Java side is empty"))
-    assert _lost_jvm(Py4JError("An error occurred while calling o42.count"))
-    assert _lost_jvm(ConnectionRefusedError(111, "Connection refused"))
+    assert lost_jvm(Py4JNetworkError("Answer from Java side is empty"))
+    assert lost_jvm(Py4JError("An error occurred while calling o42.count"))
+    assert lost_jvm(ConnectionRefusedError(111, "Connection refused"))
     answered = Py4JJavaError("An error occurred while calling o7.load", JavaObjectId("o8"))
-    assert not _lost_jvm(answered)
-    assert not _lost_jvm(ValueError("not the JVM"))
+    assert not lost_jvm(answered)
+    assert not lost_jvm(ValueError("not the JVM"))
 
 
 def test_an_out_of_memory_answer_is_an_error_that_says_what_to_change() -> None:
@@ -686,15 +686,16 @@ def test_an_out_of_memory_answer_is_an_error_that_says_what_to_change() -> None:
     Java's OutOfMemoryError is not taken for Spark's."""
     from pyspark.errors import PySparkException
 
-    from gate.engines.spark import SparkEngine, _explain_lost_jvm, _out_of_memory
+    from gate.engines.spark import SparkEngine, _explain_lost_jvm
+    from gate.engines.spark_session import out_of_memory
 
     no_memory = PySparkException(
         message="[UNABLE_TO_ACQUIRE_MEMORY] Unable to acquire 65536 bytes of memory, got 0."
     )
     missing = PySparkException(message="[PATH_NOT_FOUND] Path does not exist: file:/x.")
-    assert _out_of_memory(no_memory) == "UNABLE_TO_ACQUIRE_MEMORY"
-    assert _out_of_memory(missing) is None
-    assert _out_of_memory(ValueError("java.lang.OutOfMemoryError")) is None
+    assert out_of_memory(no_memory) == "UNABLE_TO_ACQUIRE_MEMORY"
+    assert out_of_memory(missing) is None
+    assert out_of_memory(ValueError("java.lang.OutOfMemoryError")) is None
 
     def failing(error: Exception):
         def step(engine: SparkEngine) -> None:

@@ -16,7 +16,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-import gate.api
+import gate.api.check
 from gate.api import check_release
 from gate.evidence.writer import EvidenceWriteError
 from gate.redaction import feature_hash, mask, user_hash
@@ -115,7 +115,7 @@ def test_gx_validation_decides_the_verdict(
 def test_gx_disagreement_is_an_error(
     bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = gate.api.validate_checks
+    real = gate.api.check.validate_checks
 
     def flipped(values, **kwargs) -> SuiteValidation:
         v = real(values, **kwargs)
@@ -128,7 +128,7 @@ def test_gx_disagreement_is_an_error(
             None,
         )
 
-    monkeypatch.setattr(gate.api, "validate_checks", flipped)
+    monkeypatch.setattr(gate.api.check, "validate_checks", flipped)
     outcome = check(bundle, "clean", tmp_path / "out", mlflow=False)
     assert outcome.result.status == "error" and outcome.result.exit_code == 3
     assert "disagree" in (outcome.result.evidence_error or "")
@@ -138,7 +138,7 @@ def test_gx_failure_is_an_error(bundle, tmp_path: Path, monkeypatch: pytest.Monk
     def broken(values, **kwargs):
         raise RuntimeError("suite store unavailable")
 
-    monkeypatch.setattr(gate.api, "validate_checks", broken)
+    monkeypatch.setattr(gate.api.check, "validate_checks", broken)
     outcome = check(bundle, "clean", tmp_path / "out", mlflow=False)
     report = json.loads(outcome.report_path.read_text())
     assert report["passed"] is False and report["status"] == "error"

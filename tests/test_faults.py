@@ -694,7 +694,7 @@ def test_an_unexpected_error_is_one_line_and_exit_3(
     def crash(*args, **kwargs):
         raise ZeroDivisionError("a bug quoting Jane Roe's record")
 
-    monkeypatch.setattr("gate.api.run_gate", crash)
+    monkeypatch.setattr("gate.api.check.run_gate", crash)
     assert main([*check_args(bundle_files, tmp_path / "out"), "--no-mlflow"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err

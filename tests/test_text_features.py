@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import gate.api
+import gate.api.preflight
 from gate.api import precision_warnings, run_gate
 from gate.data.bundle import load_bundle
 from gate.demo.corpora import make_faker, paraphrase, rewrite_release, support_records
@@ -859,10 +859,10 @@ audits:
         "    thresholds: {max_auc: 0.6}\n"
     )
     for native, expected in ((False, 1), (True, 0), (None, 0)):
-        monkeypatch.setattr(gate.api, "native_bfloat16", lambda native=native: native)
+        monkeypatch.setattr(gate.api.preflight, "native_bfloat16", lambda native=native: native)
         assert len(precision_warnings(policy)) == expected
         assert precision_warnings(float32) == ()
-    monkeypatch.setattr(gate.api, "native_bfloat16", lambda: False)
+    monkeypatch.setattr(gate.api.preflight, "native_bfloat16", lambda: False)
     spark = policy.engine.model_copy(update={"name": "spark"})
     on_spark = policy.model_copy(update={"engine": spark})
     assert len(precision_warnings(on_spark)) == 1  # local[2]: this CPU, which emulates

@@ -20,14 +20,10 @@ and fetched by Spark (``binaryFile``) and parsed by the gate's file readers.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import signal
 import sys
-import tempfile
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,17 +32,22 @@ import pandas as pd
 
 from gate.data.io import RawTable, dataset_format, dataset_table, is_uri, read_table
 from gate.engines.base import Engine
+from gate.engines.spark_rows import longer_ngram_rows, ngram_rows, row_schema
+from gate.engines.spark_session import (
+    SESSION_DEFAULTS,
+    SESSION_ENVIRON,
+    answered_errors,
+    default_parallelism,
+    lost_jvm,
+    out_of_memory,
+    root_cause,
+    start_session,
+)
 from gate.errors import BundleError, EngineError
 from gate.features.distinct import distinct_texts
-from gate.features.ngram import (
-    NgramDisclosures,
-    NgramHasher,
-    check_ngram_arguments,
-    hash_key,
-    token_hashes,
-)
+from gate.features.ngram import NgramDisclosures, check_ngram_arguments, hash_key
 from gate.features.ngram_spill import text_sizes
-from gate.features.tokenize import Texts, arrow_texts, tokenize
+from gate.features.tokenize import Texts, arrow_texts
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
 from gate.progress import Progress
@@ -54,236 +55,9 @@ from gate.progress import Progress
 if TYPE_CHECKING:
     from gate.features.pii import PiiOccurrences
 
-SECOND_BASE = 0xC2B2AE3D27D4EB4F  # odd; the base of h2, independent of h1's
 SHUFFLE_CHARS = 8 << 20  # characters of text per shuffle partition (sessions the gate starts)
 _KEY = ["n", "h1", "h2"]
-_ROW_DTYPES = {
-    "n": np.int32,
-    "h1": np.int64,
-    "h2": np.int64,
-    "doc": np.int64,
-    "offset": np.int32,
-    "user": np.int64,
-    "in_s": np.bool_,
-}
 T = TypeVar("T")
-# set for the whole process when a session starts (Spark Connect marks the process as
-# remote; workers run on PYSPARK_PYTHON); close() restores them
-_SESSION_ENVIRON = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "PYSPARK_PYTHON")
-
-
-def _hashed_batch(
-    batch: Any, *, tokenizer: str, lowercase: bool, strip_punctuation: bool, key: str
-) -> tuple[Any, NgramHasher, NgramHasher]:
-    """Tokenise one Arrow batch's ``text`` and hash its tokens under ``key``; the corpus
-    and the two n-gram hashers (bases of h1 and h2)."""
-    corpus = tokenize(
-        batch.column("text"),
-        tokenizer=tokenizer,  # type: ignore[arg-type]
-        lowercase=lowercase,
-        strip_punctuation=strip_punctuation,
-    )
-    ids = token_hashes(corpus.vocab, key=key)[corpus.ids - 1] if corpus.ids.size else corpus.ids
-    return (
-        corpus,
-        NgramHasher(ids, corpus.starts),
-        NgramHasher(ids, corpus.starts, base=SECOND_BASE),
-    )
-
-
-class _RowBuffer:
-    """Columns of n-gram rows ``(n, h1, h2, doc, offset[, user][, in_s])`` of one batch."""
-
-    def __init__(self, batch: Any, corpus: Any, *, with_user: bool, with_flag: bool) -> None:
-        self.corpus = corpus
-        self.docs = batch.column("doc").to_numpy()
-        self.users = batch.column("user").to_numpy() if with_user else None
-        names = ["n", "h1", "h2", "doc", "offset"] + ["user"] * with_user + ["in_s"] * with_flag
-        self.columns: dict[str, list[np.ndarray]] = {k: [] for k in names}
-
-    def add(
-        self,
-        first: NgramHasher,
-        second: NgramHasher,
-        pos: np.ndarray,
-        n: int,
-        in_s: np.ndarray | None = None,
-    ) -> None:
-        record = first.doc[pos]
-        self.columns["n"].append(np.full(pos.size, n, dtype=np.int32))
-        self.columns["h1"].append(first.hashes(pos, n).view(np.int64))
-        self.columns["h2"].append(second.hashes(pos, n).view(np.int64))
-        self.columns["doc"].append(self.docs[record])
-        self.columns["offset"].append((pos - self.corpus.starts[record]).astype(np.int32))
-        if self.users is not None:
-            self.columns["user"].append(self.users[record])
-        if in_s is not None:
-            self.columns["in_s"].append(in_s)
-
-    def table(self) -> Any:
-        import pyarrow as pa
-
-        return pa.table(
-            {
-                k: np.concatenate(v) if v else np.empty(0, dtype=_ROW_DTYPES[k])
-                for k, v in self.columns.items()
-            }
-        )
-
-
-def ngram_rows(
-    batch: Any,
-    *,
-    n_min: int,
-    n_max: int,
-    tokenizer: str,
-    lowercase: bool,
-    strip_punctuation: bool,
-    with_user: bool,
-    key: str,
-) -> Any:
-    """One Arrow record batch of records (``doc``, ``text`` and maybe ``user``) to the
-    rows of every n-gram, ``n_min <= n <= n_max``, that fits in its record (an Arrow
-    table); token hashes under ``key`` (:func:`gate.features.ngram.hash_key`)."""
-    corpus, first, second = _hashed_batch(
-        batch,
-        tokenizer=tokenizer,
-        lowercase=lowercase,
-        strip_punctuation=strip_punctuation,
-        key=key,
-    )
-    rows = _RowBuffer(batch, corpus, with_user=with_user, with_flag=False)
-    for n in range(n_min, n_max + 1):
-        rows.add(first, second, first.positions(n), n)
-    return rows.table()
-
-
-def _all_flagged(flagged: np.ndarray, pos: np.ndarray, span: int) -> np.ndarray:
-    """Whether every position of ``[p, p + span)`` is flagged, for each ``p`` in ``pos``."""
-    unflagged = np.concatenate([[0], np.cumsum(~flagged)])
-    return unflagged[pos + span] == unflagged[pos]
-
-
-def longer_ngram_rows(
-    batch: Any,
-    *,
-    n_min: int,
-    n_max: int,
-    tokenizer: str,
-    lowercase: bool,
-    strip_punctuation: bool,
-    source: bool,
-    key: str,
-) -> Any:
-    """The rows of the n-grams longer than ``n_min`` that can matter, from the flags of
-    each record's ``n_min``-grams (column ``flags``: a list per record).
-
-    Source records (``flags``: structs ``offset, repeated, shared``): an n-gram is hashed
-    if all its ``n_min``-grams occur more than once in the source (it may be repeated;
-    column ``in_s``) or all occur in the release (it may be disclosed). Release records
-    (``flags``: offsets of ``n_min``-grams that occur in the source): an n-gram is hashed
-    if all its ``n_min``-grams occur in the source. Both conditions depend only on the
-    n-gram's tokens, so either every occurrence of an n-gram is hashed or none; an n-gram
-    that is not is unique in the source (counted from the record lengths) or absent from
-    the other corpus.
-    """
-    import pyarrow.compute as pc
-
-    corpus, first, second = _hashed_batch(
-        batch,
-        tokenizer=tokenizer,
-        lowercase=lowercase,
-        strip_punctuation=strip_punctuation,
-        key=key,
-    )
-    flags = batch.column("flags")
-    parent = pc.list_parent_indices(flags).to_numpy()
-    flat = pc.list_flatten(flags)
-    total = corpus.ids.size
-    repeated = np.zeros(total, dtype=bool)
-    shared = np.zeros(total, dtype=bool)
-    if source:
-        at = corpus.starts[parent] + flat.field("offset").to_numpy()
-        repeated[at[flat.field("repeated").to_numpy(zero_copy_only=False)]] = True
-        shared[at[flat.field("shared").to_numpy(zero_copy_only=False)]] = True
-    else:
-        shared[corpus.starts[parent] + flat.to_numpy()] = True
-    rows = _RowBuffer(batch, corpus, with_user=source, with_flag=source)
-    for n in range(n_min + 1, n_max + 1):
-        pos = first.positions(n)
-        span = n - n_min + 1
-        may_share = _all_flagged(shared, pos, span)
-        if source:
-            may_repeat = _all_flagged(repeated, pos, span)
-            keep = may_repeat | may_share
-            rows.add(first, second, pos[keep], n, in_s=may_repeat[keep])
-        else:
-            rows.add(first, second, pos[may_share], n)
-    return rows.table()
-
-
-def _schema(with_user: bool, with_flag: bool = False) -> str:
-    user = ", user long" if with_user else ""
-    flag = ", in_s boolean" if with_flag else ""
-    return f"n int, h1 long, h2 long, doc long, offset int{user}{flag}"
-
-
-def _first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an error's message, at most ``limit`` characters (Spark's run
-    to stack traces)."""
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _root_cause(exc: BaseException) -> str:
-    """What a Java exception says went wrong: the last "Caused by:" of its stack trace (a
-    Py4J error's first line is only "An error occurred while calling o51.getResult."),
-    else its first line."""
-    causes = [
-        line.strip()[len("Caused by:") :].strip()
-        for line in str(exc).splitlines()
-        if line.strip().startswith("Caused by:")
-    ]
-    return _first_line(RuntimeError(causes[-1])) if causes else _first_line(exc)
-
-
-def _answered_errors() -> tuple[type[Exception], ...]:
-    """The errors of a JVM that answered (PySpark's, and Py4J's Java exceptions where the
-    client has Py4J): a failed read or query, not a lost connection."""
-    from pyspark.errors import PySparkException
-
-    try:
-        from py4j.protocol import Py4JJavaError
-    except ImportError:  # a Spark Connect client without Py4J
-        return (PySparkException,)
-    return (PySparkException, Py4JJavaError)
-
-
-def _lost_jvm(exc: BaseException) -> bool:
-    """Py4J's errors other than a Java exception the JVM answered with, or a refused
-    connection to the JVM's gateway: the JVM is gone."""
-    if isinstance(exc, ConnectionError):
-        return True
-    if isinstance(exc, _answered_errors()):
-        return False
-    try:
-        from py4j.protocol import Py4JError
-    except ImportError:  # Spark Connect only: its errors carry their message
-        return False
-    return isinstance(exc, Py4JError)
-
-
-# what Spark's answers say when a task or the JVM ran out of memory
-_OUT_OF_MEMORY = ("SparkOutOfMemoryError", "java.lang.OutOfMemoryError", "UNABLE_TO_ACQUIRE_MEMORY")
-
-
-def _out_of_memory(exc: BaseException) -> str | None:
-    """The out-of-memory error a Java exception the JVM answered with names, if any."""
-    if not isinstance(exc, _answered_errors()):
-        return None
-    text = str(exc)
-    return next((marker for marker in _OUT_OF_MEMORY if marker in text), None)
 
 
 def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
@@ -297,7 +71,7 @@ def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
         try:
             return step(self, *args, **kwargs)
         except Exception as exc:
-            lost, memory = _lost_jvm(exc), _out_of_memory(exc)
+            lost, memory = lost_jvm(exc), out_of_memory(exc)
             if not (lost or memory):
                 raise
             self._failed = True
@@ -351,7 +125,7 @@ class SparkEngine(Engine):
             if active is not None:
                 self._session = active
                 return active
-            self._environ = {name: os.environ.get(name) for name in _SESSION_ENVIRON}
+            self._environ = {name: os.environ.get(name) for name in SESSION_ENVIRON}
             self._session, self._log = start_session(
                 self.settings.spark_master, self.settings.spark_conf
             )
@@ -424,8 +198,8 @@ class SparkEngine(Engine):
                 .select("path", "content")
                 .toArrow()
             )
-        except _answered_errors() as exc:  # a read error, not a lost JVM
-            if _out_of_memory(exc):
+        except answered_errors() as exc:  # a read error, not a lost JVM
+            if out_of_memory(exc):
                 raise  # explained by _explain_lost_jvm
             if "maxResultSize" in str(exc):
                 raise BundleError(
@@ -433,9 +207,7 @@ class SparkEngine(Engine):
                     "spark.driver.maxResultSize; raise it in the policy's engine.spark_conf "
                     "(0: no limit, the default of sessions the gate starts)"
                 ) from None
-            raise BundleError(
-                f"{name}: Spark cannot read the dataset: {_root_cause(exc)}"
-            ) from None
+            raise BundleError(f"{name}: Spark cannot read the dataset: {root_cause(exc)}") from None
         return list(
             zip(files.column("path").to_pylist(), files.column("content").to_pylist(), strict=True)
         )
@@ -600,12 +372,12 @@ class SparkEngine(Engine):
                 release_records = cache(self._records(synthetic_texts))
                 source_short = cache(
                     source_records.mapInArrow(
-                        mapper(ngram_rows, with_user=True, **shortest), _schema(True)
+                        mapper(ngram_rows, with_user=True, **shortest), row_schema(True)
                     )
                 )
                 release_short = cache(
                     release_records.mapInArrow(
-                        mapper(ngram_rows, with_user=False, **shortest), _schema(False)
+                        mapper(ngram_rows, with_user=False, **shortest), row_schema(False)
                     )
                 )
                 lengths = source_short.groupBy("doc").agg(F.max("offset").alias("last"))
@@ -630,7 +402,7 @@ class SparkEngine(Engine):
                 )
                 source_long = source_records.join(flags, on="doc").mapInArrow(
                     mapper(longer_ngram_rows, source=True, n_min=n_min, n_max=config.n_max),
-                    _schema(True, with_flag=True),
+                    row_schema(True, with_flag=True),
                 )
                 release_flags = (
                     release_short.join(occurrences.select(*_KEY), on=_KEY)
@@ -639,7 +411,7 @@ class SparkEngine(Engine):
                 )
                 release_long = release_records.join(release_flags, on="doc").mapInArrow(
                     mapper(longer_ngram_rows, source=False, n_min=n_min, n_max=config.n_max),
-                    _schema(False),
+                    row_schema(False),
                 )
                 source = cache(
                     source_short.withColumn("in_s", F.lit(True)).unionByName(source_long)
@@ -723,133 +495,3 @@ def _unique_longer(
         int(np.maximum(tokens - n + 1, 0).sum()) - hashed_per_length.get(n, 0)
         for n in range(n_min + 1, n_max + 1)
     )
-
-
-SESSION_DEFAULTS = {
-    "spark.driver.memory": "4g",  # local[N] runs the tasks in the driver
-    # the driver fetches the datasets' files and the embeddings (3 GB at 1M + 1M + 1M
-    # records); its memory is the limit that matters, and its error names it
-    "spark.driver.maxResultSize": "0",
-}
-
-
-def default_parallelism(session: Any) -> int:
-    """The cores a session's queries run on (Spark's default parallelism). A Spark
-    Connect session has no SparkContext to ask: a range without a partition count is
-    split into that many partitions (or ``spark.sql.leafNodeDefaultParallelism``, where
-    set), so one small query counts them."""
-    if not type(session).__module__.startswith("pyspark.sql.connect"):
-        return int(session.sparkContext.defaultParallelism)
-    from pyspark.sql import functions as F
-
-    spread = session.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
-    return int(spread.agg(F.countDistinct("p")).first()[0])
-
-
-def _refused_setting(exc: Exception) -> bool:
-    """Spark's answer to setting a static or server setting in a session."""
-    condition = exc.getCondition() if hasattr(exc, "getCondition") else None
-    return condition == "CANNOT_MODIFY_CONFIG" or "Cannot modify the value of" in str(exc)
-
-
-def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | None]:
-    """A Spark session on ``master`` (``sc://`` = Spark Connect), quiet: no UI or console
-    progress bars, Spark's log at ERROR, and the JVM's own output (start-up notices, its
-    log) in a log file instead of the user's terminal. Returns the session and the log."""
-    from pyspark.sql import SparkSession
-
-    if master.startswith("sc://"):
-        # a session of its own (getOrCreate would hand back the process's default one,
-        # a caller's); the server's settings (its memory) are set where it starts, a
-        # session's (SQL ones) are this session's alone
-        session = SparkSession.builder.remote(master).create()
-        for key, value in conf.items():
-            try:
-                session.conf.set(key, value)
-            except Exception as exc:
-                session.stop()
-                if not _refused_setting(exc):
-                    raise
-                raise EngineError(
-                    f"the policy's engine.spark_conf sets {key!r}, which a Spark Connect "
-                    f"session cannot change ({type(exc).__name__}: {_first_line(exc)}); set "
-                    f"it where the Connect server at {master} is started, and keep in "
-                    "spark_conf only settings a session may change (such as spark.sql.*)"
-                ) from exc
-        return session, None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("gate")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-    )
-    for key, value in {**SESSION_DEFAULTS, **conf}.items():
-        builder = builder.config(key, value)
-    received: list[int] = []
-    with tempfile.NamedTemporaryFile(prefix="gate-spark-", suffix=".log", delete=False) as log:
-        saved = os.dup(2)
-        try:
-            os.dup2(log.fileno(), 2)  # the JVM, started now, inherits this stderr
-            with _signals_deferred(received):
-                session = builder.getOrCreate()
-        except Exception as exc:
-            _deliver(received)  # a signal that came during a failed start comes first
-            raise EngineError(
-                f"Spark did not start on master {master!r}: {type(exc).__name__}: {exc} "
-                f"(Spark's log: {log.name})"
-            ) from exc
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-    if received:
-        # stopped before the signal's handler runs: an interrupted launch orphaned a JVM
-        session.stop()
-        Path(log.name).unlink(missing_ok=True)
-        _deliver(received)
-        raise EngineError(f"Spark's start was interrupted by signal {received[0]}")
-    session.sparkContext.setLogLevel("ERROR")
-    return session, Path(log.name)
-
-
-def _deliver(received: list[int]) -> None:
-    """Raise the first signal noted again, now that its handler may act on it."""
-    if received:
-        signal.raise_signal(received[0])
-
-
-@contextlib.contextmanager
-def _signals_deferred(received: list[int]) -> Iterator[None]:
-    """SIGTERM and SIGINT are noted in ``received``, not acted on, while the JVM starts:
-    an exception raised inside PySpark's launcher left the JVM running without its parent
-    (a reviewer saw it after a SIGTERM 1.6 s into the start). The caller stops the session
-    and delivers the signal. A second signal is acted on at once (a start that hangs, a
-    YARN queue that is full, can still be interrupted). Python handlers, unlike blocked
-    signals, are not inherited by the JVM. A signal ignored or handled outside Python is
-    left as it is; outside the main thread nothing changes (only it may set handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {
-        s: handler
-        for s in (signal.SIGTERM, signal.SIGINT)
-        if (handler := signal.getsignal(s)) is not None and handler is not signal.SIG_IGN
-    }
-
-    def restore() -> None:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-    def note(signum: int, frame: object) -> None:
-        received.append(signum)
-        if len(received) > 1:
-            restore()
-            signal.raise_signal(signum)
-
-    for s in previous:
-        signal.signal(s, note)
-    try:
-        yield
-    finally:
-        restore()

@@ -1,0 +1,258 @@
+"""What is checked before any work, and the warnings a run carries: the engine the
+command line names, the one audit ``gate canary`` runs, generators and PII entity types
+only a library can check, inputs an enabled audit needs (canary source, ``source_id``),
+and warnings about the split, unused caches and emulated bfloat16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ValidationError
+
+from gate.data.bundle import Bundle
+from gate.engines.base import uses_feature_caches
+from gate.errors import BundleError, InputError
+from gate.features.embeddings import native_bfloat16
+from gate.plugins import ENGINES
+from gate.policy.loader import LoadedPolicy
+from gate.policy.models import (
+    EngineSettings,
+    MembershipPolicy,
+    PiiFeatures,
+    Policy,
+    SemanticFeatures,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
+    """Decide what a split far from the declared ``p`` means under the policy's
+    ``membership.split_check.action``: an input error (``fail``) or a warning (``warn``).
+
+    Raises:
+        BundleError: the split is inconsistent with ``p`` and the action is ``fail``.
+    """
+    if bundle.membership.p != membership.p or (
+        bundle.membership.balance_alpha != membership.split_check.alpha
+    ):
+        raise BundleError(
+            f"the bundle was loaded for membership p = {bundle.membership.p:g} (split check "
+            f"alpha {bundle.membership.balance_alpha:g}) but the policy says p = "
+            f"{membership.p:g} (alpha {membership.split_check.alpha:g}); load it with the "
+            "policy's membership settings"
+        )
+    if bundle.membership.balance_ok:
+        return ()
+    if membership.split_check.action == "fail":
+        raise BundleError(bundle.membership.imbalance_message())
+    return (bundle.membership.imbalance_message(),)
+
+
+def cache_warnings(policy: Policy) -> tuple[str, ...]:
+    """A warning when the policy sets a ``cache_dir`` that its engine does not use
+    (:attr:`gate.engines.base.Engine.uses_feature_caches`; the spark engine analyses and
+    embeds every text on its workers)."""
+    settings: list[PiiFeatures | SemanticFeatures] = [
+        *policy.settings_of(PiiFeatures),
+        *policy.settings_of(SemanticFeatures),
+    ]
+    classes = sorted({s.feature_class for s in settings if s.cache_dir is not None})
+    if not classes or uses_feature_caches(policy.engine):
+        return ()
+    return (
+        f"{' and '.join(classes)} features: cache_dir is not used by the "
+        f"{policy.engine.name} engine (it analyses and embeds every text); the cache is "
+        "neither read nor written",
+    )
+
+
+def precision_warnings(policy: Policy) -> tuple[str, ...]:
+    """A warning when the policy embeds in bfloat16 on a CPU that would emulate it (the
+    verdict does not change; the run is several times slower than in float32). Only
+    this machine's CPU is asked: a Spark cluster's executors are not."""
+    if not any(s.precision == "bfloat16" for s in policy.settings_of(SemanticFeatures)):
+        return ()
+    engine = policy.engine
+    on_this_machine = engine.name == "local" or (
+        engine.name == "spark" and engine.spark_master.startswith("local")
+    )
+    if not on_this_machine:
+        return ()
+    if native_bfloat16() is not False:
+        return ()
+    return (
+        "semantic features: precision bfloat16 on a CPU without bfloat16 matrix instructions "
+        "(AVX512-BF16 or AMX): the encoder emulates it, several times slower than float32 "
+        "(5.5-5.8x slower on an AVX2 CPU); use precision: float32 on this machine",
+    )
+
+
+def _pii_classes(node: object, path: str) -> Iterator[tuple[str, PiiFeatures]]:
+    """Every ``pii`` class configuration in a policy (sub)tree, with its YAML path."""
+    if isinstance(node, PiiFeatures):
+        yield path, node
+    elif isinstance(node, BaseModel):
+        for name in type(node).model_fields:
+            yield from _pii_classes(getattr(node, name), f"{path}.{name}" if path else name)
+    elif isinstance(node, list | tuple):
+        for i, item in enumerate(node):
+            yield from _pii_classes(item, f"{path}[{i}]")
+
+
+def _check_pii_entities(loaded: LoadedPolicy) -> None:
+    """Refuse entity types a ``pii`` class of an enabled audit cannot search, before any
+    work (Presidio knows its recognizers only once loaded: the policy schema cannot).
+
+    Raises:
+        InputError: a type no recognizer of the engine finds, or a spaCy pipeline that is
+            not installed; named by YAML path.
+    """
+    from gate.features.pii import unsearchable_entities
+
+    enabled = loaded.policy.audits.enabled().items()
+    found = (found for name, audit in enabled for found in _pii_classes(audit, f"audits.{name}"))
+    for path, config in found:
+        try:
+            problem = unsearchable_entities(
+                engine=config.engine, spacy_model=config.spacy_model, entities=config.entities
+            )
+        except ModuleNotFoundError as exc:
+            raise InputError(f"{loaded.path}: {path}.spacy_model: {exc.msg}") from None
+        if problem:
+            raise InputError(f"{loaded.path}: {path}.entities: {problem}")
+
+
+def _check_audit_generators(policy: Policy) -> None:
+    """Resolve and validate the generators the enabled audits train (the canary audit's,
+    the profile audit's n-gram generator).
+
+    Raises:
+        InputError: an unknown generator or settings it rejects, named by YAML path.
+    """
+    canary = policy.audits.canary
+    if canary is not None and canary.enabled:
+        from gate.canary.audit import canary_generators
+
+        canary_generators(canary)
+    profile = policy.audits.profile
+    if (
+        profile is not None
+        and profile.enabled
+        and profile.ngram_lbf.enabled
+        and profile.ngram_lbf.generator.enabled
+    ):
+        from gate.profile.ngram_lbf import profile_generator
+
+        profile_generator(profile.ngram_lbf.generator)
+
+
+def check_before_work(loaded: LoadedPolicy) -> None:
+    """What the policy names that only a library can check (generators and their
+    settings, PII entity types): bad input, exit 2, before any file is read or model
+    trained. ``gate policy validate`` runs it too.
+
+    Raises:
+        InputError: named by YAML path.
+    """
+    _check_audit_generators(loaded.policy)
+    _check_pii_entities(loaded)
+
+
+def refuse_unused_canary_source(loaded: LoadedPolicy, canary_source: str | Path | None) -> None:
+    """Refuse ``--canary-source`` when no canary audit would use it (as ``--model``
+    without the profile audit): the user would believe the canaries audited."""
+    canary = loaded.policy.audits.canary
+    if canary_source is not None and (canary is None or not canary.enabled):
+        raise InputError(
+            f"--canary-source {canary_source}: the policy {loaded.path} enables no canary "
+            "audit, so the canary source would go unused (enable audits.canary, or leave "
+            "the option out)"
+        )
+
+
+def require_canary_source(loaded: LoadedPolicy, canary_source: pd.DataFrame | None) -> None:
+    """Refuse, before any work, a bundle without the canary-source records an enabled
+    canary audit crafts its canaries from.
+
+    Raises:
+        InputError: the canary audit is on and there are no canary-source records.
+    """
+    canary = loaded.policy.audits.canary
+    if canary is not None and canary.enabled and (canary_source is None or canary_source.empty):
+        raise InputError(
+            f"{loaded.path}: audits.canary: the canary audit needs canary-source records "
+            "(neither train nor holdout): split with `gate split --canary-fraction` and "
+            "give its manifest, or give --canary-source FILE"
+        )
+
+
+def require_source_ids(
+    loaded: LoadedPolicy, synthetic: pd.DataFrame, path: str | Path | None
+) -> None:
+    """Refuse, before any work, a release without the ``source_id`` links an enabled
+    distinguishability audit plays its game on.
+
+    Raises:
+        InputError: the audit is on and no release record names a source record.
+    """
+    game = loaded.policy.audits.distinguishability
+    if game is None or not game.enabled:
+        return
+    if "source_id" not in synthetic.columns or synthetic["source_id"].isna().all():
+        raise InputError(
+            f"{path or '--synthetic'}: no record has a source_id; {loaded.path}: "
+            "audits.distinguishability needs a release of rewrites whose records name the "
+            "source record they rewrite (a source_id column holding a record_id of the "
+            "source records)"
+        )
+
+
+def only_audit(loaded: LoadedPolicy, name: str) -> LoadedPolicy:
+    config = getattr(loaded.policy.audits, name, None)
+    if config is None or not config.enabled:
+        raise InputError(f"{loaded.path}: audits.{name}: the policy has no enabled {name} audit")
+    if not config.sets_threshold():
+        raise InputError(
+            f"{loaded.path}: audits.{name}.thresholds: set at least one threshold, or the "
+            "audit could never fail"
+        )
+    audits = type(loaded.policy.audits).model_construct(**{name: config})
+    return replace(loaded, policy=loaded.policy.model_copy(update={"audits": audits}))
+
+
+def with_engine(loaded: LoadedPolicy, engine: str | None, spark_master: str | None) -> LoadedPolicy:
+    """The policy with ``--engine``/``--spark-master`` applied, its engine known here."""
+    settings = loaded.policy.engine
+    update = {
+        key: value
+        for key, value in (("name", engine), ("spark_master", spark_master))
+        if value is not None
+    }
+    if update:
+        try:
+            settings = EngineSettings.model_validate({**settings.model_dump(), **update})
+        except ValidationError as exc:
+            flags = " / ".join(
+                f"--{key.replace('name', 'engine').replace('_', '-')}" for key in update
+            )
+            raise InputError(f"{flags}: {exc.errors()[0]['msg']}") from exc
+        loaded = replace(loaded, policy=loaded.policy.model_copy(update={"engine": settings}))
+    if settings.name not in ENGINES.names():
+        where = "--engine" if engine is not None else f"{loaded.path}: engine.name"
+        raise InputError(
+            f"{where}: no engine {settings.name!r} in this installation "
+            f"(available: {', '.join(ENGINES.names())}"
+            + (")" if engine is not None else "; to run here, add --engine local)")
+        )
+    if spark_master is not None and settings.name != "spark":
+        raise InputError(
+            f"--spark-master applies to the spark engine; the engine is {settings.name!r} "
+            "(add --engine spark)"
+        )
+    return loaded

@@ -1,0 +1,143 @@
+"""Text normalisation before any feature is taken: invisible characters removed,
+confusable characters folded to their ASCII lookalikes, the policy's Unicode normal form
+and case folding (README, policy key `text:`); and which texts hold anything visible.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
+from gate.policy.models import TextPolicy
+
+# Invisible beyond Unicode's format characters (category Cf): the rest of Unicode's
+# Default_Ignorable_Code_Point set (DerivedCoreProperties.txt), which renderers draw as
+# nothing, unassigned code points of it included: variation selectors (Mongolian ones
+# too), the combining grapheme joiner, Hangul and Khmer fillers, and the reserved
+# U+2065, U+FFF0-U+FFF8 and plane 14. A review hid verbatim copies behind U+180B, one
+# in every word (each token then differs from train's).
+_ALSO_INVISIBLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2065, 0x2065),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
+)
+# Drawn as a blank of a space's width but not white space (a whole record would be one
+# whitespace token): read as a space.
+_BLANK_LOOKALIKES = "\u2800"
+
+
+@functools.cache
+def invisible_ranges() -> tuple[tuple[int, int], ...]:
+    """Every invisible code point as sorted, disjoint ``(first, last)`` ranges: all of
+    category Cf (zero-width spaces and joiners, bidirectional marks, soft hyphen, tag
+    characters, ...) in this Python's Unicode database, and ``_ALSO_INVISIBLE``."""
+    planes = (range(0x20000), range(0xE0000, 0xE1000))  # where Unicode puts every Cf
+    points = [c for plane in planes for c in plane if unicodedata.category(chr(c)) == "Cf"]
+    points += [c for lo, hi in _ALSO_INVISIBLE for c in range(lo, hi + 1)]
+    return code_point_ranges(points)
+
+
+@functools.cache
+def invisible_pattern() -> str:
+    """A character class of :func:`invisible_ranges` in RE2's syntax (pyarrow's regular
+    expressions)."""
+    return "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in invisible_ranges()) + "]"
+
+
+_NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one slice alive)
+
+
+def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
+    """``texts`` (strings) without invisible characters, then with confusable characters
+    folded to their ASCII lookalikes (:mod:`gate.data.confusables`) in the policy's
+    Unicode normal form, then case-folded if asked. Invisible characters go first: one
+    between a letter and its combining accent would otherwise keep the two from composing.
+
+    A text of ASCII characters only is left as it is by the first three steps (no
+    invisible or folded character is ASCII, and every ASCII character is its own normal
+    form), so they run on the other texts only, found by pyarrow's ``string_is_ascii``
+    (in slices of :data:`_NORMALIZE_ROWS` texts): the invisible characters are removed
+    by pyarrow's regular-expression kernel (RE2) and the normal form is Python's
+    ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of "À" is
+    "A" followed by U+0300).
+    """
+    if policy.fold_confusables:
+        ascii_lookalikes()  # a missing list is an error before any text, not at the first
+    unicode_steps = policy.strip_invisible or policy.fold_confusables
+    if (unicode_steps or policy.normalization != "none") and len(texts):
+        values = pa.array(texts.array)
+        pieces = [  # slices share the column's buffers
+            chunk.slice(start, _NORMALIZE_ROWS)
+            for chunk in (values.chunks if isinstance(values, pa.ChunkedArray) else [values])
+            for start in range(0, len(chunk), _NORMALIZE_ROWS)
+        ]
+        normalized = [_normalized_chunk(piece, policy) for piece in pieces]
+        if any(new is not old for new, old in zip(normalized, pieces, strict=True)):
+            texts = pd.Series(
+                pd.array(pa.chunked_array(normalized, type=values.type), dtype=texts.dtype),
+                index=texts.index,
+                name=texts.name,
+            )
+    if policy.casefold:
+        texts = texts.str.casefold()
+    return texts
+
+
+def _normalized_chunk(values: pa.Array, policy: TextPolicy) -> pa.Array:
+    """:func:`normalize_text`'s first two steps on one Arrow array of strings: ``values``
+    itself when every text is ASCII, else a new array."""
+    other = pc.invert(pc.string_is_ascii(values))
+    changed = pc.filter(values, other)
+    if len(changed) == 0:
+        return values
+    if policy.strip_invisible:
+        changed = pc.replace_substring_regex(changed, pattern=invisible_pattern(), replacement="")
+        changed = pc.replace_substring_regex(
+            changed, pattern=f"[{_BLANK_LOOKALIKES}]", replacement=" "
+        )
+    if policy.normalization != "none" or policy.fold_confusables:
+        changed = pa.array([_normal_form(t, policy) for t in changed.to_pylist()], type=values.type)
+    return pc.replace_with_mask(values, other, changed)
+
+
+def _normal_form(text: str, policy: TextPolicy) -> str:
+    """``text`` folded (``fold_confusables``) on its decomposition, then in the policy's
+    normal form; with ``normalization: none`` folded as it stands."""
+    form = policy.normalization
+    fold = functools.partial(fold_confusables, casefold=policy.casefold)
+    if form == "none":
+        return fold(text, decompose=None) if policy.fold_confusables else text
+    if policy.fold_confusables:
+        text = fold(text, decompose="NFKD" if form == "NFKC" else "NFD")
+    return unicodedata.normalize(form, text)
+
+
+# The characters ``str.isspace()`` is true for (Unicode White_Space, plus the ASCII
+# separators U+001C-U+001F); tests/test_bundle.py checks this against every code point.
+WHITE_SPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# A character that ``str.strip()`` keeps, in RE2's syntax (whose ``\\S`` knows ASCII white
+# space only).
+_NOT_SPACE = "[^" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE) + "]"
+
+
+def visible_texts(texts: pd.Series) -> pd.Series:
+    """Whether each text holds a character that is not white space (one RE2 match each)."""
+    return pd.Series(
+        pc.match_substring_regex(pa.array(texts.array), _NOT_SPACE).to_numpy(zero_copy_only=False),
+        index=texts.index,
+    )

@@ -1,0 +1,215 @@
+"""Starting and stopping a Spark session for the spark engine (quiet, its JVM's output in
+a log file, signals during the JVM's start deferred) and reading what Spark's errors
+mean (a lost JVM, memory, the Java exception's cause).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from gate.errors import EngineError
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message, at most ``limit`` characters (Spark's run
+    to stack traces)."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def root_cause(exc: BaseException) -> str:
+    """What a Java exception says went wrong: the last "Caused by:" of its stack trace (a
+    Py4J error's first line is only "An error occurred while calling o51.getResult."),
+    else its first line."""
+    causes = [
+        line.strip()[len("Caused by:") :].strip()
+        for line in str(exc).splitlines()
+        if line.strip().startswith("Caused by:")
+    ]
+    return first_line(RuntimeError(causes[-1])) if causes else first_line(exc)
+
+
+def answered_errors() -> tuple[type[Exception], ...]:
+    """The errors of a JVM that answered (PySpark's, and Py4J's Java exceptions where the
+    client has Py4J): a failed read or query, not a lost connection."""
+    from pyspark.errors import PySparkException
+
+    try:
+        from py4j.protocol import Py4JJavaError
+    except ImportError:  # a Spark Connect client without Py4J
+        return (PySparkException,)
+    return (PySparkException, Py4JJavaError)
+
+
+def lost_jvm(exc: BaseException) -> bool:
+    """Py4J's errors other than a Java exception the JVM answered with, or a refused
+    connection to the JVM's gateway: the JVM is gone."""
+    if isinstance(exc, ConnectionError):
+        return True
+    if isinstance(exc, answered_errors()):
+        return False
+    try:
+        from py4j.protocol import Py4JError
+    except ImportError:  # Spark Connect only: its errors carry their message
+        return False
+    return isinstance(exc, Py4JError)
+
+
+# what Spark's answers say when a task or the JVM ran out of memory
+OUT_OF_MEMORY_MARKERS = (
+    "SparkOutOfMemoryError",
+    "java.lang.OutOfMemoryError",
+    "UNABLE_TO_ACQUIRE_MEMORY",
+)
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The out-of-memory error a Java exception the JVM answered with names, if any."""
+    if not isinstance(exc, answered_errors()):
+        return None
+    text = str(exc)
+    return next((marker for marker in OUT_OF_MEMORY_MARKERS if marker in text), None)
+
+
+SESSION_DEFAULTS = {
+    "spark.driver.memory": "4g",  # local[N] runs the tasks in the driver
+    # the driver fetches the datasets' files and the embeddings (3 GB at 1M + 1M + 1M
+    # records); its memory is the limit that matters, and its error names it
+    "spark.driver.maxResultSize": "0",
+}
+
+
+def default_parallelism(session: Any) -> int:
+    """The cores a session's queries run on (Spark's default parallelism). A Spark
+    Connect session has no SparkContext to ask: a range without a partition count is
+    split into that many partitions (or ``spark.sql.leafNodeDefaultParallelism``, where
+    set), so one small query counts them."""
+    if not type(session).__module__.startswith("pyspark.sql.connect"):
+        return int(session.sparkContext.defaultParallelism)
+    from pyspark.sql import functions as F
+
+    spread = session.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+    return int(spread.agg(F.countDistinct("p")).first()[0])
+
+
+def _refused_setting(exc: Exception) -> bool:
+    """Spark's answer to setting a static or server setting in a session."""
+    condition = exc.getCondition() if hasattr(exc, "getCondition") else None
+    return condition == "CANNOT_MODIFY_CONFIG" or "Cannot modify the value of" in str(exc)
+
+
+def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | None]:
+    """A Spark session on ``master`` (``sc://`` = Spark Connect), quiet: no UI or console
+    progress bars, Spark's log at ERROR, and the JVM's own output (start-up notices, its
+    log) in a log file instead of the user's terminal. Returns the session and the log."""
+    from pyspark.sql import SparkSession
+
+    if master.startswith("sc://"):
+        # a session of its own (getOrCreate would hand back the process's default one,
+        # a caller's); the server's settings (its memory) are set where it starts, a
+        # session's (SQL ones) are this session's alone
+        session = SparkSession.builder.remote(master).create()
+        for key, value in conf.items():
+            try:
+                session.conf.set(key, value)
+            except Exception as exc:
+                session.stop()
+                if not _refused_setting(exc):
+                    raise
+                raise EngineError(
+                    f"the policy's engine.spark_conf sets {key!r}, which a Spark Connect "
+                    f"session cannot change ({type(exc).__name__}: {first_line(exc)}); set "
+                    f"it where the Connect server at {master} is started, and keep in "
+                    "spark_conf only settings a session may change (such as spark.sql.*)"
+                ) from exc
+        return session, None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("gate")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in {**SESSION_DEFAULTS, **conf}.items():
+        builder = builder.config(key, value)
+    received: list[int] = []
+    with tempfile.NamedTemporaryFile(prefix="gate-spark-", suffix=".log", delete=False) as log:
+        saved = os.dup(2)
+        try:
+            os.dup2(log.fileno(), 2)  # the JVM, started now, inherits this stderr
+            with signals_deferred(received):
+                session = builder.getOrCreate()
+        except Exception as exc:
+            _deliver(received)  # a signal that came during a failed start comes first
+            raise EngineError(
+                f"Spark did not start on master {master!r}: {type(exc).__name__}: {exc} "
+                f"(Spark's log: {log.name})"
+            ) from exc
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    if received:
+        # stopped before the signal's handler runs: an interrupted launch orphaned a JVM
+        session.stop()
+        Path(log.name).unlink(missing_ok=True)
+        _deliver(received)
+        raise EngineError(f"Spark's start was interrupted by signal {received[0]}")
+    session.sparkContext.setLogLevel("ERROR")
+    return session, Path(log.name)
+
+
+def _deliver(received: list[int]) -> None:
+    """Raise the first signal noted again, now that its handler may act on it."""
+    if received:
+        signal.raise_signal(received[0])
+
+
+@contextlib.contextmanager
+def signals_deferred(received: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGINT are noted in ``received``, not acted on, while the JVM starts:
+    an exception raised inside PySpark's launcher left the JVM running without its parent
+    (a reviewer saw it after a SIGTERM 1.6 s into the start). The caller stops the session
+    and delivers the signal. A second signal is acted on at once (a start that hangs, a
+    YARN queue that is full, can still be interrupted). Python handlers, unlike blocked
+    signals, are not inherited by the JVM. A signal ignored or handled outside Python is
+    left as it is; outside the main thread nothing changes (only it may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {
+        s: handler
+        for s in (signal.SIGTERM, signal.SIGINT)
+        if (handler := signal.getsignal(s)) is not None and handler is not signal.SIG_IGN
+    }
+
+    def restore() -> None:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    def note(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) > 1:
+            restore()
+            signal.raise_signal(signum)
+
+    for s in previous:
+        signal.signal(s, note)
+    try:
+        yield
+    finally:
+        restore()
+
+
+# set for the whole process when a session starts (Spark Connect marks the process as
+# remote; workers run on PYSPARK_PYTHON); close() restores them
+SESSION_ENVIRON = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "PYSPARK_PYTHON")
