@@ -418,12 +418,37 @@ def test_each_remediation_round_audits_its_own_training(tmp_path: Path) -> None:
 def test_the_remediation_summary_carries_the_canary_signals() -> None:
     summary = gate_summary(
         {
-            "membership": {"ngram.auc": 0.55},
+            "membership": {"ngram.auc": 0.55, "ngram.epsilon_lower": 0.2},
             "canary": {"bigram.auc": 0.9, "bigram.epsilon_lower": 0.7, "jaccard.auc": 0.6},
         }
     )
     assert summary["auc"] == {"ngram": 0.55, "canary:bigram": 0.9, "canary:jaccard": 0.6}
-    assert summary["epsilon_lower"] == {"canary:bigram": 0.7}
+    # a canary's bound is per canary (n_rep copies), not per user: kept apart
+    assert summary["epsilon_lower"] == {"membership:ngram": 0.2}
+    assert summary["canary_epsilon_lower"] == {"bigram": 0.7}
+
+
+def test_remediation_canary_releases_are_as_large_as_the_remediations(tmp_path: Path) -> None:
+    """The canary audit samples the remediation's release size unless it sets its own."""
+    text = PARROT_POLICY.replace("    sample_size: 400\n    references", "    references")
+    loaded = load_policy(write_policy(tmp_path / "p.yaml", text))
+    assert loaded.policy.audits.canary is not None
+    assert loaded.policy.audits.canary.sample_size is None
+    setup = remediation_setup(loaded, generator=None, method=None)
+    round1 = setup.canary_round_policy(loaded, RoundPlan(1, "dpsgd", 4.0), train_users=100)
+    assert round1.policy.audits.canary is not None
+    assert round1.policy.audits.canary.sample_size == setup.remediation.sample_size == 400
+    own = setup.canary_round_policy(
+        load_policy(
+            write_policy(
+                tmp_path / "q.yaml",
+                PARROT_POLICY.replace("size: 400\n    ref", "size: 90\n    ref"),
+            )
+        ),
+        RoundPlan(1, "dpsgd", 4.0),
+        train_users=100,
+    )
+    assert own.policy.audits.canary is not None and own.policy.audits.canary.sample_size == 90
 
 
 def test_remediation_with_rip_refuses_the_canary_audit(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ training is in test_generators.py and the slow end-to-end test below."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import textwrap
 import time
@@ -629,3 +630,164 @@ def test_an_interrupted_remediation_output_is_recognised_and_a_users_file_is_not
     (out / "round-1" / "notes.txt").unlink()
     (out / "remediation.json").write_text('{"my": "report"}')
     assert not is_remediation_dir(out)
+
+
+# ------------------------------------------------- privacy claims the gate's numbers refute
+
+
+def test_a_round_whose_claim_the_membership_audit_refutes() -> None:
+    """A membership scorer's lower bound on η above what the round claims (its RIP η, or
+    what its accountant's (ε, δ) allows: η(ε) + δ/(e^ε + 1)) refutes the round; at or
+    below it, or with no membership bound, nothing is said."""
+    from gate.remediation.loop import refuted_claim
+
+    rip = RoundPlan(1, "rip", 0.1)
+    gate = {"rip_eta_lower": {"ngram": 0.05, "embedding": 0.2}}
+    message = refuted_claim(rip, privacy=None, gate=gate)
+    assert message is not None and "'embedding'" in message and "1/2 + 0.2 " in message
+    assert "RIP target eta = 0.1" in message and "remediation.rip.replicas" in message
+    assert refuted_claim(rip, privacy=None, gate={"rip_eta_lower": {"ngram": 0.1}}) is None
+    assert refuted_claim(rip, privacy=None, gate={"rip_eta_lower": {}}) is None
+
+    dp = RoundPlan(1, "dpsgd", 1.0)
+    spent = {"epsilon": 1.0, "delta": 0.01}
+    allowed = 1 / (1 + math.exp(-1.0)) - 0.5 + 0.01 / (math.e + 1)  # 0.23375
+    assert refuted_claim(dp, privacy=spent, gate={"rip_eta_lower": {"x": allowed}}) is None
+    message = refuted_claim(dp, privacy=spent, gate={"rip_eta_lower": {"x": allowed + 1e-3}})
+    assert (
+        message is not None
+        and "on a (1, 0.01)-DP generator" in message
+        and "eta = 0.233" in message
+    )
+    assert refuted_claim(RoundPlan(0, "none", None), privacy=None, gate=gate) is None
+
+
+MEMBERSHIP_BLOCK = """\
+  membership:
+    scorers: [ngram]
+    thresholds: {max_auc: 0.99}
+"""
+
+
+def test_a_generator_whose_dp_claim_is_refuted_is_an_error(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A generator that reports ε = 0.1 spent and copies every train record: the
+    membership audit's η bound refutes the claim, the round is an error (exit 3) and its
+    release is deleted, whatever the policy's thresholds say."""
+    text = (
+        GATE_BLOCK + MEMBERSHIP_BLOCK + REMEDIATION.format(generator_config="{private_copies: 1.0}")
+    )
+    text = text.replace("epsilons: [8, 4]", "epsilons: [0.1]")
+    policy = write_policy(tmp_path / "policy.yaml", text)
+    out = tmp_path / "out"
+    assert remediate(policy, corpus, out, "--no-mlflow") == 3
+    report = read(out)
+    assert [r["status"] for r in report["rounds"]] == ["fail", "error"]
+    one = report["rounds"][1]
+    assert one["error"].startswith("the privacy claim is refuted: membership scorer 'ngram'")
+    assert one["gate"]["rip_eta_lower"]["ngram"] > 0.3
+    assert one["release"]["kept"] is False and not (out / "round-1" / "release.jsonl").exists()
+    assert report["release"] is None and report["generator"] is None
+    assert "privacy claim is refuted" in capsys.readouterr().out
+
+
+def test_a_run_that_ends_in_error_approves_no_release(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A round passed but the run ended in error (its MLflow logging failed): neither
+    remediation.json nor the terminal points to the release or generator."""
+    from rich.console import Console
+
+    from gate.remediation.report import approved_round, remediation_dict
+    from gate.remediation.summary import print_remediation
+
+    out = tmp_path / "out"
+    assert remediate(policy_file(tmp_path), corpus, out, "--no-mlflow") == 0
+    capsys.readouterr()
+    passed = read(out)
+    assert passed["release"] == "round-1/release.jsonl"
+    assert passed["privacy_scope"].startswith("A round's accountant epsilon")
+
+    from gate.remediation.loop import RoundRecord
+    from gate.remediation.report import RemediationResult
+    from gate.remediation.utility import ReleaseUtility
+
+    record = RoundRecord(
+        plan=RoundPlan(1, "dpsgd", 8.0),
+        status="pass",
+        seed={},
+        fit={},
+        privacy={"epsilon": 8.0, "delta": 0.025},
+        rip=None,
+        utility=ReleaseUtility(
+            holdout_perplexity=None, distinct_2=0.5, frechet_embedding_distance=None
+        ),
+        gate={"epsilon_lower": {}, "auc": {}},
+        release={"path": "round-1/release.jsonl"},
+        generator_dir="round-1/generator",
+        report="round-1/report",
+        mlflow_run_id=None,
+        gate_run_id=None,
+        seconds={},
+    )
+    result = RemediationResult(
+        status="pass", rounds=(record,), policy={}, settings={}, seed=0, files={"report": out}
+    )
+    assert approved_round(result) is record
+    failed = replace(result, status="error", error="MLflow logging failed: x")
+    assert approved_round(failed) is None
+    data = remediation_dict(failed)
+    assert data["release"] is None and data["generator"] is None and data["passing_round"] is None
+    console = Console(record=True, width=200)
+    print_remediation(failed, console, out_dir=out)
+    shown = console.export_text()
+    assert "release:" not in shown and "generator:" not in shown and "verdict: ERROR" in shown
+    print_remediation(result, console, out_dir=out)
+    shown = console.export_text()
+    assert "release: " in shown and "privacy: A round's accountant epsilon" in shown
+    assert "0.025" in shown  # the δ column
+
+
+def test_a_delta_above_one_over_the_train_users_is_refused(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """About 40 train users: δ = 0.1 would be met by a generator publishing a random
+    user's records; δ = 1/users (the papers' choice) and below are accepted."""
+    text = GATE_BLOCK + REMEDIATION.format(generator_config="{}").replace(
+        "epsilons: [8, 4]", "epsilons: [8, 4]\n    delta: 0.1"
+    )
+    policy = write_policy(tmp_path / "policy.yaml", text)
+    assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
+    err = capsys.readouterr().err
+    assert "remediation.dpsgd.delta: 0.1 is above 1/(train users) = 1/" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        (
+            "thresholds: {max_delta_floor: 0.5}",
+            "audits.profile.thresholds.max_delta_floor: the delta floor is a property of the "
+            "train corpus",
+        ),
+        (
+            "surprisal: {required: true}\n    thresholds: {max_delta: 0.5}",
+            "audits.profile.surprisal.required: the surprisal attack probes a released model",
+        ),
+    ],
+)
+def test_checks_no_round_can_change_are_refused_before_training(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str], profile: str, message: str
+) -> None:
+    text = (
+        GATE_BLOCK
+        + f"  profile:\n    scorers: []\n    ngram_lbf: {{enabled: true}}\n    {profile}\n"
+        + REMEDIATION.format(generator_config="{}")
+    )
+    policy = write_policy(tmp_path / "policy.yaml", text)
+    assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
+    err = capsys.readouterr().err
+    assert message in err and f"{policy}:" in err
+    assert not (tmp_path / "out").exists()

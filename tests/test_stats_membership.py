@@ -26,6 +26,7 @@ from gate.stats.rip import (
     cor8_scale,
     epsilon_from_eta,
     eta_from_epsilon,
+    eta_from_epsilon_delta,
     isotropic_noise,
     replica_sigma,
     rip_eta_ceiling,
@@ -422,6 +423,39 @@ def test_rip_theorem4_round_trip_and_values() -> None:
         assert eta_from_epsilon(epsilon=epsilon_from_eta(eta=eta)) == pytest.approx(eta)
     with pytest.raises(ValueError, match=r"eta must be in \[0, 0.5\); found 0.5"):
         epsilon_from_eta(eta=0.5)
+
+
+def test_eta_of_epsilon_delta_closed_form_and_tightness() -> None:
+    """η(ε, δ) = η(ε) + δ/(e^ε + 1): Theorem 4 at δ = 0; by hand at ε = ln 3, δ = 0.1:
+    0.25 + 0.1/4; attained by the mechanism that reveals membership with probability δ
+    and otherwise answers by ε-randomised response, whose η̂ lower bound stays below it."""
+    for epsilon in (0.0, 0.5, math.log(3), 4.0):
+        assert eta_from_epsilon_delta(epsilon=epsilon, delta=0.0) == pytest.approx(
+            eta_from_epsilon(epsilon=epsilon)
+        )
+    assert eta_from_epsilon_delta(epsilon=math.log(3), delta=0.1) == pytest.approx(0.275)
+    assert eta_from_epsilon_delta(epsilon=0.0, delta=1.0) == 0.5  # capped
+    assert eta_from_epsilon_delta(epsilon=math.inf, delta=0.0) == 0.5
+    with pytest.raises(ValueError, match="delta"):
+        eta_from_epsilon_delta(epsilon=1.0, delta=1.5)
+
+    epsilon, delta, users = 1.0, 0.2, 4000
+    bound = eta_from_epsilon_delta(epsilon=epsilon, delta=delta)
+    rng = np.random.default_rng(11)
+    keep = math.exp(epsilon) / (1 + math.exp(epsilon))  # randomised response: truth kept
+    draws, above, etas = 200, 0, []
+    for _ in range(draws):
+        member = rng.random(users) < 0.5
+        revealed = rng.random(users) < delta
+        truthful = rng.random(users) < keep
+        answer = np.where(revealed | truthful, member, ~member)
+        estimate = rip_eta_from_scores(
+            scores=answer.astype(float), is_train=member, rng=rng, alpha=ALPHA
+        )
+        etas.append(estimate.eta)
+        above += estimate.eta_lower > bound
+    assert np.mean(etas) == pytest.approx(bound, abs=0.01)  # tight: the bound is attained
+    assert above / draws <= slack(draws)
 
 
 def test_rip_estimate_hand_case() -> None:

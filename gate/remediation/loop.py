@@ -36,6 +36,7 @@ from gate.remediation.rip_noise import ReplicaSpread, add_rip_noise, replica_spr
 from gate.remediation.schedule import RoundPlan, default_delta
 from gate.remediation.utility import ReleaseUtility, UtilityMeter
 from gate.results import Status
+from gate.stats.rip import eta_from_epsilon_delta
 
 RELEASE_NAME = "release.jsonl"
 ROUND_FILE = "round.json"
@@ -85,8 +86,17 @@ class RoundRecord:
         return None if self.privacy is None else float(self.privacy["epsilon"])
 
     @property
+    def accountant_delta(self) -> float | None:
+        return None if self.privacy is None else float(self.privacy["delta"])
+
+    @property
     def max_epsilon_lower(self) -> float | None:
         values = self.gate.get("epsilon_lower", {})
+        return max(values.values()) if values else None
+
+    @property
+    def max_canary_epsilon_lower(self) -> float | None:
+        values = self.gate.get("canary_epsilon_lower", {})
         return max(values.values()) if values else None
 
     @property
@@ -138,14 +148,19 @@ class RoundTracker:
 
 
 def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """The per-round privacy figures: the gate's ε̂ (exact lower bound) and phantom rate per
-    disclosure class, the AUC per membership scorer, and the canary audit's AUC and one-run
-    ε̂ per signal (keys ``canary:<signal>``)."""
+    """The per-round privacy figures: lower bounds on a user's ε (per disclosure class the
+    exact ε̂; per membership scorer, keys ``membership:<scorer>``, the one-run ε̂), each
+    disclosure class's phantom rate and p-value, the AUC per membership scorer and canary
+    signal (keys ``canary:<signal>``), the lower bound on RIP η per membership scorer, and
+    the canary audit's one-run ε̂ per signal (``canary_epsilon_lower``: a bound per
+    canary, each inserted ``n_rep`` times, not per user)."""
     out: dict[str, dict[str, float]] = {
         "epsilon_lower": {},
         "phantom_rate": {},
         "p_value": {},
         "auc": {},
+        "rip_eta_lower": {},
+        "canary_epsilon_lower": {},
     }
     for name, value in metrics.get("disclosure", {}).items():
         if not np.isfinite(value):
@@ -163,6 +178,10 @@ def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
         scorer, _, metric = name.rpartition(".")
         if metric == "auc":
             out["auc"][scorer] = value
+        elif metric == "epsilon_lower":
+            out["epsilon_lower"][f"membership:{scorer}"] = value
+        elif metric == "rip_eta_lower":
+            out["rip_eta_lower"][scorer] = value
     for name, value in metrics.get("canary", {}).items():
         if not np.isfinite(value):
             continue
@@ -170,8 +189,47 @@ def gate_summary(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
         if metric == "auc":
             out["auc"][f"canary:{signal}"] = value
         elif metric == "epsilon_lower":
-            out["epsilon_lower"][f"canary:{signal}"] = value
+            out["canary_epsilon_lower"][signal] = value
     return out
+
+
+def refuted_claim(
+    plan: RoundPlan, *, privacy: Mapping[str, Any] | None, gate: Mapping[str, Mapping[str, float]]
+) -> str | None:
+    """Why the gate's measurements refute the round's own privacy claim, if they do: a
+    membership scorer's lower confidence bound on RIP η above the η the round claims
+    (a RIP round's target; for DP-SGD, the η its accountant's (ε, δ) implies,
+    :func:`gate.stats.rip.eta_from_epsilon_delta`). Each bound holds at the policy's α,
+    so a mechanism that keeps its claim is called refuted at most α of the time per
+    scorer. None when the claim stands or the round claims nothing."""
+    bounds = gate.get("rip_eta_lower", {})
+    if not bounds:
+        return None
+    if plan.method == "rip" and plan.target is not None:
+        claimed = plan.target
+        claim = f"the round's RIP target eta = {claimed:g}"
+        hint = (
+            "the spread sigma measured on remediation.rip.replicas half-models is too small "
+            "for this generator: raise remediation.rip.replicas"
+        )
+    elif plan.method == "dpsgd" and privacy is not None:
+        epsilon, delta = float(privacy["epsilon"]), float(privacy["delta"])
+        claimed = eta_from_epsilon_delta(epsilon=epsilon, delta=delta)
+        claim = (
+            f"eta = {claimed:.4g}, the most any attack reaches on a ({epsilon:.4g}, "
+            f"{delta:.3g})-DP generator"
+        )
+        hint = "the generator or its accountant does not deliver the epsilon it reports"
+    else:
+        return None
+    scorer, worst = max(bounds.items(), key=lambda item: item[1])
+    if worst <= claimed:
+        return None
+    return (
+        f"the privacy claim is refuted: membership scorer {scorer!r} tells train users from "
+        f"holdout users with accuracy 1/2 + {worst:.4g} at least (lower confidence bound), "
+        f"above {claim}; {hint}"
+    )
 
 
 SEEDED_NOISE = (
@@ -396,36 +454,41 @@ class RemediationRun:
             ) from exc
         seconds["gate"] = time.perf_counter() - t0
 
+        summary = gate_summary(gated.metrics)
+        status, error = gated.status, gated.error
+        refuted = refuted_claim(plan, privacy=privacy, gate=summary)
+        if refuted is not None and status != "error":
+            status, error = "error", refuted
         release_info: dict[str, Any] = {
             "records": len(texts),
             "sha256": sha256_file(release),
-            "kept": gated.status == "pass",
-            "path": f"round-{plan.index}/{RELEASE_NAME}" if gated.status == "pass" else None,
+            "kept": status == "pass",
+            "path": f"round-{plan.index}/{RELEASE_NAME}" if status == "pass" else None,
         }
         generator_dir = None
-        if gated.status == "pass" and plan.method != "none":
+        if status == "pass" and plan.method != "none":
             target = round_dir / "generator"
             target.mkdir()
             generator.save(target)
             generator_dir = f"round-{plan.index}/generator"
-        if gated.status != "pass":
+        if status != "pass":
             release.unlink()  # a release that failed the gate carries what it leaked
         record = RoundRecord(
             plan=plan,
-            status=gated.status,
+            status=status,
             seed=seed_info,
             fit=fit,
             privacy=privacy,
             rip=rip,
             utility=utility,
-            gate=gate_summary(gated.metrics),
+            gate=summary,
             release=release_info,
             generator_dir=generator_dir,
             report=str(gated.report_path.relative_to(self.out)),
             mlflow_run_id=run_id,
             gate_run_id=gated.mlflow_run_id,
             seconds=seconds,
-            error=gated.error,
+            error=error,
         )
         self.tracker.finish_round(run_id, record)
         atomic_write_text(

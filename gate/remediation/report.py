@@ -90,33 +90,52 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
 
 
+PRIVACY_SCOPE = (
+    "A round's accountant epsilon (DP-SGD, per user, at its delta) or RIP eta covers the "
+    "training of that round's generator and the release sampled from it, taken alone. The "
+    "run as a whole is not differentially private: round 0 trained without DP, every "
+    "round's release was gated on the raw train and holdout records, and whether a round is "
+    "released, and which, depends on those records."
+)
+
+
 def table_rows(rounds: Sequence[RoundRecord]) -> list[dict[str, str]]:
-    """One row per round: round, method, target, accountant ε, ε̂, AUC, perplexity,
-    Fréchet distance, verdict."""
+    """One row per round: round, method, target, accountant ε and δ, ε̂ (disclosure classes
+    and membership scorers), AUC, perplexity, Fréchet distance, verdict; the canary
+    audit's ε̂ (per canary) when a round has one."""
+    canaries = any(r.max_canary_epsilon_lower is not None for r in rounds)
     rows = []
     for r in rounds:
-        rows.append(
-            {
-                "round": str(r.plan.index),
-                "method": r.plan.method,
-                "target": "—"
-                if r.plan.target is None
-                else (
-                    f"ε={r.plan.target:g}" if r.plan.method == "dpsgd" else f"η={r.plan.target:g}"
-                ),
-                "accountant ε": _fmt(r.accountant_epsilon),
-                "ε̂ (max)": _fmt(r.max_epsilon_lower),
-                "AUC (max)": _fmt(r.max_auc),
-                "perplexity": _fmt(r.utility.holdout_perplexity),
-                "Fréchet": _fmt(r.utility.frechet_embedding_distance),
-                "verdict": r.status.upper(),
-            }
-        )
+        row = {
+            "round": str(r.plan.index),
+            "method": r.plan.method,
+            "target": "—"
+            if r.plan.target is None
+            else (f"ε={r.plan.target:g}" if r.plan.method == "dpsgd" else f"η={r.plan.target:g}"),
+            "accountant ε": _fmt(r.accountant_epsilon),
+            "δ": _fmt(r.accountant_delta),
+            "ε̂ (max)": _fmt(r.max_epsilon_lower),
+            "AUC (max)": _fmt(r.max_auc),
+            "perplexity": _fmt(r.utility.holdout_perplexity),
+            "Fréchet": _fmt(r.utility.frechet_embedding_distance),
+            "verdict": r.status.upper(),
+        }
+        if canaries:
+            row = {**row, "canary ε̂": _fmt(r.max_canary_epsilon_lower)}
+            row["verdict"] = row.pop("verdict")  # last
+        rows.append(row)
     return rows
 
 
+def approved_round(result: RemediationResult) -> RoundRecord | None:
+    """The round whose release and generator the run approves: the passing round of a run
+    that passed (a run that ended in error after a round passed, its MLflow logging
+    failing, approves nothing)."""
+    return result.passing_round if result.status == "pass" else None
+
+
 def remediation_dict(result: RemediationResult) -> dict[str, Any]:
-    passing = result.passing_round
+    passing = approved_round(result)
     return {
         "schema_version": 1,
         "kind": "gate-remediation",
@@ -126,6 +145,7 @@ def remediation_dict(result: RemediationResult) -> dict[str, Any]:
         "passing_round": None if passing is None else passing.plan.index,
         "release": None if passing is None else passing.release["path"],
         "generator": None if passing is None else passing.generator_dir,
+        "privacy_scope": PRIVACY_SCOPE,
         "policy": result.policy,
         "settings": result.settings,
         "seed": result.seed,
@@ -152,6 +172,10 @@ def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
     classes = sorted({c for r in rounds for c in r.gate["epsilon_lower"]})
     for c in classes:
         ax.plot(x, [r.gate["epsilon_lower"].get(c) for r in rounds], marker="o", label=f"ε̂ {c}")
+    signals = sorted({s for r in rounds for s in r.gate.get("canary_epsilon_lower", {})})
+    for s in signals:
+        values = [r.gate.get("canary_epsilon_lower", {}).get(s) for r in rounds]
+        ax.plot(x, values, marker="x", linestyle=":", label=f"ε̂ canary {s} (per canary)")
     spent = [r.accountant_epsilon for r in rounds]
     if any(v is not None for v in spent):
         ax.plot(x, spent, marker="s", linestyle="--", color="black", label="accountant ε")
@@ -206,7 +230,9 @@ img{{max-width:100%}}</style></head><body>
 {html.escape(str(result.settings.get("method")))}, generator
 {html.escape(str(result.settings.get("generator")))}, seed {result.seed}.
 ε̂ is the gate's lower confidence bound (an audit proves leakage, never safety); accountant ε
-is what DP-SGD spent at the stated δ, per user.</p>
+is what DP-SGD spent at the δ shown, per user; the canary ε̂ bounds a canary inserted
+n_rep times, not a user.</p>
+<p>{html.escape(PRIVACY_SCOPE)}</p>
 {error}<table><tr>{head}<th></th></tr>{body}</table>
 {image}
 </body></html>

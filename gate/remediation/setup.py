@@ -39,11 +39,20 @@ class RemediationSetup:
 
         Raises:
             InputError: fewer than 2 train users, when the method needs them (RIP trains
-                on halves; DP-SGD's default δ = 1/users must be below 1).
+                on halves; DP-SGD's default δ = 1/users must be below 1); a DP-SGD δ above
+                1/users.
         """
         train = frame[frame["split"] == "train"]
         grouped = train.groupby("user_id", sort=True)["text"].agg(list)
         users = [list(texts) for texts in grouped]
+        delta = self.remediation.dpsgd.delta
+        if self.method == "dpsgd" and delta is not None and users and delta > 1.0 / len(users):
+            raise InputError(
+                f"{self.policy_path}: remediation.dpsgd.delta: {delta:g} is above 1/(train "
+                f"users) = 1/{len(users)}: a generator that publishes a random user's records "
+                "verbatim meets such a guarantee; set delta at most 1/users (the papers' "
+                "choice), better well below (1e-5, or 1/(10 users))"
+            )
         if len(users) < 2:
             if self.method == "rip":
                 raise InputError(
@@ -63,7 +72,8 @@ class RemediationSetup:
     ) -> LoadedPolicy:
         """The policy a round is gated with: its canary audit (if enabled) trains what the
         round trains, the remediation's generator with the round's epochs and DP-SGD
-        budget, so the canary AUC of each round shows what its privacy bought."""
+        budget, sampling releases of the remediation's size (unless the audit sets its own),
+        so the canary AUC of each round shows what its privacy bought."""
         canary = loaded.policy.audits.canary
         if canary is None or not canary.enabled:
             return loaded
@@ -86,6 +96,7 @@ class RemediationSetup:
                 "generator_config": self.generator_config.model_dump(),
                 "epochs": epochs,
                 "privacy": privacy,
+                "sample_size": canary.sample_size or r.sample_size,  # the kept release's
             }
         )
         audits = loaded.policy.audits.model_copy(update={"canary": configured})
@@ -214,6 +225,7 @@ def remediation_setup(
             "private round's release size the exact count of train records, which its ε or "
             "η does not cover)"
         )
+    _refuse_unremediable_checks(loaded)
     canary = loaded.policy.audits.canary
     if chosen == "rip" and canary is not None and canary.enabled:
         raise InputError(
@@ -232,6 +244,34 @@ def remediation_setup(
         generator_config=config,
         policy_path=str(loaded.path),
     )
+
+
+def _refuse_unremediable_checks(loaded: LoadedPolicy) -> None:
+    """Refuse what no round can change, before anything trains: the profile audit's δ
+    floor of the train corpus (``corpus_lbf`` reads the source records only, so every
+    round would fail or pass it alike) and a required surprisal attack (it probes a
+    released model given by ``--model``; ``gate remediate`` gates releases).
+
+    Raises:
+        InputError: named by YAML path.
+    """
+    profile = loaded.policy.audits.profile
+    if profile is None or not profile.enabled:
+        return
+    if profile.thresholds.max_delta_floor is not None:
+        at = policy_location(loaded, ("audits", "profile", "thresholds", "max_delta_floor"))
+        raise InputError(
+            f"{at}: the delta floor is a property of the train corpus, not of a release: no "
+            "remediation round can change it (check it with gate check; remove it from the "
+            "policy gate remediate uses)"
+        )
+    if profile.surprisal.required:
+        at = policy_location(loaded, ("audits", "profile", "surprisal", "required"))
+        raise InputError(
+            f"{at}: the surprisal attack probes a released model (gate check --model); gate "
+            "remediate gates releases and passes no model, so every round would be an "
+            "error (set required: false)"
+        )
 
 
 def with_feature_caches(loaded: LoadedPolicy, cache_dir: Path) -> LoadedPolicy:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from gate.evidence.escape import one_line
-from gate.remediation.report import table_rows
+from gate.remediation.report import PRIVACY_SCOPE, approved_round, table_rows
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 
 def print_remediation(result: RemediationResult, console: Console, *, out_dir: Path) -> None:
-    """The rounds, where the passing round's release and generator are, the run's error,
-    the verdict and the report's path."""
+    """The rounds, where the approved round's release and generator are and what their
+    privacy covers, the run's error, the verdict and the report's path."""
     table = Table(title="Remediation rounds")
     rows = table_rows(result.rounds)
     for column in rows[0] if rows else ():
@@ -27,11 +27,12 @@ def print_remediation(result: RemediationResult, console: Console, *, out_dir: P
         table.add_row(*row.values())
     console.print(table)
     lines: list[str] = []
-    passing = result.passing_round
+    passing = approved_round(result)
     if passing is not None:
         lines.append(f"release: {out_dir / passing.release['path']}")
         if passing.generator_dir:
             lines.append(f"generator: {out_dir / passing.generator_dir}")
+        lines.append(f"privacy: {PRIVACY_SCOPE}")
         if passing.noise_reproducible:
             lines.append(
                 "warning: remediation.secret_noise is false: the round's privacy noise comes "

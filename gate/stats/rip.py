@@ -5,8 +5,9 @@ Definition 1 (§3.3), Theorem 4 (§3.4), Theorem 7, Corollary 8 and Algorithm 1 
 see docs/methods.md §5.
 
 η-RIP (Definition 1, k = n/2): no adversary identifies membership with accuracy above
-1/2 + η. Pure functions: the η↔ε conversions (Theorem 4), the empirical η̂ from a membership
-classifier, and the noise of Corollary 8 and Algorithm 1 (the caller passes the Generator).
+1/2 + η. Pure functions: the η↔ε conversions (Theorem 4, and its (ε, δ) form), the
+empirical η̂ from a membership classifier, and the noise of Corollary 8 and Algorithm 1
+(the caller passes the Generator).
 
 The noise follows Theorem 7, which both are derived from: X has density proportional to
 ``exp(-‖x‖/(cσ))`` on R^d, so ``X = r·U`` with ``U`` uniform on the norm's unit sphere and
@@ -31,6 +32,7 @@ from gate.stats._validate import (
     check_count,
     check_eta,
     check_nonnegative,
+    check_probability,
     check_scores,
 )
 from gate.stats.binomial import clopper_pearson
@@ -45,6 +47,25 @@ def eta_from_epsilon(*, epsilon: float) -> float:
     if math.isinf(epsilon):
         return 0.5
     return 1.0 / (1.0 + math.exp(-epsilon)) - 0.5
+
+
+def eta_from_epsilon_delta(*, epsilon: float, delta: float) -> float:
+    """(ε, δ)-DP implies η-RIP with ``η = (e^ε - 1 + 2δ) / (2(e^ε + 1))``, i.e. Theorem 4's
+    η plus ``δ/(e^ε + 1)``, capped at 1/2; tight.
+
+    A membership test of an (ε, δ)-DP mechanism has ``TPR ≤ e^ε·FPR + δ`` and
+    ``1 - FPR ≤ e^ε·(1 - TPR) + δ`` (Kairouz, Oh and Viswanath, 2015, *The Composition
+    Theorem for Differential Privacy*, Theorem 2.1); the two lines meet at
+    ``FPR = (1 - δ)/(e^ε + 1)``, where the accuracy on a balanced sample,
+    ``(1 + TPR - FPR)/2``, is largest. The mechanism that reveals membership with
+    probability δ and otherwise answers by ε-randomised response attains it. δ = 0 is
+    :func:`eta_from_epsilon`.
+    """
+    check_nonnegative("epsilon", epsilon, allow_inf=True)
+    check_probability("delta", delta)
+    if math.isinf(epsilon):
+        return 0.5
+    return min(0.5, eta_from_epsilon(epsilon=epsilon) + delta / (math.exp(epsilon) + 1.0))
 
 
 def epsilon_from_eta(*, eta: float) -> float:
