@@ -476,7 +476,9 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
 
     pattern = "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in invisible_ranges()) + "]"
     if policy.strip_invisible:
-        texts = texts.map(lambda t: re.sub(pattern, "", t).replace("\u2800", " "))
+        texts = texts.map(
+            lambda t: re.sub("[\u2800\u115f\u1160\u3164\uffa0]", " ", re.sub(pattern, "", t))
+        )
     if policy.fold_confusables:  # the fold itself: tests/test_confusables.py
         decompose = {"NFKC": "NFKD", "NFC": "NFD"}.get(policy.normalization)
         texts = texts.map(
@@ -515,6 +517,8 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
             np.arange(0x660, 0x66A),  # Arabic-Indic digits
             np.arange(0x2010, 0x2027),  # dashes, curly quotes, ellipsis
             np.array([0x41, 0x65, 0x20]),
+            np.arange(0x00, 0x20),  # C0 controls (white space among them)
+            np.arange(0x7F, 0xA0),  # DEL and the C1 controls
         ]
     )
     texts = []
@@ -523,6 +527,7 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
         source = [np.arange(32, 127), points, tricky][i % 3]
         texts.append("".join(map(chr, rng.choice(source, size))))
     texts += ["", "e\u200b\u0301", "\uff21\u0301", "A\u0300", "x\u3164y", "plain ascii"]
+    texts += ["a\x01b\x00c\x7f", "tab\tand\nnew line\x1c\x1f", "e\x08\u0301"]
     series = pd.concat(
         [pd.Series(texts[:1000]), pd.Series(texts[1000:])], ignore_index=True
     )  # two Arrow chunks
@@ -557,16 +562,32 @@ DEFAULT_IGNORABLE = (
 )  # fmt: skip
 
 
+BLANKS = (0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800)  # drawn as a space's blank
+
+
 def test_every_default_ignorable_code_point_is_stripped_and_a_braille_blank_is_a_space() -> None:
     """A review hid verbatim copies behind U+180B (a Mongolian variation selector), one in
-    every word, and joined whole records into one token with U+2800 (braille blank)."""
+    every word, and behind U+0001 after every word's first letter; and joined whole
+    records into one token with U+2800 (braille blank) and U+3164 (Hangul filler, which
+    browsers draw as a space). Control characters that are not white space are invisible
+    too; tab, line breaks and the other white-space controls stay."""
+    import sys
+
     from gate.data.normalize import normalize_text
     from gate.policy.models import TextPolicy
 
-    points = [c for lo, hi in DEFAULT_IGNORABLE for c in range(lo, hi + 1)]
-    texts = pd.Series([f"alpha{chr(c)}beta" for c in points] + ["alpha\u2800beta"])
+    controls = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cc"]
+    hidden = [c for c in controls if not chr(c).isspace()]
+    assert len(hidden) == 65 - 10  # C0, DEL and C1 but \t \n \v \f \r, U+001C-U+001F, NEL
+    ignorable = [c for lo, hi in DEFAULT_IGNORABLE for c in range(lo, hi + 1)]
+    points = [c for c in ignorable if c not in BLANKS] + hidden
+    texts = pd.Series(
+        [f"alpha{chr(c)}beta" for c in points] + [f"alpha{chr(c)}beta" for c in BLANKS]
+    )
     got = normalize_text(texts, TextPolicy()).tolist()
-    assert got == ["alphabeta"] * len(points) + ["alpha beta"]
+    assert got == ["alphabeta"] * len(points) + ["alpha beta"] * len(BLANKS)
+    kept = normalize_text(pd.Series(["a\x01b"]), TextPolicy(strip_invisible=False)).tolist()
+    assert kept == ["a\x01b"]  # the policy's choice
     # a copy with U+180B in every word reads as the copy
     copy = " ".join(f"{w[:2]}\u180b{w[2:]}" for w in ["the", "patient", "called", "about", "her"])
     assert normalize_text(pd.Series([copy]), TextPolicy()).tolist() == [

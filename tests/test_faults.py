@@ -95,8 +95,18 @@ def assert_copies_fail(tmp_path: Path, transform, policy: str) -> None:
         lambda t: unicodedata.normalize("NFKD", t).replace("x", "\uff58"),  # full-width x
         lambda t: t.translate(str.maketrans("aeoxyZ", "аеохуΖ")),  # Cyrillic and Greek
         lambda t: t.translate({48 + d: 0x660 + d for d in range(10)}),  # Arabic-Indic digits
+        lambda t: " ".join(f"{w[0]}\x01{w[1:]}" for w in t.split()),  # a control character
+        lambda t: t.replace(" ", "\u3164"),  # Hangul fillers for spaces (drawn as blanks)
     ],
-    ids=["NFD", "zero-width", "full-width", "lookalike-letters", "other-script-digits"],
+    ids=[
+        "NFD",
+        "zero-width",
+        "full-width",
+        "lookalike-letters",
+        "other-script-digits",
+        "control-in-words",
+        "hangul-filler-spaces",
+    ],
 )
 def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path, transform) -> None:
     assert_copies_fail(tmp_path, transform, MINIMAL_POLICY)

@@ -18,24 +18,32 @@ from gate.policy.models import TextPolicy
 # Invisible beyond Unicode's format characters (category Cf): the rest of Unicode's
 # Default_Ignorable_Code_Point set (DerivedCoreProperties.txt), which renderers draw as
 # nothing, unassigned code points of it included: variation selectors (Mongolian ones
-# too), the combining grapheme joiner, Hangul and Khmer fillers, and the reserved
-# U+2065, U+FFF0-U+FFF8 and plane 14. A review hid verbatim copies behind U+180B, one
-# in every word (each token then differs from train's).
+# too), the combining grapheme joiner, Khmer fillers, and the reserved U+2065,
+# U+FFF0-U+FFF8 and plane 14; and the control characters (category Cc) that are not
+# white space, which terminals and most renderers print as nothing (NUL, U+0001 ...,
+# DEL, the C1 controls but NEL). A review hid verbatim copies behind U+180B, one in every
+# word (each token then differs from train's), and behind U+0001 after every word's
+# first letter.
 _ALSO_INVISIBLE = (
+    (0x0000, 0x0008),
+    (0x000E, 0x001B),
+    (0x007F, 0x0084),
+    (0x0086, 0x009F),
     (0x034F, 0x034F),
-    (0x115F, 0x1160),
     (0x17B4, 0x17B5),
     (0x180B, 0x180F),
     (0x2065, 0x2065),
-    (0x3164, 0x3164),
     (0xFE00, 0xFE0F),
-    (0xFFA0, 0xFFA0),
     (0xFFF0, 0xFFF8),
     (0xE0000, 0xE0FFF),
 )
+# ASCII among them: the only invisible characters an ASCII text can hold
+_ASCII_INVISIBLE = "[\\x00-\\x08\\x0E-\\x1B\\x7F]"
 # Drawn as a blank of a space's width but not white space (a whole record would be one
-# whitespace token): read as a space.
-_BLANK_LOOKALIKES = "\u2800"
+# whitespace token): read as a space. The braille blank, and the Hangul fillers, which are
+# default-ignorable but which text shapers (HarfBuzz: browsers, Android) draw as a
+# spacing blank: a review joined whole records into one token with U+3164 for spaces.
+_BLANK_LOOKALIKES = "\u2800\u115f\u1160\u3164\uffa0"
 
 
 @functools.cache
@@ -65,9 +73,10 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     Unicode normal form, then case-folded if asked. Invisible characters go first: one
     between a letter and its combining accent would otherwise keep the two from composing.
 
-    A text of ASCII characters only is left as it is by the first three steps (no
-    invisible or folded character is ASCII, and every ASCII character is its own normal
-    form), so they run on the other texts only, found by pyarrow's ``string_is_ascii``
+    A text of ASCII characters only is left as it is by the first three steps unless it
+    holds a control character to strip (no other invisible or folded character is ASCII,
+    and every ASCII character is its own normal form), so they run on the other texts
+    only, found by pyarrow's ``string_is_ascii`` and one regular-expression match
     (in slices of :data:`_NORMALIZE_ROWS` texts): the invisible characters are removed
     by pyarrow's regular-expression kernel (RE2) and the normal form is Python's
     ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of "À" is
@@ -97,8 +106,11 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
 
 def _normalized_chunk(values: pa.Array, policy: TextPolicy) -> pa.Array:
     """:func:`normalize_text`'s first two steps on one Arrow array of strings: ``values``
-    itself when every text is ASCII, else a new array."""
+    itself when every text is ASCII (without a control character to strip), else a new
+    array."""
     other = pc.invert(pc.string_is_ascii(values))
+    if policy.strip_invisible:
+        other = pc.or_(other, pc.match_substring_regex(values, _ASCII_INVISIBLE))
     changed = pc.filter(values, other)
     if len(changed) == 0:
         return values

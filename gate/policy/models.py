@@ -167,7 +167,8 @@ class TextPolicy(StrictModel):
         True,
         description="Remove the characters Unicode draws as nothing (Default_Ignorable_Code_"
         "Point: zero-width spaces and joiners, U+FEFF, soft hyphen, variation selectors, "
-        "fillers, tags) and read U+2800 (braille blank) as a space.",
+        "tags; control characters but white space) and read blanks drawn as a space "
+        "(U+2800 braille, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0) as a space.",
     )
     fold_confusables: bool = Field(
         True,
