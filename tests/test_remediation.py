@@ -296,7 +296,9 @@ def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
     assert "warning: remediation.secret_noise is false" in capsys.readouterr().out
 
 
-def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Path) -> None:
+def test_round_zero_pass_keeps_no_private_checkpoint(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     policy = write_policy(
         tmp_path / "policy.yaml",
         # a threshold the parrot stays below (ε̂ >= 50 is beyond any corpus: refused)
@@ -306,10 +308,27 @@ def test_round_zero_pass_keeps_no_private_checkpoint(tmp_path: Path, corpus: Pat
         + REMEDIATION.format(generator_config="{}"),
     )
     out = tmp_path / "out"
-    assert remediate(policy, corpus, out, "--no-mlflow") == 0
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "remediate",
+                "--policy",
+                str(policy),
+                "--manifest",
+                str(corpus),
+                "--out",
+                str(out),
+                "--no-mlflow",
+            ]
+        )
+        == 0
+    )
     report = read(out)
     assert [r["status"] for r in report["rounds"]] == ["pass"]
     assert report["generator"] is None and not (out / "round-0" / "generator").exists()
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "privacy: this release comes from round 0, trained without DP: no epsilon" in shown
 
 
 @pytest.mark.parametrize(

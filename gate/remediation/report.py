@@ -99,6 +99,12 @@ PRIVACY_SCOPE = (
 )
 
 
+NON_PRIVATE_SCOPE = (
+    "this release comes from round 0, trained without DP: no epsilon or eta covers it; the "
+    "gate's audits found no leak they can prove (an audit proves leakage, never safety)"
+)
+
+
 def table_rows(rounds: Sequence[RoundRecord]) -> list[dict[str, str]]:
     """One row per round: round, method, target, accountant ε and δ, ε̂ (disclosure classes
     and membership scorers), AUC, perplexity, Fréchet distance, verdict; the canary

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from gate.evidence.escape import one_line
-from gate.remediation.report import PRIVACY_SCOPE, approved_round, table_rows
+from gate.remediation.report import (
+    NON_PRIVATE_SCOPE,
+    PRIVACY_SCOPE,
+    approved_round,
+    table_rows,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,7 +37,8 @@ def print_remediation(result: RemediationResult, console: Console, *, out_dir: P
         lines.append(f"release: {out_dir / passing.release['path']}")
         if passing.generator_dir:
             lines.append(f"generator: {out_dir / passing.generator_dir}")
-        lines.append(f"privacy: {PRIVACY_SCOPE}")
+        scope = NON_PRIVATE_SCOPE if passing.plan.method == "none" else PRIVACY_SCOPE
+        lines.append(f"privacy: {scope}")
         if passing.noise_reproducible:
             lines.append(
                 "warning: remediation.secret_noise is false: the round's privacy noise comes "
