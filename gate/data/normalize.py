@@ -23,13 +23,15 @@ from gate.policy.models import TextPolicy
 # white space, which terminals and most renderers print as nothing (NUL, U+0001 ...,
 # DEL, the C1 controls but NEL). A review hid verbatim copies behind U+180B, one in every
 # word (each token then differs from train's), and behind U+0001 after every word's
-# first letter.
+# first letter. Also the Arabic tatweel, which only stretches the letters it joins (the
+# review appended it to words to split them under the word tokenizer).
 _ALSO_INVISIBLE = (
     (0x0000, 0x0008),
     (0x000E, 0x001B),
     (0x007F, 0x0084),
     (0x0086, 0x009F),
     (0x034F, 0x034F),
+    (0x0640, 0x0640),
     (0x17B4, 0x17B5),
     (0x180B, 0x180F),
     (0x2065, 0x2065),
@@ -37,6 +39,7 @@ _ALSO_INVISIBLE = (
     (0xFFF0, 0xFFF8),
     (0xE0000, 0xE0FFF),
 )
+_TATWEEL = "\u0640"
 # ASCII among them: the only invisible characters an ASCII text can hold
 _ASCII_INVISIBLE = "[\\x00-\\x08\\x0E-\\x1B\\x7F]"
 # Drawn as a blank of a space's width but not white space (a whole record would be one
@@ -133,7 +136,9 @@ def _normal_form(text: str, policy: TextPolicy) -> str:
         return fold(text, decompose=None) if policy.fold_confusables else text
     if policy.fold_confusables:
         text = fold(text, decompose="NFKD" if form == "NFKC" else "NFD")
-    return unicodedata.normalize(form, text)
+    text = unicodedata.normalize(form, text)
+    # NFKC makes a tatweel of Arabic presentation forms (U+FE71 is tatweel + fathatan)
+    return text.replace(_TATWEEL, "") if policy.strip_invisible else text
 
 
 # The characters ``str.isspace()`` is true for (Unicode White_Space, plus the ASCII
