@@ -37,3 +37,9 @@ def quiet_libraries(*, verbose: bool) -> None:
         logger.setLevel(max(logging.ERROR, logger.level))
     for name in SILENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    root = logging.getLogger()
+    if not root.handlers:
+        # a library's logging.basicConfig (PySpark's Py4J, Opacus) is then a no-op: it
+        # had put every library's INFO records, and Py4J's traceback of an interrupted
+        # call, on the terminal
+        root.addHandler(logging.NullHandler())

@@ -353,6 +353,11 @@ def test_a_dataset_of_other_files_partitions_or_nothing_is_refused() -> None:
         dataset_table("/d", [ok, ("file:/d/part-1.json.gz", b"")], fmt="jsonl")
     with pytest.raises(BundleError, match=r"user=u1/part-0.json: a key=value partition directory"):
         dataset_table("/d", [("file:/d/user=u1/part-0.json", jsonl_bytes("x"))], fmt="jsonl")
+    nested = ("file:/x/d/user=u1/day/part-0.json", jsonl_bytes("x"))  # a level further down
+    with pytest.raises(BundleError, match=r"user=u1/day/part-0.json: a key=value partition"):
+        dataset_table("/x/d", [nested], fmt="jsonl")
+    above = ("file:/runs/k=3/d/sub/part-0.json", jsonl_bytes("x"))  # '=' above the dataset
+    assert len(dataset_table("/runs/k=3/d", [above], fmt="jsonl").frame) == 1
     with pytest.raises(BundleError, match=r"^/d: the dataset holds no data files$"):
         dataset_table("/d", [], fmt="parquet")
     with pytest.raises(BundleError, match=r"^/d: the dataset holds no records$"):

@@ -359,21 +359,29 @@ def test_a_failed_start_restores_the_environment(tmp_path: Path) -> None:
         "import os\n"
         "from gate.engines.spark import SparkEngine\n"
         "from gate.policy.models import EngineSettings\n"
-        "engine = SparkEngine(EngineSettings(name='spark', spark_master='no-such-master'))\n"
-        "try:\n"
-        "    engine.session\n"
-        "except RuntimeError as exc:\n"
-        "    print('failed:', str(exc)[:56])\n"
+        "settings = EngineSettings.model_construct(name='spark', spark_master='local[x]')\n"
+        "engine = SparkEngine(settings)\n"
+        "errors = []\n"
+        "for attempt in range(2):\n"
+        "    try:\n"
+        "        engine.session\n"
+        "    except RuntimeError as exc:\n"
+        "        errors.append(exc)\n"
+        "print('failed:', str(errors[0])[:56], '|', str(errors[0])[56:])\n"
+        "local = engine._local_dir\n"
         "engine.close()\n"
-        "print('PYSPARK_PYTHON' in os.environ)\n"
+        "print('PYSPARK_PYTHON' in os.environ, errors[0] is errors[1], local.exists())\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     run = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
     )
     failed, leaked = run.stdout.splitlines()
-    assert failed.startswith("failed: Spark did not start on master 'no-such-master'")
-    assert leaked == "False", run.stderr
+    assert failed.startswith("failed: Spark did not start on master 'local[x]'")
+    # the reason Spark logged, not PySpark's JAVA_GATEWAY_EXITED; one start, its error
+    # raised again by every later step; its local directory removed
+    assert "Could not parse Master URL" in failed and "JAVA_GATEWAY_EXITED" not in failed
+    assert leaked == "False True False", run.stderr
 
 
 def test_spark_names_the_dataset_it_cannot_read(tmp_path: Path, spark_engine) -> None:
@@ -733,6 +741,8 @@ try:
     with engine:
         gateway = engine.session.sparkContext._gateway
         log = engine._log
+        local = engine._local_dir
+        print("LOCAL DIR", engine.session.conf.get("spark.local.dir") == str(local))
         gateway.proc.kill()
         gateway.proc.wait()
         engine.ngram_disclosures(
@@ -742,6 +752,7 @@ try:
 except RuntimeError as error:
     print("ERROR", error)
     print("LOG KEPT", log is not None and log.exists())
+    print("LOCAL DIR GONE", not local.exists())
 """
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -755,3 +766,61 @@ except RuntimeError as error:
     assert "stopped answering during ngram_disclosures" in done.stdout
     assert "spark.driver.memory" in done.stdout and "Spark's log: " in done.stdout
     assert "LOG KEPT True" in done.stdout
+    # the shuffle files of a JVM that died hold texts: its local directory is removed
+    assert "LOCAL DIR True" in done.stdout and "LOCAL DIR GONE True" in done.stdout
+
+
+def test_an_unreachable_connect_server_is_an_error_at_once() -> None:
+    """The Connect client retries a closed port for about 20 minutes per query (a review's
+    run took an hour to fail): nothing listening is an error in seconds."""
+    from gate.engines.spark_session import start_session
+    from gate.errors import EngineError
+
+    port = _free_port()
+    started = time.perf_counter()
+    with pytest.raises(EngineError, match=rf"no Spark Connect server answers at 127.0.0.1:{port}"):
+        start_session(f"sc://127.0.0.1:{port}", {})
+    assert time.perf_counter() - started < 30
+
+
+@pytest.mark.parametrize(
+    ("where", "master"),
+    [("--spark-master", "foo"), ("--spark-master", "local[0]"), ("policy", "spark://")],
+)
+def test_a_master_spark_cannot_parse_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, master: str
+) -> None:
+    """Exit 2 before anything is read (it had been exit 3 after loading the bundle, with
+    PySpark's JAVA_GATEWAY_EXITED twice, once per audit)."""
+    from gate.cli import main
+
+    text = "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+    text += "    thresholds: {max_epsilon: 1}\n"
+    if where == "policy":
+        text += f"engine: {{name: spark, spark_master: '{master}'}}\n"
+    policy = tmp_path / "p.yaml"
+    policy.write_text(text)
+    args = ["policy", "validate", str(policy)]
+    if where == "--spark-master":
+        args = [
+            "check",
+            "--policy",
+            str(policy),
+            "--synthetic",
+            str(EXAMPLE / "synthetic.jsonl"),
+            "--manifest",
+            str(EXAMPLE / "split" / "split-manifest.json"),
+            "--engine",
+            "spark",
+            "--spark-master",
+            master,
+            "--no-mlflow",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"found {master!r}" in err
+    assert (
+        ("--spark-master" in err) if where == "--spark-master" else ("engine.spark_master" in err)
+    )

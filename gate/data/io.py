@@ -647,6 +647,17 @@ def dataset_format(path: str) -> str:
     )
 
 
+def _folders_below(root: str, name: str) -> list[str]:
+    """The folders of the file ``name`` below the dataset ``root`` (after the last folder
+    named as the root's own last component; the file's parent alone when the listing
+    spells the root otherwise)."""
+    base = root.rstrip("/").rsplit("/", 1)[-1]
+    folders = name.rstrip("/").split("/")[:-1]
+    if base in folders:
+        return folders[len(folders) - folders[::-1].index(base) :]
+    return folders[-1:]
+
+
 def dataset_table(path: str, files: Sequence[tuple[str, bytes]], *, fmt: str) -> RawTable:
     """A dataset (the data files of a directory, listed and fetched by an engine) as one
     :class:`RawTable`: each file parsed by the reader of a single file of that format (the
@@ -678,8 +689,7 @@ def dataset_table(path: str, files: Sequence[tuple[str, bytes]], *, fmt: str) ->
             )
         if DATASET_FORMATS.get(suffix) != fmt:
             raise BundleError(f"{name}: not a {fmt} file, in the {fmt} dataset {path}")
-        folders = name.rstrip("/").split("/")[:-1]
-        if folders and "=" in folders[-1]:
+        if any("=" in folder for folder in _folders_below(str(path), name)):
             raise BundleError(
                 f"{name}: a key=value partition directory; partition columns would be lost, "
                 "so partitioned datasets are not read (write the columns into the files)"

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -48,6 +51,7 @@ from gate.features.distinct import distinct_texts
 from gate.features.ngram import NgramDisclosures, check_ngram_arguments, hash_key
 from gate.features.ngram_spill import text_sizes
 from gate.features.tokenize import Texts, arrow_texts
+from gate.interrupts import raise_if_terminated
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
 from gate.progress import Progress
@@ -107,6 +111,8 @@ class SparkEngine(Engine):
         self._environ: dict[str, str | None] = {}
         self._owned = False  # started here, so stopped here
         self._failed = False  # a step lost the JVM: keep Spark's log for the user
+        self._start_error: EngineError | None = None  # each later step says it again
+        self._local_dir: Path | None = None  # the session's shuffle and spill files
 
     @property
     def session(self) -> Any:
@@ -125,22 +131,55 @@ class SparkEngine(Engine):
             if active is not None:
                 self._session = active
                 return active
+            if self._start_error is not None:
+                raise self._start_error
             self._environ = {name: os.environ.get(name) for name in SESSION_ENVIRON}
-            self._session, self._log = start_session(
-                self.settings.spark_master, self.settings.spark_conf
-            )
+            conf = dict(self.settings.spark_conf)
+            # local[N]: the tasks, and their shuffle files, are this process's JVM's (a
+            # cluster's executors write where their cluster manager tells them)
+            if self.settings.spark_master.startswith("local") and not (
+                "spark.local.dir" in conf or os.environ.get("SPARK_LOCAL_DIRS")
+            ):
+                self._local_dir = Path(tempfile.mkdtemp(prefix="gate-spark-local-"))  # 0700
+                conf["spark.local.dir"] = str(self._local_dir)
+            try:
+                self._session, self._log = start_session(self.settings.spark_master, conf)
+            except EngineError as exc:
+                self._start_error = exc
+                raise
             self._owned = True
         return self._session
 
     def close(self) -> None:
+        self._stop(raise_errors=True)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # an error or interruption in flight is the one reported: a failed stop (the
+        # JVM's connection left out of step by a signal) must not replace it
+        self._stop(raise_errors=kind is None)
+
+    def _stop(self, *, raise_errors: bool) -> None:
+        """Stop a session started here, put the environment back, and remove the
+        session's local directory (shuffle files hold texts: left behind by a JVM that
+        died, they would be private records in a temporary directory) and, unless a step
+        lost the JVM, its log."""
         try:
             if self._session is not None and self._owned:
                 try:
                     self._session.stop()
                 except Exception:
-                    if not self._failed:  # a lost JVM cannot stop; its error was reported
+                    # a lost JVM cannot stop; its error was reported
+                    if raise_errors and not self._failed:
                         raise
         finally:
+            if self._local_dir is not None:
+                shutil.rmtree(self._local_dir, ignore_errors=True)
+                self._local_dir = None
             for name, value in self._environ.items():  # saved before a start, failed or not
                 if value is None:
                     os.environ.pop(name, None)
@@ -199,6 +238,7 @@ class SparkEngine(Engine):
                 .toArrow()
             )
         except answered_errors() as exc:  # a read error, not a lost JVM
+            raise_if_terminated()  # PySpark's read replaced the SIGTERM with its own error
             if out_of_memory(exc):
                 raise  # explained by _explain_lost_jvm
             if "maxResultSize" in str(exc):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -114,6 +116,7 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     from pyspark.sql import SparkSession
 
     if master.startswith("sc://"):
+        _require_answer(master)
         # a session of its own (getOrCreate would hand back the process's default one,
         # a caller's); the server's settings (its memory) are set where it starts, a
         # session's (SQL ones) are this session's alone
@@ -151,10 +154,13 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
                 session = builder.getOrCreate()
         except Exception as exc:
             _deliver(received)  # a signal that came during a failed start comes first
+            reason = _logged_reason(Path(log.name)) or root_cause(exc)
             raise EngineError(
-                f"Spark did not start on master {master!r}: {type(exc).__name__}: {exc} "
-                f"(Spark's log: {log.name})"
+                f"Spark did not start on master {master!r}: {reason} (Spark's log: {log.name})"
             ) from exc
+        except BaseException:  # an interruption PySpark's own SIGINT handler raised
+            Path(log.name).unlink(missing_ok=True)
+            raise
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -166,6 +172,50 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
         raise EngineError(f"Spark's start was interrupted by signal {received[0]}")
     session.sparkContext.setLogLevel("ERROR")
     return session, Path(log.name)
+
+
+CONNECT_PORT = 15002  # Spark Connect's default
+CONNECT_TIMEOUT = 10.0  # seconds to open a connection to a Connect server
+
+
+def _require_answer(master: str) -> None:
+    """Open (and close) a TCP connection to the Spark Connect server of ``master``: the
+    client retries an unreachable server for about 20 minutes per query (a review's run
+    against a closed port took an hour to fail, and its SIGTERM ten minutes more).
+
+    Raises:
+        EngineError: nothing answers at the server's address within
+            :data:`CONNECT_TIMEOUT` seconds.
+    """
+    address = master[len("sc://") :].split("/", 1)[0]
+    host, _, port = address.rpartition(":") if ":" in address else (address, "", "")
+    host = host.strip("[]") or "localhost"
+    try:
+        number = int(port) if port else CONNECT_PORT
+    except ValueError:
+        raise EngineError(f"{master}: the Spark Connect port {port!r} is not a number") from None
+    try:
+        socket.create_connection((host, number), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise EngineError(
+            f"no Spark Connect server answers at {host}:{number} ({master}): "
+            f"{exc.strerror or type(exc).__name__}; start it, or check engine.spark_master "
+            "or --spark-master"
+        ) from None
+
+
+def _logged_reason(log: Path) -> str | None:
+    """The first error line of the JVM's start-up log (a bad master URL or memory
+    setting is named there only; PySpark's exception says JAVA_GATEWAY_EXITED)."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    found = next((line.strip() for line in lines if _LOGGED_ERROR.search(line)), None)
+    return None if found is None else first_line(RuntimeError(found))
+
+
+_LOGGED_ERROR = re.compile(r"(Exception|Error)(: | in thread)")
 
 
 def _deliver(received: list[int]) -> None:

@@ -9,6 +9,7 @@ Synthetic Data* (2026), §6: whitespace tokens, n-grams of
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Annotated, Literal
 
@@ -956,6 +957,13 @@ class Remediation(StrictModel):
     )
 
 
+# the master URLs Spark accepts (SparkContext's own parsing), local-cluster[] left out
+SPARK_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|spark://[^\s/,]+(,[^\s/,]+)*"
+    r"|sc://\S+|yarn|k8s://\S+"
+)
+
+
 class EngineSettings(StrictModel):
     """Where the heavy, data-parallel steps of the disclosure classes run (tokenising and
     hashing, rarity counts, disclosure per record and per user); the statistics, checks
@@ -986,6 +994,18 @@ class EngineSettings(StrictModel):
         description="spark: local[N], spark://host:port (standalone) or sc://host:port "
         "(Spark Connect).",
     )
+
+    @field_validator("spark_master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        if not SPARK_MASTER.fullmatch(master):
+            raise ValueError(
+                "must be local, local[N], local[*] (N >= 1, optionally ,F retries), "
+                "spark://host:port[,host:port...], sc://host[:port], yarn or k8s://...; "
+                f"found {master!r}"
+            )
+        return master
+
     spark_partitions: int | None = Field(
         None, ge=1, le=1 << 20, description="spark: partitions of each corpus; null = Spark's."
     )
