@@ -484,6 +484,14 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
         texts = texts.map(
             lambda t: re.sub("[\u2800\u115f\u1160\u3164\uffa0]", " ", re.sub(pattern, "", t))
         )
+    if policy.strip_invisible and policy.normalization == "NFKC":  # forms holding a tatweel
+        texts = texts.map(
+            lambda t: (
+                unicodedata.normalize("NFKD", t).replace("\u0640", "")
+                if re.search("[\ufe71\ufe77\ufe79\ufe7b\ufe7d\ufe7f\ufcf2-\ufcf4]", t)
+                else t
+            )
+        )
     if policy.fold_confusables:  # the fold itself: tests/test_confusables.py
         decompose = {"NFKC": "NFKD", "NFC": "NFD"}.get(policy.normalization)
         texts = texts.map(
@@ -491,8 +499,6 @@ def _reference_normalize(texts: pd.Series, policy) -> pd.Series:
         )
     if policy.normalization != "none":
         texts = texts.map(lambda t: unicodedata.normalize(policy.normalization, t))
-    if policy.strip_invisible and policy.normalization != "none":  # NFKC makes tatweels
-        texts = texts.map(lambda t: t.replace("\u0640", ""))
     if policy.casefold:
         texts = texts.map(str.casefold)
     return texts
@@ -594,6 +600,16 @@ def test_every_default_ignorable_code_point_is_stripped_and_a_braille_blank_is_a
     )
     got = normalize_text(texts, TextPolicy()).tolist()
     assert got == ["alphabeta"] * len(points) + ["alpha beta"] * len(BLANKS)
+    forms = [c for c in range(0x110000) if "\u0640" in unicodedata.normalize("NFKD", chr(c))]
+    assert forms == [0x640, 0xFCF2, 0xFCF3, 0xFCF4, 0xFE71, 0xFE77, 0xFE79, 0xFE7B, 0xFE7D, 0xFE7F]
+    # a lookalike copy with U+FE71 in each word folds as without it, once and for all
+    hidden = pd.Series([" ".join(f"{w}\ufe71" for w in ["Јill", "Rоsе", "cаllеd"])])
+    once = normalize_text(hidden, TextPolicy())
+    assert once.tolist() == ["Jill\u064b Rose\u064b called\u064b"]
+    assert normalize_text(once, TextPolicy()).tolist() == once.tolist()
+    assert normalize_text(pd.Series(["\u0628\u0651\ufe77"]), TextPolicy()).tolist() == [
+        unicodedata.normalize("NFKC", "\u0628\u0651\u064e")
+    ]
     tatweel = normalize_text(
         pd.Series(["\u0643\u0640\u0640\u062a\u0627\u0628 word\u0640"]), TextPolicy()
     )

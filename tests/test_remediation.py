@@ -328,7 +328,9 @@ def test_round_zero_pass_keeps_no_private_checkpoint(
     assert [r["status"] for r in report["rounds"]] == ["pass"]
     assert report["generator"] is None and not (out / "round-0" / "generator").exists()
     shown = " ".join(capsys.readouterr().out.split())
-    assert "privacy: this release comes from round 0, trained without DP: no epsilon" in shown
+    assert "privacy: This release comes from round 0, trained without DP: no epsilon" in shown
+    assert report["privacy_scope"].startswith("This release comes from round 0")
+    assert "This release comes from round 0" in (out / "remediation.html").read_text()
 
 
 @pytest.mark.parametrize(
@@ -718,7 +720,7 @@ def test_a_run_that_ends_in_error_approves_no_release(
     remediation.json nor the terminal points to the release or generator."""
     from rich.console import Console
 
-    from gate.remediation.report import approved_round, remediation_dict
+    from gate.remediation.report import approved_round, remediation_dict, remediation_html
     from gate.remediation.summary import print_remediation
 
     out = tmp_path / "out"
@@ -766,6 +768,13 @@ def test_a_run_that_ends_in_error_approves_no_release(
     shown = console.export_text()
     assert "release: " in shown and "privacy: A round's accountant epsilon" in shown
     assert "0.025" in shown  # the δ column
+    # a RIP round's contradicted claim is a warning (η-RIP bounds an average: no test)
+    rip = replace(record, plan=RoundPlan(1, "rip", 0.1), privacy=None, warnings=("eta > 0.1",))
+    warned = replace(result, rounds=(rip,))
+    print_remediation(warned, console, out_dir=out)
+    assert "warning: round 1: eta > 0.1" in console.export_text()
+    assert "warning, round 1:</b> eta &gt; 0.1" in remediation_html(warned, None)
+    assert remediation_dict(warned)["rounds"][0]["warnings"] == ["eta > 0.1"]
 
 
 def test_a_delta_above_one_over_the_train_users_is_refused(

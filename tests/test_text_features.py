@@ -64,6 +64,11 @@ from .conftest import write_jsonl
         ("PHONE_NUMBER", "00 44 20 7946 0958", "2079460958"),
         ("PHONE_NUMBER", "011 44 20 7946 0958", "2079460958"),
         ("PHONE_NUMBER", "+44 113 496 0000", "1134960000"),
+        ("PHONE_NUMBER", "001-298-397-6002x82207", "2983976002"),  # possible, not valid
+        ("PHONE_NUMBER", "(298) 397-6002", "2983976002"),
+        ("PHONE_NUMBER", "001-555-123-4567", "5551234567"),
+        ("PHONE_NUMBER", "0060 3 1234 5678", "312345678"),
+        ("PHONE_NUMBER", "+60 3 1234 5678", "312345678"),
         ("CREDIT_CARD", "\uff14\uff11\uff11\uff11-1111-1111-1111", "4111111111111111"),
         ("EMAIL_ADDRESS", "John.Smith@Example.COM", "john.smith@example.com"),
         ("PERSON", "  John   SMITH ", "john smith"),

@@ -6,6 +6,7 @@ and case folding (README, policy key `text:`); and which texts hold anything vis
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 
 import pandas as pd
@@ -40,6 +41,8 @@ _ALSO_INVISIBLE = (
     (0xE0000, 0xE0FFF),
 )
 _TATWEEL = "\u0640"
+# the characters whose NFKD holds a tatweel (every code point checked in tests)
+_TATWEEL_FORMS = re.compile("[\ufe71\ufe77\ufe79\ufe7b\ufe7d\ufe7f\ufcf2-\ufcf4]")
 # ASCII among them: the only invisible characters an ASCII text can hold
 _ASCII_INVISIBLE = "[\\x00-\\x08\\x0E-\\x1B\\x7F]"
 # Drawn as a blank of a space's width but not white space (a whole record would be one
@@ -134,11 +137,13 @@ def _normal_form(text: str, policy: TextPolicy) -> str:
     fold = functools.partial(fold_confusables, casefold=policy.casefold)
     if form == "none":
         return fold(text, decompose=None) if policy.fold_confusables else text
+    if form == "NFKC" and policy.strip_invisible and _TATWEEL_FORMS.search(text):
+        # their compatibility decomposition holds a tatweel (U+FE71 is tatweel + fathatan):
+        # removed before the fold, which it would keep from folding its word's letters
+        text = unicodedata.normalize("NFKD", text).replace(_TATWEEL, "")
     if policy.fold_confusables:
         text = fold(text, decompose="NFKD" if form == "NFKC" else "NFD")
-    text = unicodedata.normalize(form, text)
-    # NFKC makes a tatweel of Arabic presentation forms (U+FE71 is tatweel + fathatan)
-    return text.replace(_TATWEEL, "") if policy.strip_invisible else text
+    return unicodedata.normalize(form, text)
 
 
 # The characters ``str.isspace()`` is true for (Unicode White_Space, plus the ASCII

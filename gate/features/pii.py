@@ -56,7 +56,8 @@ _DIGITS = re.compile(r"\D+")
 _SPACES = re.compile(r"\s+")
 _ALNUM = re.compile(r"[^0-9A-Za-z]+")
 # an international call's exit code where a plus sign would be: 00 (most countries), 011
-# (North America); read as "+" only when the number is valid so and not otherwise
+# (North America); read as "+" when the number has a possible length so and not otherwise
+# (possible, not valid: Faker's and many real numbers fail the validity ranges)
 _EXIT_CODE = re.compile(r"^\W*(?:00|011)\W*")
 # a title before a name, a generational suffix or a possessive after it
 _NAME_AFFIXES = re.compile(
@@ -108,10 +109,10 @@ def _phone_number(value: str) -> str:
         number = phonenumbers.parse(value, "US")
     except phonenumbers.NumberParseException:
         return _ascii_digits(value)
-    if _EXIT_CODE.match(value) and not phonenumbers.is_valid_number(number):
+    if _EXIT_CODE.match(value) and not phonenumbers.is_possible_number(number):
         with suppress(phonenumbers.NumberParseException):
             international = phonenumbers.parse(_EXIT_CODE.sub("+", value, 1), "US")
-            if phonenumbers.is_valid_number(international):
+            if phonenumbers.is_possible_number(international):
                 number = international
     return str(number.national_number)
 

@@ -140,6 +140,14 @@ def approved_round(result: RemediationResult) -> RoundRecord | None:
     return result.passing_round if result.status == "pass" else None
 
 
+def privacy_scope(result: RemediationResult) -> str:
+    """What the approved release's privacy covers: nothing when it comes from round 0."""
+    passing = approved_round(result)
+    if passing is not None and passing.plan.method == "none":
+        return NON_PRIVATE_SCOPE[0].upper() + NON_PRIVATE_SCOPE[1:]
+    return PRIVACY_SCOPE
+
+
 def remediation_dict(result: RemediationResult) -> dict[str, Any]:
     passing = approved_round(result)
     return {
@@ -151,7 +159,7 @@ def remediation_dict(result: RemediationResult) -> dict[str, Any]:
         "passing_round": None if passing is None else passing.plan.index,
         "release": None if passing is None else passing.release["path"],
         "generator": None if passing is None else passing.generator_dir,
-        "privacy_scope": PRIVACY_SCOPE,
+        "privacy_scope": privacy_scope(result),
         "policy": result.policy,
         "settings": result.settings,
         "seed": result.seed,
@@ -225,6 +233,11 @@ def remediation_html(result: RemediationResult, plot: Path | None) -> str:
     verdict = result.status.upper()
     errors = [e for e in [result.error, *(r.error for r in result.rounds)] if e]
     error = "".join(f"<p><b>error:</b> {html.escape(e)}</p>" for e in errors)
+    error += "".join(
+        f"<p><b>warning, round {r.plan.index}:</b> {html.escape(w)}</p>"
+        for r in result.rounds
+        for w in r.warnings
+    )
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>gate remediate: {verdict}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
@@ -238,7 +251,7 @@ img{{max-width:100%}}</style></head><body>
 ε̂ is the gate's lower confidence bound (an audit proves leakage, never safety); accountant ε
 is what DP-SGD spent at the δ shown, per user; the canary ε̂ bounds a canary inserted
 n_rep times, not a user.</p>
-<p>{html.escape(PRIVACY_SCOPE)}</p>
+<p>{html.escape(privacy_scope(result))}</p>
 {error}<table><tr>{head}<th></th></tr>{body}</table>
 {image}
 </body></html>

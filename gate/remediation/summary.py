@@ -8,12 +8,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from gate.evidence.escape import one_line
-from gate.remediation.report import (
-    NON_PRIVATE_SCOPE,
-    PRIVACY_SCOPE,
-    approved_round,
-    table_rows,
-)
+from gate.remediation.report import approved_round, privacy_scope, table_rows
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,14 +26,13 @@ def print_remediation(result: RemediationResult, console: Console, *, out_dir: P
     for row in rows:
         table.add_row(*row.values())
     console.print(table)
-    lines: list[str] = []
+    lines = [f"warning: round {r.plan.index}: {w}" for r in result.rounds for w in r.warnings]
     passing = approved_round(result)
     if passing is not None:
         lines.append(f"release: {out_dir / passing.release['path']}")
         if passing.generator_dir:
             lines.append(f"generator: {out_dir / passing.generator_dir}")
-        scope = NON_PRIVATE_SCOPE if passing.plan.method == "none" else PRIVACY_SCOPE
-        lines.append(f"privacy: {scope}")
+        lines.append(f"privacy: {privacy_scope(result)}")
         if passing.noise_reproducible:
             lines.append(
                 "warning: remediation.secret_noise is false: the round's privacy noise comes "
