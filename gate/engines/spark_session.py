@@ -181,24 +181,30 @@ CONNECT_TIMEOUT = 10.0  # seconds to open a connection to a Connect server
 def _require_answer(master: str) -> None:
     """Open (and close) a TCP connection to the Spark Connect server of ``master``: the
     client retries an unreachable server for about 20 minutes per query (a review's run
-    against a closed port took an hour to fail, and its SIGTERM ten minutes more).
+    against a closed port took an hour to fail, and its SIGTERM ten minutes more). The
+    error names the address only (the URL's parameters may hold a token).
 
     Raises:
         EngineError: nothing answers at the server's address within
             :data:`CONNECT_TIMEOUT` seconds.
     """
     address = master[len("sc://") :].split("/", 1)[0]
-    host, _, port = address.rpartition(":") if ":" in address else (address, "", "")
+    bracketed = address.endswith("]")  # an IPv6 address without a port
+    host, _, port = (
+        (address, "", "") if bracketed or ":" not in address else address.rpartition(":")
+    )
     host = host.strip("[]") or "localhost"
     try:
         number = int(port) if port else CONNECT_PORT
     except ValueError:
-        raise EngineError(f"{master}: the Spark Connect port {port!r} is not a number") from None
+        raise EngineError(
+            f"sc://{address}: the Spark Connect port {port!r} is not a number"
+        ) from None
     try:
         socket.create_connection((host, number), timeout=CONNECT_TIMEOUT).close()
     except OSError as exc:
         raise EngineError(
-            f"no Spark Connect server answers at {host}:{number} ({master}): "
+            f"no Spark Connect server answers at {host}:{number} (sc://{address}): "
             f"{exc.strerror or type(exc).__name__}; start it, or check engine.spark_master "
             "or --spark-master"
         ) from None
