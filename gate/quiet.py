@@ -38,8 +38,8 @@ def quiet_libraries(*, verbose: bool) -> None:
     for name in SILENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     root = logging.getLogger()
-    if not root.handlers:
-        # a library's logging.basicConfig (PySpark's Py4J, Opacus) is then a no-op: it
-        # had put every library's INFO records, and Py4J's traceback of an interrupted
-        # call, on the terminal
-        root.addHandler(logging.NullHandler())
+    if not root.handlers and logging.lastResort is not None:
+        # what Python prints without a handler (warnings and errors, their message only),
+        # as a handler: a library's logging.basicConfig (Py4J's, Opacus's) is then a no-op;
+        # it had put every library's INFO records on the terminal
+        root.addHandler(logging.lastResort)

@@ -381,6 +381,22 @@ def test_matplotlib_s_font_fallback_stays_out_of_the_terminal(tmp_path: Path) ->
     assert run.stderr == "kept\n"
 
 
+def test_a_library_s_basic_config_puts_no_info_lines_on_the_terminal(tmp_path: Path) -> None:
+    """Py4J (and Opacus) call logging.basicConfig: it had put every library's INFO records
+    on the gate's stderr; warnings and errors print as Python prints them anyway."""
+    script = (
+        "import logging; from gate.quiet import quiet_libraries; "
+        "quiet_libraries(verbose=False); logging.basicConfig(level=logging.INFO); "
+        "logging.getLogger('great_expectations.data_context').info('Created temporary directory'); "
+        "logging.getLogger('some.library').info('chatter'); "
+        "logging.getLogger('some.library').warning('a warning')"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert run.stderr == "a warning\n"
+
+
 def test_record_ids_from_the_release_cannot_forge_output(
     bundle, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
