@@ -366,35 +366,39 @@ def test_against_a_real_mlflow_server(bundle, tmp_path: Path) -> None:
             server.kill()
 
 
+def _stderr_when_quiet(logging_calls: str, cwd: Path) -> str:
+    """What a fresh Python process prints on stderr running ``logging_calls`` after the
+    gate's ``quiet_libraries``."""
+    script = (
+        "import logging; from gate.quiet import quiet_libraries; "
+        f"quiet_libraries(verbose=False); {logging_calls}"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, check=True
+    )
+    return run.stderr
+
+
 def test_matplotlib_s_font_fallback_stays_out_of_the_terminal(tmp_path: Path) -> None:
     """A font cache listing fonts that are gone (another installation's) made matplotlib
     log a 'findfont: ... Falling back' line per font family on the gate's stderr."""
-    script = (
-        "import logging; from gate.quiet import quiet_libraries; "
-        "quiet_libraries(verbose=False); "
+    calls = (
         "logging.getLogger('matplotlib.font_manager').warning('findfont: missing'); "
         "logging.getLogger('matplotlib.font_manager').error('kept')"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True
-    )
-    assert run.stderr == "kept\n"
+    assert _stderr_when_quiet(calls, tmp_path) == "kept\n"
 
 
 def test_a_library_s_basic_config_puts_no_info_lines_on_the_terminal(tmp_path: Path) -> None:
     """Py4J (and Opacus) call logging.basicConfig: it had put every library's INFO records
     on the gate's stderr; warnings and errors print as Python prints them anyway."""
-    script = (
-        "import logging; from gate.quiet import quiet_libraries; "
-        "quiet_libraries(verbose=False); logging.basicConfig(level=logging.INFO); "
+    calls = (
+        "logging.basicConfig(level=logging.INFO); "
         "logging.getLogger('great_expectations.data_context').info('Created temporary directory'); "
         "logging.getLogger('some.library').info('chatter'); "
         "logging.getLogger('some.library').warning('a warning')"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True
-    )
-    assert run.stderr == "a warning\n"
+    assert _stderr_when_quiet(calls, tmp_path) == "a warning\n"
 
 
 def test_record_ids_from_the_release_cannot_forge_output(
