@@ -5,6 +5,7 @@ this process or on a cluster with the same answers."""
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,7 +124,13 @@ class Engine(ABC):
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
+        if kind is None:
+            self.close()
+            return
+        # the error or interruption in flight is the one reported: a close that fails
+        # (a Spark JVM's connection left out of step by a signal) must not replace it
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def uses_feature_caches(settings: EngineSettings) -> bool:

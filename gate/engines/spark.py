@@ -27,7 +27,6 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -151,19 +150,6 @@ class SparkEngine(Engine):
         return self._session
 
     def close(self) -> None:
-        self._stop(raise_errors=True)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        # an error or interruption in flight is the one reported: a failed stop (the
-        # JVM's connection left out of step by a signal) must not replace it
-        self._stop(raise_errors=kind is None)
-
-    def _stop(self, *, raise_errors: bool) -> None:
         """Stop a session started here, put the environment back, and remove the
         session's local directory (shuffle files hold texts: left behind by a JVM that
         died, they would be private records in a temporary directory) and, unless a step
@@ -173,8 +159,7 @@ class SparkEngine(Engine):
                 try:
                     self._session.stop()
                 except Exception:
-                    # a lost JVM cannot stop; its error was reported
-                    if raise_errors and not self._failed:
+                    if not self._failed:  # a lost JVM cannot stop; its error was reported
                         raise
         finally:
             if self._local_dir is not None:
