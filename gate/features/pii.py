@@ -49,6 +49,7 @@ import numpy as np
 
 from gate.errors import AuditError, EngineError
 from gate.features.distinct import distinct_texts
+from gate.features.email_forms import readable_email
 from gate.features.pii_cache import Detection, DetectionCache, detector_key
 from gate.imports import imports_blocked
 
@@ -75,10 +76,13 @@ _Job = tuple[list[str], str, str, tuple[str, ...], float]  # texts, engine, mode
 def normalise(entity_type: str, value: str) -> str:
     """Canonical form of a PII string: a phone number's national significant number
     (without its extension), digits of card numbers (any script's digits as ASCII),
-    upper-case alphanumerics of IBANs, lower-case e-mails, URLs and names with single
-    spaces."""
+    upper-case alphanumerics of IBANs, the lower-case address an e-mail spells (one
+    written ``jill at example dot org`` is ``jill@example.org``), lower-case URLs and
+    names with single spaces."""
     if entity_type == "PHONE_NUMBER":
         return _phone_number(value)
+    if entity_type == "EMAIL_ADDRESS":
+        return readable_email(value)
     if entity_type in ("CREDIT_CARD", "US_SSN"):
         return _ascii_digits(value)
     if entity_type in ("IBAN_CODE", "US_BANK_NUMBER"):
@@ -105,6 +109,7 @@ def _phone_number(value: str) -> str:
     rewrite to "(760) 545-4146". Its digits if it does not parse."""
     import phonenumbers
 
+    value = _SPACES.sub(" ", value)  # a number broken over two lines
     try:
         number = phonenumbers.parse(value, "US")
     except phonenumbers.NumberParseException:
@@ -124,8 +129,11 @@ def build_analyzer(
     """A Presidio ``AnalyzerEngine`` that never downloads a model (one per process).
 
     ``windowed``: the phone, URL, e-mail and IP recognizers scan only the parts of a text
-    that can hold a match (:mod:`gate.features.pii_windows`; the same detections); False
-    keeps Presidio's stock recognizers (the reference in tests and benchmarks).
+    that can hold a match (:mod:`gate.features.pii_windows`; the same detections, but
+    that a line break or tab after a phone number's digit group is read as a space);
+    False keeps Presidio's stock recognizers (the reference in tests and benchmarks).
+    Either way the gate's own recognizers are added (:mod:`gate.features.pii_recognizers`:
+    e-mail addresses with "@" or "." written out).
 
     Presidio's e-mail recognizer calls tldextract, which fetches the Public Suffix List
     over the network on first use; the gate makes it use the snapshot bundled with
@@ -159,6 +167,7 @@ def build_analyzer(
         from presidio_analyzer import AnalyzerEngine
         from presidio_analyzer.nlp_engine import NlpEngineProvider
 
+        from gate.features.pii_recognizers import ObfuscatedEmailRecognizer
         from gate.features.pii_windows import window_recognizers
 
         if engine == "spacy":
@@ -175,6 +184,7 @@ def build_analyzer(
     analyzer = AnalyzerEngine(nlp_engine=nlp_engine, supported_languages=["en"])
     if windowed:
         window_recognizers(analyzer.registry)
+    analyzer.registry.add_recognizer(ObfuscatedEmailRecognizer())
     return analyzer
 
 

@@ -79,6 +79,22 @@ PHONE_VERDICTS = 1 << 17
 # tokens are cut where Presidio's own patterns see whitespace. They are found with
 # ``re`` (3x faster here) and this class, the 25 characters of ``regex``'s ``\s``.
 REGEX_BLANKS = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Blanks that phonenumbers' matcher does not allow inside a number (its punctuation has
+# the space and the no-break space only), and where the phone recognizer reads them as
+# spaces: after a separator of a number's digit groups ("775-568-" or "(775)" at a line's
+# end). Not between digits: "760-545-4146\n775-568-2052" is two numbers (read as one
+# candidate, a list of numbers would fail validation as a whole).
+_LINE_BREAKS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029"
+_BREAK_IN_NUMBER = re.compile(f"(?<=[-./)])[ \u00a0]*[{_LINE_BREAKS}][{_LINE_BREAKS} \u00a0]*")
+_AS_SPACE = {ord(c): " " for c in _LINE_BREAKS}
+
+
+def breaks_in_numbers_as_spaces(text: str) -> str:
+    """``text`` with the line breaks and tabs that follow a digit group's separator read
+    as spaces, one for one (offsets hold)."""
+    return _BREAK_IN_NUMBER.sub(lambda m: m.group().translate(_AS_SPACE), text)
+
+
 _PHONE_TRIGGER = re.compile(r"[ \u00a0\t,\-]*\d+[ \u00a0\t,]*")
 _TOKEN_START = rf"(?<![^{REGEX_BLANKS}])"
 _REST = rf"[^{REGEX_BLANKS}]*"
@@ -122,11 +138,15 @@ def _joined(text: str, windows: list[Span], separator: str) -> tuple[str, np.nda
 class _Windowed:
     """Runs the recognizer's own ``analyze`` on the windows of a text that can hold a match:
     the whole tokens ``pattern`` finds, or (``margin`` set) its matches widened by
-    ``margin`` characters and merged."""
+    ``margin`` characters and merged; on the text as :meth:`reading` reads it (one
+    character for one, so offsets hold)."""
 
     pattern: Any
     margin: int | None = None
     separator = " "
+
+    def reading(self, text: str) -> str:
+        return text
 
     def windows(self, text: str) -> list[Span]:
         if self.margin is None:
@@ -137,6 +157,7 @@ class _Windowed:
         self, text: str, entities: list[str], nlp_artifacts: Any = None, *args: Any, **kwargs: Any
     ) -> list[RecognizerResult]:
         whole = super().analyze  # type: ignore[misc]
+        text = self.reading(text)
         windows = self.windows(text)
         if not windows:
             return []
@@ -360,9 +381,17 @@ class MemoPhoneRecognizer(PhoneRecognizer):
 
 
 class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
+    """The windowed phone recognizer. A line break or tab after a digit group's separator
+    is read as a space, as a reader reads it: ``775-568-`` at the end of a line and
+    ``2052`` at the start of the next is one number (a review's release broke the train
+    numbers so, and Presidio found none of them)."""
+
     pattern = _PHONE_TRIGGER
     margin = PHONE_MARGIN
     separator = "\n"
+
+    def reading(self, text: str) -> str:
+        return breaks_in_numbers_as_spaces(text)
 
 
 class WindowedUrlRecognizer(_Windowed, UrlRecognizer):
