@@ -398,6 +398,19 @@ def test_spark_names_the_dataset_it_cannot_read(tmp_path: Path, spark_engine) ->
         BundleError, match=r"^file:/.*/broken.jsonl/part-00000.json: line 2: not valid"
     ):
         spark_engine.read_table(broken)
+    # a data file that links to nothing: Spark's listing leaves it out without a word
+    linked = tmp_path / "linked.jsonl"
+    linked.mkdir()
+    (linked / "part-00000.json").write_text('{"text": "kept"}\n')
+    (linked / "part-00001.json").symlink_to(tmp_path / "moved-away.json")
+    for named in (linked, linked.as_uri()):
+        with pytest.raises(
+            BundleError, match=r"part-00001.json is a symbolic link to a missing file"
+        ):
+            spark_engine.read_table(named)
+    (linked / "part-00001.json").unlink()
+    (linked / "_temporary.json").symlink_to(tmp_path / "moved-away.json")  # not a data file
+    assert spark_engine.read_table(linked).frame["text"].tolist() == ["kept"]
     # a local file is read as the local engine reads it: its bytes are the fingerprint
     example = EXAMPLE / "synthetic.jsonl"
     assert spark_engine.read_table(example).sha256 == read_table(example).sha256

@@ -8,6 +8,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -645,6 +646,33 @@ def dataset_format(path: str) -> str:
     raise BundleError(
         f"{path}: name the dataset's format with a suffix ({', '.join(sorted(DATASET_FORMATS))})"
     )
+
+
+def local_dataset_directory(path: str) -> Path | None:
+    """The local directory a dataset names (a path, or a ``file://`` URI as Hadoop reads
+    it: no percent-decoding), or None (a file, or another file system's URI)."""
+    if is_uri(path):
+        if not path.lower().startswith("file://"):
+            return None
+        path = "/" + path[len("file://") :].lstrip("/")
+    directory = Path(path)
+    return directory if directory.is_dir() else None
+
+
+def refuse_broken_links(name: str, directory: Path) -> None:
+    """Raise if a data file of the local dataset ``directory`` is a symbolic link to
+    nothing: Spark's listing leaves such a file out without a word, and the audit would
+    read a dataset without its records (hidden and ``_``-prefixed names are not data
+    files, as Spark lists them)."""
+    for entry in sorted(directory.rglob("*")):
+        parts = entry.relative_to(directory).parts
+        if any(part.startswith(("_", ".")) for part in parts):
+            continue
+        if entry.is_symlink() and not entry.exists():
+            raise BundleError(
+                f"{name}: {entry} is a symbolic link to a missing file "
+                f"({os.readlink(entry)}); Spark would leave that part of the dataset out"
+            )
 
 
 def _folders_below(root: str, name: str) -> list[str]:

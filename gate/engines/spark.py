@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from gate.data.io import RawTable, dataset_format, dataset_table, is_uri, read_table
+from gate.data.io import (
+    RawTable,
+    dataset_format,
+    dataset_table,
+    is_uri,
+    local_dataset_directory,
+    read_table,
+    refuse_broken_links,
+)
 from gate.engines.base import Engine
 from gate.engines.spark_rows import longer_ngram_rows, ngram_rows, row_schema
 from gate.engines.spark_session import (
@@ -198,7 +206,9 @@ class SparkEngine(Engine):
         by the gate's reader of that format, as a single file would be
         (:func:`gate.data.io.dataset_table`). A local directory is handed to Spark as a
         ``file://`` URI, so a cluster whose default file system is HDFS, or a Spark
-        Connect server, reads that path, not a namesake of its own."""
+        Connect server, reads that path, not a namesake of its own. A local dataset
+        with a data file that is a broken symbolic link is refused (Spark's listing would
+        leave it out)."""
         name = str(path)
         if is_uri(name):
             location = name
@@ -207,6 +217,9 @@ class SparkEngine(Engine):
             location = "file://" + str(Path(name).resolve())
         else:
             return read_table(path)
+        directory = local_dataset_directory(name)
+        if directory is not None:
+            refuse_broken_links(name, directory)
         fmt = dataset_format(name)
         return dataset_table(name, self._data_files(name, location), fmt=fmt)
 
