@@ -324,7 +324,8 @@ def test_a_java_error_is_named_by_its_root_cause() -> None:
 def test_signals_during_the_start_of_spark_are_deferred() -> None:
     """A SIGTERM while the JVM starts is noted, not raised inside PySpark's launcher (which
     orphaned the JVM); a second one is acted on at once (a hung start stays interruptible);
-    the handlers are restored afterwards, and an ignored signal stays ignored."""
+    the handlers are restored afterwards, and an ignored signal stays ignored, also when
+    the start installed a handler for it (PySpark's SIGINT handler)."""
     import signal
 
     from gate.engines.spark_session import signals_deferred
@@ -349,6 +350,9 @@ def test_signals_during_the_start_of_spark_are_deferred() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         with signals_deferred([]):
             assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+            # as PySpark's SparkContext installs its SIGINT handler over an "ignore"
+            signal.signal(signal.SIGTERM, stop)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, before)
 

@@ -237,16 +237,21 @@ def signals_deferred(received: list[int]) -> Iterator[None]:
     (a reviewer saw it after a SIGTERM 1.6 s into the start). The caller stops the session
     and delivers the signal. A second signal is acted on at once (a start that hangs, a
     YARN queue that is full, can still be interrupted). Python handlers, unlike blocked
-    signals, are not inherited by the JVM. A signal ignored or handled outside Python is
-    left as it is; outside the main thread nothing changes (only it may set handlers)."""
+    signals, are not inherited by the JVM. A signal handled outside Python is left as it
+    is; an ignored one is ignored again afterwards (PySpark's SparkContext installs its
+    SIGINT handler, which cancels every job and raises KeyboardInterrupt, over a shell's
+    "ignore": a gate run in the background was interrupted by a Ctrl-C meant for the
+    foreground). Outside the main thread nothing changes (only it may set handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     previous = {
         s: handler
-        for s in (signal.SIGTERM, signal.SIGINT)
-        if (handler := signal.getsignal(s)) is not None and handler is not signal.SIG_IGN
+        for s, handler in handlers.items()
+        if handler is not None and handler is not signal.SIG_IGN
     }
+    ignored = [s for s, handler in handlers.items() if handler is signal.SIG_IGN]
 
     def restore() -> None:
         for s, handler in previous.items():
@@ -264,6 +269,8 @@ def signals_deferred(received: list[int]) -> Iterator[None]:
         yield
     finally:
         restore()
+        for s in ignored:
+            signal.signal(s, signal.SIG_IGN)
 
 
 # set for the whole process when a session starts (Spark Connect marks the process as
