@@ -146,8 +146,9 @@ def ascii_lookalikes_of(prototypes: dict[str, str]) -> dict[int, str]:
 
 def digit_lookalikes_of(prototypes: dict[str, str]) -> dict[int, str]:
     """The decimal digits of other scripts drawn like another ASCII digit than the one
-    they mean (Bengali ৪ means 4 and looks like 8) → the digit they look like, read off
-    their prototype groups as :func:`ascii_lookalikes_of` reads letters'."""
+    they mean (Bengali ৪ means 4 and looks like 8; Arabic-Indic ٥ means 5 and looks like
+    o, which among digits reads as 0) → the digit they look like, read off their
+    prototype groups as :func:`ascii_lookalikes_of` reads letters'."""
     groups: dict[str, set[str]] = defaultdict(set)
     for source, prototype in prototypes.items():
         groups[prototype].add(source)
@@ -158,6 +159,7 @@ def digit_lookalikes_of(prototypes: dict[str, str]) -> dict[int, str]:
             if source.isascii() or unicodedata.category(source) != "Nd":
                 continue
             lookalike = _lookalike(source, prototype, ascii_members)
+            lookalike = "0" if lookalike in ("o", "O") else lookalike
             value = str(unicodedata.decimal(source))
             if lookalike is not None and lookalike.isdigit() and lookalike != value:
                 table[ord(source)] = lookalike
@@ -210,24 +212,57 @@ def digit_lookalikes() -> dict[str, str]:
     return {chr(c): d for c, d in digit_lookalikes_of(read_prototypes(lines)).items()}
 
 
-# A number: digits (any script's) joined by up to three characters that are neither word
-# characters nor line breaks ("775-56৪-2052", "(775) 568 2052").
-_NUMBER = re.compile(r"\d(?:[^\w\n]{0,3}\d)*")
+_LINE_BREAKS = "\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029"
+
+
+@functools.cache
+def _digit_characters() -> frozenset[str]:
+    """Characters read as digits: decimal digits of any script, and what the fold or
+    NFKD makes an ASCII digit (Cyrillic б, circled ②, superscript ⁶)."""
+    readable = {**compatibility_lookalikes(), **ascii_lookalikes()}
+    return frozenset(
+        [*"0123456789"]
+        + [
+            chr(code)
+            for code in range(0x80, _WORDS_END)
+            if unicodedata.category(chr(code)) == "Nd"
+            or (len(readable.get(code, "")) == 1 and readable[code].isdigit())
+        ]
+    )
+
+
+@functools.cache
+def _number_pattern() -> re.Pattern[str]:
+    """A number: :func:`_digit_characters` joined by up to three characters that are
+    neither word characters nor line breaks, or by a line break after a separator
+    ("775-568-" at a line's end)."""
+    digits = sorted(ord(c) for c in _digit_characters())
+    digit = f"[{_character_class(code_point_ranges(digits))}]"
+    join = f"(?:[^\\w{_LINE_BREAKS}]{{0,3}}|[-./)][ \\t]*(?:\\r\\n|[{_LINE_BREAKS}])[ \\t]*)"
+    return re.compile(f"{digit}(?:{join}{digit})*")
+
+
+def _script_of_digit(char: str) -> int:
+    """Which digits ``char`` (one of :func:`_digit_characters`) is among: its script's
+    zero for a decimal digit, ASCII's for anything else read as a digit."""
+    return ord(char) - unicodedata.decimal(char) if char.isdecimal() else ord("0")
 
 
 def _digits_of_mixed_numbers(text: str, deceptive: dict[str, str]) -> str:
     """``text`` with the digits of :func:`digit_lookalikes` read as the ASCII digit they
-    look like where they stand in a number that also holds digits of another script
-    ("775-56৪-2052" is 775-568-2052: a reader of the Latin digits around it reads an 8),
-    as written elsewhere (a number of Bengali digits alone means what they mean)."""
+    look like where they stand in a number (:func:`_number_pattern`) that also holds
+    digits of another script ("775-56৪-2052" is 775-568-2052: a reader of the Latin
+    digits around it reads an 8), as written elsewhere (a number of Bengali digits alone
+    means what they mean)."""
     table = {ord(c): d for c, d in deceptive.items()}
+    digit_characters = _digit_characters()
 
     def read(number: re.Match[str]) -> str:
         digits = number.group()
-        scripts = {ord(c) - unicodedata.decimal(c) for c in digits if c.isdecimal()}
+        scripts = {_script_of_digit(c) for c in digits if c in digit_characters}
         return digits.translate(table) if len(scripts) > 1 else digits
 
-    return _NUMBER.sub(read, text)
+    return _number_pattern().sub(read, text)
 
 
 @functools.cache

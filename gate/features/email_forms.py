@@ -1,6 +1,7 @@
 """E-mail addresses written for people, not for mail software: ``jill.rose at example
-dot org``, ``jill.rose[at]example.org``, ``jill.rose (at) example (dot) co (dot) uk``,
-``jill.rose&#64;example.org`` (an HTML character reference), ``jill.rose @ example.org``.
+dot org``, ``jill.rose[at]example.org``, ``jill dot rose (at) example (dot) co (dot)
+uk``, ``jill.rose&#64;example.org`` (an HTML character reference), ``jill.rose%40example
+.org``, ``jill.rose @ example.org``, ``jill.rose@example[.]org``.
 
 An adversarial review rewrote the bundled example's 84 train addresses so, and
 Presidio's e-mail pattern found none of them (PII ε̂ 3.316 → 0).
@@ -8,57 +9,118 @@ Presidio's e-mail pattern found none of them (PII ε̂ 3.316 → 0).
 :class:`gate.features.pii_recognizers.ObfuscatedEmailRecognizer`) and
 :func:`readable_email` turns each into the address it spells, the PII value of the plain
 address. No I/O and no Presidio here: the PII values are normalised without loading it.
+
+Prose is not an address: "bought it at Amazon.com" ("at" spelled with the dots left as
+dots), "worked at a dot com" (a function word for the name or the domain), "use my
+@debian.org address".
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-# "@" written out: " at " between blanks, [at] (at) {at} <at> with or without blanks, an
-# HTML character reference for "@", or "@" with a blank on either side (Presidio's
-# pattern needs it between non-blanks)
+# brackets around a written "at" or "dot" (NFKC makes the full-width ones ASCII)
+_OPEN = "[\\[({<\u3010\u3014\u3016\u3018\u27e8\u27ea\u00ab\u2039\u3008\u300a\u300c\u300e]"
+_CLOSE = "[\\])}>\u3011\u3015\u3017\u3019\u27e9\u27eb\u00bb\u203a\u3009\u300b\u300d\u300f]"
+# "@" written out, by kind: spelled " at "; bracketed [at] (at) [@] (a) …; a character
+# reference or URL escape; "@" itself, with or without blanks (a line break is not one:
+# "pass\n\n@app.post" is code)
 _SPELLED_AT = r"\s+at\s+"
-_AT = (
-    rf"(?:{_SPELLED_AT}|\s*[\[({{<]\s*at\s*[\])}}>]\s*|&#0*64;|&#x0*40;|&commat;"
-    r"|\s+@\s*|\s*@\s+)"
+_BRACKETED_AT = rf"\s*{_OPEN}\s*(?:at|@|a)\s*{_CLOSE}\s*"
+_ESCAPED_AT = r"&#0*64(?![0-9]);?|&#x0*40(?![0-9a-f]);?|&commat;|%40"
+_BARE_AT = r"[ \t]*@[ \t]*"
+# "." written out: spelled, bracketed, escaped, with blanks on both sides (one after it
+# alone ends a sentence: "example.net. You" is not example.net.you, though "you" is a
+# top-level domain), or an ideographic full stop; or a plain "."
+_WRITTEN_DOT = (
+    rf"\s+dot\s+|\s*{_OPEN}\s*(?:dot|\.)\s*{_CLOSE}\s*|&#0*46(?![0-9]);?|&#x0*2e(?![0-9a-f]);?"
+    r"|&period;|[ \t]+\.[ \t]+|[\u3002\uff61]"
 )
-# "." written out likewise
-_WRITTEN_DOT = r"(?:\s+dot\s+|\s*[\[({<]\s*dot\s*[\])}>]\s*|&#0*46;|&#x0*2e;|&period;)"
-# (the lookahead lets the scan pass over most characters at once: 0.12 ms per real-length
-# e-mail of 3,000 characters, against 0.29 ms without it)
-AT_FORM = re.compile(rf"(?=[\s\[({{<@&])(?:{_AT})", re.IGNORECASE)
-SPELLED_AT = re.compile(_SPELLED_AT, re.IGNORECASE)
+# A written "@" starts only where a run of blanks does (one starting inside a run would
+# read the rest of the run again: quadratic in the run's length), and the lookahead
+# passes over most characters at once (about 0.13 ms per 3,000-character e-mail).
+AT_FORM = re.compile(
+    rf"(?<!\s)(?=[\s@&%{_OPEN[1:-1]}])"
+    rf"(?:(?P<spelled>{_SPELLED_AT})|(?P<bracketed>{_BRACKETED_AT})|(?P<escaped>{_ESCAPED_AT})"
+    rf"|(?P<bare>{_BARE_AT}))",
+    re.IGNORECASE,
+)
 WRITTEN_DOT = re.compile(_WRITTEN_DOT, re.IGNORECASE)
-# The local part before the "@": Presidio's characters but "&" (which starts an HTML
-# reference), at most 64 of them (RFC 5321), read back from the "@".
-_LOCAL = r"[\w!#$%'*+/=?^`{|}~-]"
-LOCAL_PART = re.compile(rf"(?<![\w!#$%'*+/=?^`{{|}}~.-]){_LOCAL}[\w!#$%'*+/=?^`{{|}}~.-]{{0,63}}\Z")
-LOOK_BACK = 64
+_LOCAL_CHARS = r"[\w!#$%'*+/=?^`{|}~.-]"
+# The local part before the "@", read back from it: starting at a word character (as
+# Presidio's pattern does: a quote before a name is not part of it), its dots plain or
+# written, at most 64 characters a piece (RFC 5321).
+LOCAL_PART = re.compile(
+    rf"(?<!\w)\w{_LOCAL_CHARS}{{0,63}}(?:(?:{_WRITTEN_DOT}){_LOCAL_CHARS}{{1,64}})*\Z",
+    re.IGNORECASE,
+)
+LOOK_BACK = 160
 _LABEL = r"[^\W_](?:[\w-]{0,61}[^\W_])?"
 DOMAIN = re.compile(rf"{_LABEL}(?:(?:{_WRITTEN_DOT}|\.){_LABEL})+(?![\w-])", re.IGNORECASE)
+_FIRST_LABEL = re.compile(_LABEL)
+_DOTS = re.compile(rf"(?:{_WRITTEN_DOT}|\.)", re.IGNORECASE)
+# words that stand before " at " or "@" in prose, or after it ("worked at a dot com")
+PROSE_WORDS = frozenset(
+    {
+        *("a", "an", "the", "this", "that", "these", "those", "some", "any", "all", "each"),
+        *("my", "your", "his", "her", "its", "our", "their", "every", "no", "not"),
+        *("i", "me", "you", "him", "us", "them", "it", "we", "he", "she", "they"),
+        *("to", "from", "for", "of", "in", "on", "at", "by", "with", "and", "or", "but"),
+        *("is", "was", "are", "be", "so", "as", "if", "then", "than", "there", "here"),
+    }
+)
 
 
 def readable_email(value: str) -> str:
-    """The address an e-mail written out spells (``Jill.Rose at Example dot org`` →
+    """The address an e-mail written out spells (``Jill dot Rose at Example dot org`` →
     ``jill.rose@example.org``), lower-cased; a plain address lower-cased."""
     value = AT_FORM.sub("@", value.strip())
     value = WRITTEN_DOT.sub(".", value)
     return re.sub(r"\s+", "", value).lower()
 
 
-def written_out_emails(text: str) -> Iterator[tuple[int, int, str]]:
-    """Each e-mail address of ``text`` with its "@" or a "." written out: (start, end,
-    the domain as it spells it). Not checked here: whether the domain ends in a public
-    suffix (the recognizer asks tldextract).
+def written_out_emails(
+    text: str, *, public_domain: Callable[[str], bool]
+) -> Iterator[tuple[int, int]]:
+    """(start, end) of each e-mail address of ``text`` with its "@" or a "." written out.
 
-    With "@" spelled " at " a "." must be written out too ("jill at example dot org"):
-    prose holds "bought it at Example.com" and "see you at 10.30", not addresses."""
+    ``public_domain`` says whether a domain (as :func:`readable_email` spells it) ends in
+    a public suffix; the longest such domain after the "@" is taken ("jill at example dot
+    org. Then" ends at "org"). With "@" spelled " at ", or "@" itself without blanks
+    around it, a "." must be written out too (prose holds "bought it at Example.com"; a
+    plain address is Presidio's). With "at" spelled or blanks around "@", neither the name
+    nor the domain's first label may be a function word ("worked at a dot com", "use my
+    @debian.org address")."""
     for at in AT_FORM.finditer(text):
         local = LOCAL_PART.search(text, max(at.start() - LOOK_BACK, 0), at.start())
         domain = DOMAIN.match(text, at.end())
         if local is None or domain is None:
             continue
-        if SPELLED_AT.fullmatch(at.group()) and WRITTEN_DOT.search(domain.group()) is None:
+        kind = at.lastgroup
+        prose_like = kind == "spelled" or (kind == "bare" and at.group() != "@")
+        first_label = _FIRST_LABEL.match(domain.group())
+        if prose_like and (
+            readable_email(local.group()) in PROSE_WORDS
+            or (first_label is not None and first_label.group().lower() in PROSE_WORDS)
+        ):
             continue
-        yield local.start(), domain.end(), readable_email(domain.group())
+        end = _longest_public(text, domain.start(), domain.end(), public_domain)
+        if end is None:
+            continue
+        needs_written_dot = kind == "spelled" or at.group() == "@"
+        if needs_written_dot and WRITTEN_DOT.search(text, domain.start(), end) is None:
+            continue
+        yield local.start(), end
+
+
+def _longest_public(
+    text: str, start: int, end: int, public_domain: Callable[[str], bool]
+) -> int | None:
+    """Where the longest domain of two labels or more in ``text[start:end]`` that ends
+    in a public suffix ends, or None."""
+    ends = [*(m.start() for m in _DOTS.finditer(text, start, end)), end][1:]
+    for stop in reversed(ends):
+        if public_domain(readable_email(text[start:stop])):
+            return stop
+    return None

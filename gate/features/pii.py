@@ -106,7 +106,8 @@ def _phone_number(value: str) -> str:
     Keeping every digit made a rewrite that adds or drops the country code hide every
     number (a review: 2 of 62 train numbers still matched); keying on the exit code's
     digits or the extension hid 47 of the bundled example's 70 train numbers behind a
-    rewrite to "(760) 545-4146". Its digits if it does not parse."""
+    rewrite to "(760) 545-4146". A line break or tab inside the number (the phone
+    recognizer finds numbers broken so) is a space. Its digits if it does not parse."""
     import phonenumbers
 
     value = _SPACES.sub(" ", value)  # a number broken over two lines
@@ -129,9 +130,9 @@ def build_analyzer(
     """A Presidio ``AnalyzerEngine`` that never downloads a model (one per process).
 
     ``windowed``: the phone, URL, e-mail and IP recognizers scan only the parts of a text
-    that can hold a match (:mod:`gate.features.pii_windows`; the same detections, but
-    that a line break or tab after a phone number's digit group is read as a space);
-    False keeps Presidio's stock recognizers (the reference in tests and benchmarks).
+    that can hold a match (:mod:`gate.features.pii_windows`; the same detections, and the
+    phone numbers that line breaks or tabs break); False keeps Presidio's stock
+    recognizers (the reference in tests and benchmarks).
     Either way the gate's own recognizers are added (:mod:`gate.features.pii_recognizers`:
     e-mail addresses with "@" or "." written out).
 

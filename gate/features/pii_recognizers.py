@@ -56,6 +56,7 @@ class ObfuscatedEmailRecognizer(LocalRecognizer):
                     RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
                 },
             )
-            for start, end, domain in written_out_emails(text)
-            if extract(domain).fqdn != ""
+            for start, end in written_out_emails(
+                text, public_domain=lambda domain: extract(domain).fqdn != ""
+            )
         ]

@@ -39,6 +39,9 @@ exit code) is rejected without parsing; and its matcher runs once for region cod
 ``phonenumbers`` parses alike (codes it does not know, such as "UK"; Presidio's default
 regions are all known). Its regions and leniency are read when it is built.
 
+The windowed phone recognizer also finds the numbers a line break or tab breaks
+(:class:`WindowedPhoneRecognizer`), which Presidio's does not.
+
 ``tests/test_pii_windows.py`` compares the windowed and the original recognizers on
 real-length e-mails and on adversarial texts.
 """
@@ -80,18 +83,20 @@ PHONE_VERDICTS = 1 << 17
 # ``re`` (3x faster here) and this class, the 25 characters of ``regex``'s ``\s``.
 REGEX_BLANKS = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # Blanks that phonenumbers' matcher does not allow inside a number (its punctuation has
-# the space and the no-break space only), and where the phone recognizer reads them as
-# spaces: after a separator of a number's digit groups ("775-568-" or "(775)" at a line's
-# end). Not between digits: "760-545-4146\n775-568-2052" is two numbers (read as one
-# candidate, a list of numbers would fail validation as a whole).
+# the space and the no-break space only): between two characters a number is written
+# with, the phone recognizer also reads them as spaces.
 _LINE_BREAKS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029"
-_BREAK_IN_NUMBER = re.compile(f"(?<=[-./)])[ \u00a0]*[{_LINE_BREAKS}][{_LINE_BREAKS} \u00a0]*")
+_NUMBER_CHARACTER = "[\\d+().\\-/]"
+_BREAK_IN_NUMBER = re.compile(
+    f"(?<={_NUMBER_CHARACTER})[ \u00a0]*[{_LINE_BREAKS}][{_LINE_BREAKS} \u00a0]*"
+    f"(?={_NUMBER_CHARACTER})"
+)
 _AS_SPACE = {ord(c): " " for c in _LINE_BREAKS}
 
 
 def breaks_in_numbers_as_spaces(text: str) -> str:
-    """``text`` with the line breaks and tabs that follow a digit group's separator read
-    as spaces, one for one (offsets hold)."""
+    """``text`` with the line breaks and tabs between two characters of a phone number
+    (digits, ``+ ( ) - . /``) read as spaces, one for one (offsets hold)."""
     return _BREAK_IN_NUMBER.sub(lambda m: m.group().translate(_AS_SPACE), text)
 
 
@@ -138,15 +143,11 @@ def _joined(text: str, windows: list[Span], separator: str) -> tuple[str, np.nda
 class _Windowed:
     """Runs the recognizer's own ``analyze`` on the windows of a text that can hold a match:
     the whole tokens ``pattern`` finds, or (``margin`` set) its matches widened by
-    ``margin`` characters and merged; on the text as :meth:`reading` reads it (one
-    character for one, so offsets hold)."""
+    ``margin`` characters and merged."""
 
     pattern: Any
     margin: int | None = None
     separator = " "
-
-    def reading(self, text: str) -> str:
-        return text
 
     def windows(self, text: str) -> list[Span]:
         if self.margin is None:
@@ -157,7 +158,6 @@ class _Windowed:
         self, text: str, entities: list[str], nlp_artifacts: Any = None, *args: Any, **kwargs: Any
     ) -> list[RecognizerResult]:
         whole = super().analyze  # type: ignore[misc]
-        text = self.reading(text)
         windows = self.windows(text)
         if not windows:
             return []
@@ -381,17 +381,32 @@ class MemoPhoneRecognizer(PhoneRecognizer):
 
 
 class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
-    """The windowed phone recognizer. A line break or tab after a digit group's separator
-    is read as a space, as a reader reads it: ``775-568-`` at the end of a line and
-    ``2052`` at the start of the next is one number (a review's release broke the train
-    numbers so, and Presidio found none of them)."""
+    """The windowed phone recognizer. It also finds the numbers a line break or tab
+    breaks, as a reader reads them: ``775-568-`` at the end of a line and ``2052`` at the
+    start of the next is one number (a review's release broke the train numbers so, and
+    Presidio found none). Those found in the text with such breaks read as spaces
+    (:func:`breaks_in_numbers_as_spaces`) are added to those found in the text as it is,
+    where they overlap none: reading a break as a space can also join a number to the
+    line before ("Paid 313.87." or a list's "44." before a number), and never hides one
+    found without it."""
 
     pattern = _PHONE_TRIGGER
     margin = PHONE_MARGIN
     separator = "\n"
 
-    def reading(self, text: str) -> str:
-        return breaks_in_numbers_as_spaces(text)
+    def analyze(
+        self, text: str, entities: list[str], nlp_artifacts: Any = None, *args: Any, **kwargs: Any
+    ) -> list[RecognizerResult]:
+        found = super().analyze(text, entities, nlp_artifacts, *args, **kwargs)
+        read = breaks_in_numbers_as_spaces(text)
+        if read == text:
+            return found
+        spans = [(r.start, r.end) for r in found]
+        for result in super().analyze(read, entities, nlp_artifacts, *args, **kwargs):
+            if all(result.end <= start or result.start >= end for start, end in spans):
+                found.append(result)
+                spans.append((result.start, result.end))
+        return found
 
 
 class WindowedUrlRecognizer(_Windowed, UrlRecognizer):
