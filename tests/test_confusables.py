@@ -145,6 +145,7 @@ def test_digits_drawn_like_another_digit() -> None:
         ("775-5\u0431\u09ea-\u01a7052", "775-568-2052"),  # Cyrillic б, Latin Ƨ
         ("775-5\u2076\u09ea-\u00b2052", "775-568-2052"),  # superscripts
         ("775-5\u2465\u09ea-\u2461052", "775-568-2052"),  # circled digits
+        ("775-5\U0001d7d4\u09ea-2052", "775-568-2052"),  # a bold digit (beyond plane 0)
         ("775-568-\n\u09ea\u09ea\u09ea\u09ea", "775-568-\n8888"),  # a break after "-"
         ("\u09ed\u09ed\u09eb\u00a0\u09ea\u09ea\u09ea", "775 444"),  # Bengali alone
     ],

@@ -232,11 +232,12 @@ def _digit_characters() -> frozenset[str]:
 
 
 @functools.cache
-def _number_pattern() -> re.Pattern[str]:
+def _number_pattern(end: int) -> re.Pattern[str]:
     """A number: :func:`_digit_characters` joined by up to three characters that are
     neither word characters nor line breaks, or by a line break after a separator
-    ("775-568-" at a line's end)."""
-    digits = sorted(ord(c) for c in _digit_characters())
+    ("775-568-" at a line's end). The class holds the code points below ``end`` (as
+    :func:`_other_script_runs`'s)."""
+    digits = sorted(ord(c) for c in _digit_characters() if ord(c) < end)
     digit = f"[{_character_class(code_point_ranges(digits))}]"
     join = f"(?:[^\\w{_LINE_BREAKS}]{{0,3}}|[-./)][ \\t]*(?:\\r\\n|[{_LINE_BREAKS}])[ \\t]*)"
     return re.compile(f"{digit}(?:{join}{digit})*")
@@ -262,7 +263,8 @@ def _digits_of_mixed_numbers(text: str, deceptive: dict[str, str]) -> str:
         scripts = {_script_of_digit(c) for c in digits if c in digit_characters}
         return digits.translate(table) if len(scripts) > 1 else digits
 
-    return _number_pattern().sub(read, text)
+    end = _WORDS_END if _ASTRAL.search(text) else 0x10000
+    return _number_pattern(end).sub(read, text)
 
 
 @functools.cache
