@@ -138,8 +138,12 @@ def test_digits_drawn_like_another_digit() -> None:
         ("(775) 56\u09ea 2052", "(775) 568 2052"),
         ("\u09ed\u09ed\u09eb-\u09ea\u09ea\u09ea", "775-444"),  # Bengali alone: its value
         ("\u09ea apples and 5 pears", "4 apples and 5 pears"),  # not one number
-        ("item 5\n\u09ea", "item 5\n4"),  # a line break ends a number
-        ("item 5\r\u09ea", "item 5\r4"),
+        # a number broken over lines is one, as the phone recognizer reads it
+        ("775-568\n\u09ea\u09ea\u09ed\u09ea", "775-568\n8898"),
+        ("\u09ea\u09ea\u09ea\r\n545-4146", "888\r\n545-4146"),
+        # Arabic-Indic and Persian digits share most glyphs: a mix is read by value
+        ("\u0667\u0667\u0665-\u0665\u0666\u06f8-\u0662\u0660\u0665\u0662", "775-568-2052"),
+        ("\u06f1\u06f3\u06f9\u0665", "1395"),
         ("775-568-2\u066552", "775-568-2052"),  # Arabic-Indic 5, drawn like o
         # between what the fold or NFKD makes digits only later (a review boxed ৪ in so)
         ("775-5\u0431\u09ea-\u01a7052", "775-568-2052"),  # Cyrillic б, Latin Ƨ

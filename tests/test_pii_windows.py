@@ -14,6 +14,9 @@ import pytest
 from gate.demo.corpora import email_threads, make_faker
 from gate.features.pii import build_analyzer, spacy_pipeline_needs_torch
 from gate.features.pii_windows import (
+    AFTER_BREAK,
+    BREAK_IN_NUMBER,
+    OWN_LINE_SCORE_STEP,
     REGEX_BLANKS,
     MemoPhoneRecognizer,
     breaks_in_numbers_as_spaces,
@@ -63,16 +66,39 @@ def _detections(analyzer, text: str) -> list[tuple]:
 
 
 def _reference(stock, text: str) -> list[tuple]:
-    """Presidio's stock detections, and the phone numbers it finds in the text as the
-    windowed phone recognizer also reads it (line breaks between characters of a
-    number as spaces) where they overlap none of those."""
-    found = _detections(stock, text)
-    spans = [(s, e) for kind, s, e, _ in found if kind == "PHONE_NUMBER"]
-    for d in _detections(stock, breaks_in_numbers_as_spaces(text)):
-        if d[0] == "PHONE_NUMBER" and all(d[2] <= s or d[1] >= e for s, e in spans):
-            found.append(d)
-            spans.append((d[1], d[2]))
-    return sorted(found)
+    """What the windowed analyzer should find, from Presidio's stock recognizers: their
+    detections of the text as written, and the phone numbers they find in the text with
+    line breaks between characters of a number read as spaces and in the line after each
+    such break on its own (scored a step higher), where these overlap no number found in
+    the text as written; Presidio then drops results another of their type contains."""
+    from presidio_analyzer import EntityRecognizer
+
+    def phones(piece: str, shift: int = 0, step: float = 0.0) -> list:
+        found = stock.analyze(
+            text=piece, language="en", entities=["PHONE_NUMBER"], score_threshold=0.0
+        )
+        for r in found:
+            r.start, r.end, r.score = r.start + shift, r.end + shift, min(r.score + step, 1.0)
+        return found
+
+    written = _detections(stock, text)
+    read = breaks_in_numbers_as_spaces(text)
+    if read == text:
+        return written
+    first = phones(text)
+    extra = phones(read)
+    for broken in BREAK_IN_NUMBER.finditer(text):
+        line = read[broken.end() : broken.end() + AFTER_BREAK]
+        extra += phones(line, broken.end(), OWN_LINE_SCORE_STEP)
+    kept, spans = list(first), {(r.start, r.end) for r in first}
+    for r in extra:
+        if (r.start, r.end) not in {(k.start, k.end) for k in kept} and all(
+            r.end <= s or r.start >= e for s, e in spans
+        ):
+            kept.append(r)
+    merged = EntityRecognizer.remove_duplicates(kept)
+    others = [d for d in written if d[0] != "PHONE_NUMBER"]
+    return sorted(others + [(r.entity_type, r.start, r.end, round(r.score, 9)) for r in merged])
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +149,7 @@ def test_a_phone_number_broken_over_two_lines_is_found(analyzers) -> None:
         "call 775-568-\n2052 or (212)\n555-0199 or 775\n-568-2052; or one of\n760-545-4146\n"
         "775-568-2052; Paid 313.87.\n760-545-4146 / 775-568-2052;\n44.\t212-555-0199 and"
         "\n91.\n(760) 545-4146 or 775\t568\t2052 or (775\n) 568-2052 or 775 568 \n2052"
+        " or item 4\n212-555-\n0199 or 2024\n760 545\n4146"
     )
 
     def phones(analyzer) -> list[str]:
@@ -146,6 +173,9 @@ def test_a_phone_number_broken_over_two_lines_is_found(analyzers) -> None:
         "775\t568\t2052",
         "(775\n) 568-2052",
         "775 568 \n2052",
+        # a broken number after a line that ends in a digit (a review: lost before)
+        "212-555-\n0199",
+        "760 545\n4146",
     ]
 
 

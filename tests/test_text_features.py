@@ -180,10 +180,16 @@ WRITTEN_OUT = [  # (text, the address it holds or None)
     ("Investors looked at the dot com bubble", None),
     ("use my @debian.org address", None),  # a function word before "@"
     ("class A:\n    pass\n\n\n@app.post", None),  # "@" after a line break: code
+    # a third review's
+    ("jill &#64; example.org", "jill@example.org"),
+    ("choose either (a) google.com", None),  # an enumeration
+    ("x@" + "a." * 8000 + "qqq", None),  # 16 labels at most: was quadratic in them
+    ("a{.}" * 40 + "a,@example.org", None),  # was exponential in the {.}
+    ("jill at " + "qq dot " * 4000 + "qq", None),
 ]
 
 
-@pytest.mark.parametrize(("text", "address"), WRITTEN_OUT)
+@pytest.mark.parametrize(("text", "address"), WRITTEN_OUT, ids=[t[:40] for t, _ in WRITTEN_OUT])
 def test_email_addresses_written_out_are_the_address_they_spell(
     text: str, address: str | None
 ) -> None:

@@ -16,7 +16,7 @@ prototype and all sources that map to it):
 - a decimal digit of any script (category Nd) is its ASCII digit, whatever its group (the
   list puts Arabic-Indic one beside l and zero beside a full stop), but for a digit drawn
   like another ASCII digit (Bengali ৪, which means 4, looks like 8) in a number that
-  holds digits of another script: there it is the digit it looks like
+  holds digits a reader of Latin digits reads: there it is the digit it looks like
   (:func:`digit_lookalikes`);
 - else the group's one ASCII character, or the group's prototype when it is ASCII and the
   group holds no ASCII character of its own (… → ..., æ → ae);
@@ -232,39 +232,45 @@ def _digit_characters() -> frozenset[str]:
 
 
 @functools.cache
-def _number_pattern(end: int) -> re.Pattern[str]:
+def _latin_digit_characters() -> frozenset[str]:
+    """The :func:`_digit_characters` a reader of Latin digits reads as such: ASCII digits
+    and those NFKD or the fold makes them (full-width, mathematical, circled, Cyrillic б),
+    not the decimal digits of other scripts."""
+    return frozenset(
+        c
+        for c in _digit_characters()
+        if not c.isdecimal() or unicodedata.normalize("NFKD", c).isascii()
+    )
+
+
+@functools.cache
+def _number_pattern(*, end: int) -> re.Pattern[str]:
     """A number: :func:`_digit_characters` joined by up to three characters that are
-    neither word characters nor line breaks, or by a line break after a separator
-    ("775-568-" at a line's end). The class holds the code points below ``end`` (as
-    :func:`_other_script_runs`'s)."""
+    neither word characters nor line breaks, and line breaks after them (a number may be
+    broken over lines: the phone recognizer reads one so too). The class holds the code
+    points below ``end`` (as :func:`_other_script_runs`'s)."""
     digits = sorted(ord(c) for c in _digit_characters() if ord(c) < end)
     digit = f"[{_character_class(code_point_ranges(digits))}]"
-    join = f"(?:[^\\w{_LINE_BREAKS}]{{0,3}}|[-./)][ \\t]*(?:\\r\\n|[{_LINE_BREAKS}])[ \\t]*)"
+    join = f"[^\\w{_LINE_BREAKS}]{{0,3}}(?:[{_LINE_BREAKS}][{_LINE_BREAKS} \\t\u00a0]*)?"
     return re.compile(f"{digit}(?:{join}{digit})*")
-
-
-def _script_of_digit(char: str) -> int:
-    """Which digits ``char`` (one of :func:`_digit_characters`) is among: its script's
-    zero for a decimal digit, ASCII's for anything else read as a digit."""
-    return ord(char) - unicodedata.decimal(char) if char.isdecimal() else ord("0")
 
 
 def _digits_of_mixed_numbers(text: str, deceptive: dict[str, str]) -> str:
     """``text`` with the digits of :func:`digit_lookalikes` read as the ASCII digit they
     look like where they stand in a number (:func:`_number_pattern`) that also holds
-    digits of another script ("775-56৪-2052" is 775-568-2052: a reader of the Latin
-    digits around it reads an 8), as written elsewhere (a number of Bengali digits alone
-    means what they mean)."""
+    digits a reader of Latin digits reads (:func:`_latin_digit_characters`):
+    "775-56৪-2052" is 775-568-2052, as that reader reads it. Elsewhere they mean what
+    they mean: a number of Bengali digits alone, or of Arabic-Indic and Persian digits
+    (which share most glyphs, and are mixed in Persian text)."""
     table = {ord(c): d for c, d in deceptive.items()}
-    digit_characters = _digit_characters()
+    latin = _latin_digit_characters()
 
     def read(number: re.Match[str]) -> str:
         digits = number.group()
-        scripts = {_script_of_digit(c) for c in digits if c in digit_characters}
-        return digits.translate(table) if len(scripts) > 1 else digits
+        return digits.translate(table) if not latin.isdisjoint(digits) else digits
 
     end = _WORDS_END if _ASTRAL.search(text) else 0x10000
-    return _number_pattern(end).sub(read, text)
+    return _number_pattern(end=end).sub(read, text)
 
 
 @functools.cache

@@ -654,25 +654,31 @@ def local_dataset_directory(path: str) -> Path | None:
     if is_uri(path):
         if not path.lower().startswith("file://"):
             return None
-        path = "/" + path[len("file://") :].lstrip("/")
+        path = path[len("file://") :]
+        if path.lower().startswith("localhost/"):
+            path = path[len("localhost") :]
+        path = "/" + path.lstrip("/")
     directory = Path(path)
     return directory if directory.is_dir() else None
 
 
 def refuse_broken_links(name: str, directory: Path) -> None:
-    """Raise if a data file of the local dataset ``directory`` is a symbolic link to
-    nothing: Spark's listing leaves such a file out without a word, and the audit would
-    read a dataset without its records (hidden and ``_``-prefixed names are not data
-    files, as Spark lists them)."""
-    for entry in sorted(directory.rglob("*")):
-        parts = entry.relative_to(directory).parts
-        if any(part.startswith(("_", ".")) for part in parts):
-            continue
-        if entry.is_symlink() and not entry.exists():
-            raise BundleError(
-                f"{name}: {entry} is a symbolic link to a missing file "
-                f"({os.readlink(entry)}); Spark would leave that part of the dataset out"
-            )
+    """Refuse a local dataset with a data file that is a symbolic link to nothing:
+    Spark's listing leaves such a file out without a word, and the audit would read a
+    dataset without its records. Linked folders are followed; hidden and ``_``-prefixed
+    names are not data files, as Spark lists them.
+
+    Raises:
+        BundleError: names the dataset, the link and where it points.
+    """
+    for folder, subfolders, files in os.walk(directory, followlinks=True):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(("_", ".")))
+        for entry in sorted(Path(folder) / f for f in files if not f.startswith(("_", "."))):
+            if entry.is_symlink() and not entry.exists():
+                raise BundleError(
+                    f"{name}: {entry} is a symbolic link to a missing file "
+                    f"({os.readlink(entry)}); Spark would leave that part of the dataset out"
+                )
 
 
 def _folders_below(root: str, name: str) -> list[str]:

@@ -82,22 +82,27 @@ PHONE_VERDICTS = 1 << 17
 # tokens are cut where Presidio's own patterns see whitespace. They are found with
 # ``re`` (3x faster here) and this class, the 25 characters of ``regex``'s ``\s``.
 REGEX_BLANKS = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-# Blanks that phonenumbers' matcher does not allow inside a number (its punctuation has
-# the space and the no-break space only): between two characters a number is written
-# with, the phone recognizer also reads them as spaces.
-_LINE_BREAKS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029"
+# Line breaks and tabs, which phonenumbers' matcher does not allow inside a number (its
+# blanks are the space, the no-break space and the ideographic space): between two
+# characters a number is written with, the phone recognizer also reads them as spaces.
+_BREAKS_AND_TABS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029"
 _NUMBER_CHARACTER = "[\\d+().\\-/]"
-_BREAK_IN_NUMBER = re.compile(
-    f"(?<={_NUMBER_CHARACTER})[ \u00a0]*[{_LINE_BREAKS}][{_LINE_BREAKS} \u00a0]*"
+BREAK_IN_NUMBER = re.compile(
+    f"(?<={_NUMBER_CHARACTER})[ \u00a0]*[{_BREAKS_AND_TABS}][{_BREAKS_AND_TABS} \u00a0]*"
     f"(?={_NUMBER_CHARACTER})"
 )
-_AS_SPACE = {ord(c): " " for c in _LINE_BREAKS}
+_AS_SPACE = {ord(c): " " for c in _BREAKS_AND_TABS}
+# characters after such a break read again on their own (a number starting the line)
+AFTER_BREAK = 64
+# what a number read on its own line scores above its reading joined to the line before:
+# Presidio drops a result that another of the same type contains unless it scores higher
+OWN_LINE_SCORE_STEP = 1e-6
 
 
 def breaks_in_numbers_as_spaces(text: str) -> str:
     """``text`` with the line breaks and tabs between two characters of a phone number
     (digits, ``+ ( ) - . /``) read as spaces, one for one (offsets hold)."""
-    return _BREAK_IN_NUMBER.sub(lambda m: m.group().translate(_AS_SPACE), text)
+    return BREAK_IN_NUMBER.sub(lambda m: m.group().translate(_AS_SPACE), text)
 
 
 _PHONE_TRIGGER = re.compile(r"[ \u00a0\t,\-]*\d+[ \u00a0\t,]*")
@@ -381,14 +386,18 @@ class MemoPhoneRecognizer(PhoneRecognizer):
 
 
 class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
-    """The windowed phone recognizer. It also finds the numbers a line break or tab
-    breaks, as a reader reads them: ``775-568-`` at the end of a line and ``2052`` at the
+    """The windowed phone recognizer. It also finds the numbers line breaks or tabs
+    break, as a reader reads them: ``775-568-`` at the end of a line and ``2052`` at the
     start of the next is one number (a review's release broke the train numbers so, and
-    Presidio found none). Those found in the text with such breaks read as spaces
-    (:func:`breaks_in_numbers_as_spaces`) are added to those found in the text as it is,
-    where they overlap none: reading a break as a space can also join a number to the
-    line before ("Paid 313.87." or a list's "44." before a number), and never hides one
-    found without it."""
+    Presidio found none). It reads the text again with every such break between two
+    characters of a number as a space (:func:`breaks_in_numbers_as_spaces`), and the
+    :data:`AFTER_BREAK` characters after each such break on their own: that reading
+    joins a number to what ends the line before ("Paid 313.87.", a list's "44.", "item
+    4"), and can make it another or none. What these readings find is added to what the
+    text as written gives, where it overlaps nothing found there (so a number that needs
+    no reading is never lost or changed by one); a number read on its own line scores
+    :data:`OWN_LINE_SCORE_STEP` more, so that Presidio keeps it beside the joined
+    reading that contains it (both are values of the text: the reader's is one of them)."""
 
     pattern = _PHONE_TRIGGER
     margin = PHONE_MARGIN
@@ -401,11 +410,22 @@ class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
         read = breaks_in_numbers_as_spaces(text)
         if read == text:
             return found
-        spans = [(r.start, r.end) for r in found]
-        for result in super().analyze(read, entities, nlp_artifacts, *args, **kwargs):
-            if all(result.end <= start or result.start >= end for start, end in spans):
+        extra = super().analyze(read, entities, nlp_artifacts, *args, **kwargs)
+        for broken in BREAK_IN_NUMBER.finditer(text):
+            start = broken.end()
+            line = read[start : start + AFTER_BREAK]
+            for result in MemoPhoneRecognizer.analyze(self, line, entities, nlp_artifacts):
+                result.start += start
+                result.end += start
+                result.score = min(result.score + OWN_LINE_SCORE_STEP, 1.0)
+                extra.append(result)
+        spans = {(r.start, r.end) for r in found}
+        added = set()
+        for result in extra:
+            span = (result.start, result.end)
+            if span not in added and all(result.end <= s or result.start >= e for s, e in spans):
                 found.append(result)
-                spans.append((result.start, result.end))
+                added.add(span)
         return found
 
 
