@@ -847,18 +847,18 @@ def test_a_failing_close_never_replaces_the_error_in_flight() -> None:
     """Every engine: leaving its block with an error keeps that error (a Spark session
     whose stop failed after a signal had reported the stop's error); a clean exit raises
     the close's own."""
-    from gate.engines.base import Engine
+    from gate.engines.local import LocalEngine
 
-    class BrokenClose(Engine):
-        name = "broken-close"
-
-        def ngram_disclosures(self, *args, **kwargs):
-            raise NotImplementedError  # never called: the test only enters and leaves
+    class BrokenClose(LocalEngine):
+        """The local engine, whose close fails."""
 
         def close(self) -> None:
             raise RuntimeError("stop failed")
 
     with pytest.raises(ValueError, match="the real error"), BrokenClose(EngineSettings()):
         raise ValueError("the real error")
-    with pytest.raises(RuntimeError, match="stop failed"), BrokenClose(EngineSettings()):
-        pass
+    with (
+        pytest.raises(RuntimeError, match="stop failed"),
+        BrokenClose(EngineSettings()) as engine,
+    ):
+        assert engine.settings == EngineSettings()
