@@ -32,7 +32,8 @@ class ObfuscatedEmailRecognizer(LocalRecognizer):
         )
 
     def load(self) -> None:
-        return None
+        """Presidio's hook for loading a model: this recognizer has none (its patterns
+        are compiled with :mod:`gate.features.email_forms`)."""
 
     def analyze(
         self, text: str, entities: list[str], nlp_artifacts: Any = None
