@@ -35,7 +35,14 @@ from gate.canary.craft import CanarySet, craft_canaries
 from gate.canary.signals import release_signals
 from gate.errors import AuditError, InputError
 from gate.generators import resolve_generator
-from gate.generators.base import DpSgdSpec, FitReport, Generator, GeneratorConfig
+from gate.generators.base import (
+    DpSgdSpec,
+    FitReport,
+    Generator,
+    GeneratorConfig,
+    GeneratorStream,
+    generator_stream_seed,
+)
 from gate.generators.reference import ReferenceConfig
 from gate.metrics import ONE_RUN_PAPER, Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
@@ -173,7 +180,8 @@ def _train_and_sample(
             delta=p.delta if p.delta is not None else 1.0 / len(examples),
             max_grad_norm=p.max_grad_norm,
             accountant=p.accountant,
-            noise_seed=seed + 2,  # an audit's model is never released: reproducible noise
+            # an audit's model is never released: reproducible noise
+            noise_seed=generator_stream_seed(seed, GeneratorStream.NOISE),
         )
     generator = generators.generator_cls(generators.generator_config, seed=seed)
     with progress.step(f"training the {label} generator ({len(examples)} examples)"):

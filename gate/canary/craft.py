@@ -17,12 +17,16 @@ from gate.errors import AuditError
 from gate.generators.base import FitReport
 from gate.generators.reference import ReferenceConfig, ReferenceGenerator
 from gate.progress import Progress
+from gate.seeds import stream_seed
 from gate.stats.canary import TemperatureSearch, in_perplexity_window, search_temperature
 
 SEARCH_BATCH = 48  # canaries per perplexity measurement of the temperature search
 CANDIDATES = 4  # suffixes drawn per missing canary in each rejection round
 REJECTION_ROUNDS = 40
 REPICK_EVERY = 8  # rounds after which a slot still empty draws a new prefix record
+# streams of the crafting seed beyond the base LM's own (GeneratorStream 0-3)
+SEARCH_STREAM = 4
+REJECTION_STREAM = 5  # keyed (REJECTION_STREAM, round)
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,8 @@ def craft_canaries(
         target_perplexity: P_target, per byte under the base LM.
         base_config: the base LM's reference-generator settings.
         base_epochs: its training epochs.
-        seed: seed of the base LM's initialisation, batches and sampling.
+        seed: seed of the base LM (its initialisation, batches and sampling) and, through
+            streams of its own, of the temperature search's and the rejection rounds' draws.
         rng: picks the prefix records (and new ones for slots rejection sampling cannot
             fill with theirs).
         progress: progress reporter.
@@ -140,9 +145,10 @@ def craft_canaries(
     )
 
     probe = prefixes[:SEARCH_BATCH]
+    search_seed = stream_seed(seed, SEARCH_STREAM)
     with progress.step(f"searching the temperature for perplexity {target_perplexity:g}"):
         search = search_temperature(
-            lambda t: float(np.median(sampler.draw(probe, temperature=t, seed=seed + 10)[1])),
+            lambda t: float(np.median(sampler.draw(probe, temperature=t, seed=search_seed)[1])),
             target=target_perplexity,
         )
     texts: list[str | None] = [None] * count
@@ -164,7 +170,7 @@ def craft_canaries(
             drafts, ppl = sampler.draw(
                 [prefixes[i] for i in candidates],
                 temperature=search.temperature,
-                seed=seed + 100 + round_,
+                seed=stream_seed(seed, REJECTION_STREAM, round_),
             )
             drawn += len(candidates)
             inside = in_perplexity_window(ppl, target=target_perplexity)

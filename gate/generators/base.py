@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -20,6 +21,23 @@ import numpy as np
 from gate.errors import AuditError
 from gate.policy.models import StrictModel
 from gate.progress import NullProgress, Progress
+from gate.seeds import stream_seed
+
+
+class GeneratorStream(IntEnum):
+    """The random streams of a generator: stream ``k`` of a generator seeded ``s`` is seeded
+    by :func:`gate.seeds.stream_seed` ``(s, k)``."""
+
+    INITIALISATION = 0
+    BATCHES = 1
+    NOISE = 2
+    SAMPLING = 3
+
+
+def generator_stream_seed(seed: int, stream: GeneratorStream) -> int:
+    """The seed of ``stream`` of a generator seeded ``seed`` (e.g. the DP-SGD noise seed a
+    caller passes in :class:`DpSgdSpec` when the noise may be reproducible)."""
+    return stream_seed(seed, int(stream))
 
 
 class GeneratorConfig(StrictModel):
@@ -122,7 +140,7 @@ class Generator(ABC, Generic[ConfigT]):
     Args:
         config: the validated configuration.
         seed: seeds every random step of this generator (initialisation, batches, noise,
-            sampling); recorded in the evidence.
+            sampling), each from its own :class:`GeneratorStream`; recorded in the evidence.
     """
 
     name: ClassVar[str]

@@ -40,8 +40,10 @@ from gate.generators.base import (
     FitReport,
     GeneratorConfig,
     GeneratorError,
+    GeneratorStream,
     ParametricGenerator,
     PrivacySpent,
+    generator_stream_seed,
     null_progress,
 )
 from gate.plugins import GENERATORS
@@ -187,7 +189,7 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
             tie_word_embeddings=False,
         )
         with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
-            torch.manual_seed(self.seed)
+            torch.manual_seed(generator_stream_seed(self.seed, GeneratorStream.INITIALISATION))
             model: Any = LlamaForCausalLM(config)
         return model.to(device=_device())
 
@@ -221,7 +223,9 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
         model.train()
         lr = c.learning_rate if privacy is None else (c.dp_learning_rate or c.learning_rate)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-        batches_gen = torch.Generator().manual_seed(self.seed + 1)
+        batches_gen = torch.Generator().manual_seed(
+            generator_stream_seed(self.seed, GeneratorStream.BATCHES)
+        )
         if privacy is not None and privacy.noise_seed is None:
             # secret Poisson batches: which users a step sampled is part of the mechanism
             batches_gen.manual_seed(secrets.randbits(63))
@@ -340,7 +344,7 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
         batch = 64
         todo = list(range(n))
         with torch.random.fork_rng(devices=range(torch.cuda.device_count())), torch.no_grad():
-            torch.manual_seed(self.seed + 3)
+            torch.manual_seed(generator_stream_seed(self.seed, GeneratorStream.SAMPLING))
             for attempt in range(5):  # records that came out empty are drawn again
                 chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)]
                 label = "sampling records" if attempt == 0 else "resampling empty records"

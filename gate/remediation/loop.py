@@ -28,7 +28,9 @@ from gate.generators.base import (
     Generator,
     GeneratorConfig,
     GeneratorError,
+    GeneratorStream,
     ParametricGenerator,
+    generator_stream_seed,
 )
 from gate.policy.models import Remediation
 from gate.progress import Progress
@@ -36,6 +38,7 @@ from gate.remediation.rip_noise import ReplicaSpread, add_rip_noise, replica_spr
 from gate.remediation.schedule import RoundPlan, default_delta
 from gate.remediation.utility import ReleaseUtility, UtilityMeter
 from gate.results import Status
+from gate.seeds import stream_seed
 from gate.stats.rip import eta_from_epsilon_delta
 
 RELEASE_NAME = "release.jsonl"
@@ -243,7 +246,8 @@ def refuted_claim(
 
 
 SEEDED_NOISE = (
-    "seeded from the round seed (remediation.secret_noise: false): reproducible, not private"
+    "seeded from the round seed's noise stream (remediation.secret_noise: false): "
+    "reproducible, not private"
 )
 
 
@@ -256,8 +260,7 @@ def _noise_source(secret: bool) -> str:
 
 def round_seed(seed: int, index: int) -> tuple[int, dict[str, Any]]:
     """The generator seed of round ``index``: a child of the run's seed sequence."""
-    child = np.random.SeedSequence(seed, spawn_key=(index,))
-    return int(child.generate_state(1)[0]), {"entropy": seed, "spawn_key": [index]}
+    return stream_seed(seed, index), {"entropy": seed, "spawn_key": [index]}
 
 
 @dataclass
@@ -312,7 +315,11 @@ class RemediationRun:
                 delta=default_delta(delta=r.dpsgd.delta, train_users=len(self.users)),
                 max_grad_norm=r.dpsgd.max_grad_norm,
                 accountant=r.dpsgd.accountant,
-                noise_seed=None if r.secret_noise else gen_seed + 2,
+                noise_seed=(
+                    None
+                    if r.secret_noise
+                    else generator_stream_seed(gen_seed, GeneratorStream.NOISE)
+                ),
             )
         with self.progress.step(f"round {plan.index}: training ({plan.label})"):
             report = generator.fit(
@@ -380,7 +387,9 @@ class RemediationRun:
             self._spread,
             eta=eta,
             noise=r.rip.noise,
-            rng=np.random.default_rng(None if r.secret_noise else gen_seed),
+            rng=np.random.default_rng(
+                None if r.secret_noise else generator_stream_seed(gen_seed, GeneratorStream.NOISE)
+            ),
         )
         rip = {
             **noise.as_dict(with_draw=not r.secret_noise),

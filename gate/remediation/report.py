@@ -206,7 +206,8 @@ def privacy_utility_plot(rounds: Sequence[RoundRecord], path: Path) -> Path:
     ax.set_title("utility: holdout perplexity (lower is better)")
     ax = axes[3]
     ax.plot(x, [r.utility.frechet_embedding_distance for r in rounds], marker="^", color="tab:red")
-    ax.set_title("utility: Fréchet distance to holdout (MiniLM; lower is better)")
+    ax.set_title("utility: Fréchet distance (lower is better)")
+    ax.set_ylabel("to holdout, in MiniLM's embedding space", fontsize=7)
     for ax in axes:
         ax.set_xticks(x, labels, fontsize=7)
         ax.title.set_fontsize(9)
