@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 from gate._version import __version__
 from gate.errors import GateError
 from gate.evidence.escape import one_line
-from gate.interrupts import Terminated, forget_signals, raise_if_terminated, terminate
+from gate.interrupts import (
+    Terminated,
+    forget_signals,
+    raise_if_terminated,
+    raise_interruption_behind,
+    terminate,
+)
 from gate.quiet import quiet_libraries
 
 if TYPE_CHECKING:
@@ -370,9 +376,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     forget_signals()
     previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
     try:
-        code = COMMANDS[args.command](args)
-        raise_if_terminated()  # a signal whose exception a finalizer dropped
-        return code
+        try:
+            code = COMMANDS[args.command](args)
+            raise_if_terminated()  # a signal whose exception a finalizer dropped
+            return code
+        except Exception as exc:
+            raise_interruption_behind(exc)  # replaced by an error of a failing cleanup
+            raise
     except GateError as exc:  # InputError: 2; the others: 3
         print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code

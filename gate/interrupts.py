@@ -30,3 +30,30 @@ def raise_if_terminated() -> None:
 
 def forget_signals() -> None:
     _received.clear()
+
+
+def interruption_behind(exc: BaseException) -> BaseException | None:
+    """The interruption (Ctrl-C's KeyboardInterrupt, or :class:`Terminated`) that ``exc``
+    was raised while handling, if any.
+
+    A library's cleanup that fails replaces the interruption in flight with its own
+    error: PySpark's Arrow collect asks the JVM for its job's result in a ``finally``,
+    and a Ctrl-C there came back as a Py4JJavaError (seen on a real session). The
+    interruption is what happened; the error is its consequence.
+    """
+    seen: set[int] = set()
+    current = exc.__context__
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt | Terminated):
+            return current
+        seen.add(id(current))
+        current = current.__context__
+    return None
+
+
+def raise_interruption_behind(exc: BaseException) -> None:
+    """Raise the interruption ``exc`` was raised while handling (see
+    :func:`interruption_behind`), if any; otherwise return."""
+    interruption = interruption_behind(exc)
+    if interruption is not None:
+        raise interruption

@@ -4,6 +4,7 @@ Great Expectations, PySpark) out of a user's terminal; ``--verbose`` lets it thr
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 
 NOISY_LOGGERS = (
@@ -24,6 +25,17 @@ SILENT_LOGGERS = ("great_expectations",)
 ERROR_ONLY_LOGGERS = ("presidio-analyzer", "matplotlib.font_manager")
 
 
+class Py4JRootRecords(logging.Filter):
+    """Drops the records Py4J logs through the root logger rather than its own: on every
+    Ctrl-C during a call to the JVM, "KeyboardInterrupt while sending command." with a
+    traceback. The gate reports the interruption, or the lost connection, itself."""
+
+    PACKAGE = f"{os.sep}py4j{os.sep}"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.PACKAGE not in record.pathname
+
+
 def quiet_libraries(*, verbose: bool) -> None:
     if verbose:
         return
@@ -38,6 +50,8 @@ def quiet_libraries(*, verbose: bool) -> None:
     for name in SILENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     root = logging.getLogger()
+    if not any(isinstance(f, Py4JRootRecords) for f in root.filters):
+        root.addFilter(Py4JRootRecords())
     if not root.handlers and logging.lastResort is not None:
         # what Python prints without a handler (warnings and errors, their message only),
         # as a handler: a library's logging.basicConfig (Py4J's, Opacus's) is then a no-op;

@@ -746,7 +746,8 @@ def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path) -> None
     """The JVM of a session the engine started is killed (as the kernel's OOM killer or
     the JVM's own OutOfMemoryError would end it): the step raises one error that names
     spark.driver.memory and Spark's log, which is kept, and closing the engine does not
-    hide it. In its own process: a killed JVM cannot be replaced in this one."""
+    hide it; nothing else reaches the terminal. In its own process: a killed JVM cannot
+    be replaced in this one."""
     code = """
 import numpy as np
 from gate.engines.spark import SparkEngine
@@ -760,6 +761,10 @@ try:
         log = engine._log
         local = engine._local_dir
         print("LOCAL DIR", engine.session.conf.get("spark.local.dir") == str(local))
+        engine.ngram_disclosures(  # Python workers connect to the accumulator server
+            ["a b c"], ["a b c"], users=np.array([0]),
+            config=NgramFeatures(n_min=1, n_max=2), progress=NullProgress(),
+        )
         gateway.proc.kill()
         gateway.proc.wait()
         engine.ngram_disclosures(
@@ -781,10 +786,73 @@ except RuntimeError as error:
     )
     assert done.returncode == 0, done.stderr
     assert "stopped answering during ngram_disclosures" in done.stdout
+    # PySpark's accumulator server lost its connection: its traceback goes to Spark's log
+    assert "Traceback" not in done.stderr, done.stderr
     assert "spark.driver.memory" in done.stdout and "Spark's log: " in done.stdout
     assert "LOG KEPT True" in done.stdout
     # the shuffle files of a JVM that died hold texts: its local directory is removed
     assert "LOCAL DIR True" in done.stdout and "LOCAL DIR GONE True" in done.stdout
+
+
+def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path) -> None:
+    """A SIGINT during a query of minutes is raised within seconds, through PySpark's Arrow
+    collect (whose C++ reader retried the interrupted read until the query ended) and
+    through a collect of rows, and the query's jobs are cancelled. In its own process:
+    the signal goes to its main thread."""
+    code = """
+import signal, threading, time
+# Python's own handler, also where this test runs in the background (SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from gate.quiet import quiet_libraries
+quiet_libraries(verbose=False)
+from gate.engines.spark import SparkEngine
+from gate.engines.spark_session import run_cancellable
+from gate.policy.models import EngineSettings
+
+engine = SparkEngine(EngineSettings(name="spark", spark_master="local[1]"))
+with engine:
+    session = engine.session
+    from pyspark.sql import functions as F
+    slow = F.udf(lambda x: (time.sleep(0.5), x)[1], "long")  # 200 s in all
+    tracker = session.sparkContext.statusTracker()
+    for collect in ("toArrow", "collect"):
+        query = session.range(0, 400, numPartitions=4).select(slow("id").alias("x"))
+        sent = []
+        def interrupt():
+            while not tracker.getActiveJobsIds():
+                time.sleep(0.05)
+            time.sleep(1)
+            sent.append(time.perf_counter())
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        threading.Thread(target=interrupt, daemon=True).start()
+        try:
+            run_cancellable(session, getattr(query, collect))
+            print(collect, "NOT INTERRUPTED")
+        except KeyboardInterrupt:
+            print(collect, "RAISED AFTER", round(time.perf_counter() - sent[0], 1))
+        waited = time.perf_counter()
+        while tracker.getActiveJobsIds() and time.perf_counter() - waited < 30:
+            time.sleep(0.1)
+        print(collect, "JOBS LEFT", tracker.getActiveJobsIds())
+    print("AFTER", session.range(3).count())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for collect in ("toArrow", "collect"):
+        raised = [line for line in lines if line.startswith(f"{collect} RAISED AFTER ")]
+        assert raised, done.stdout
+        assert float(raised[0].rsplit(" ", 1)[1]) < 10
+        assert f"{collect} JOBS LEFT []" in lines
+    assert "AFTER 3" in lines
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
 
 
 def test_an_unreachable_connect_server_is_an_error_at_once() -> None:

@@ -389,6 +389,23 @@ def test_matplotlib_s_font_fallback_stays_out_of_the_terminal(tmp_path: Path) ->
     assert _stderr_when_quiet(calls, tmp_path) == "kept\n"
 
 
+def test_py4j_s_traceback_of_an_interrupted_call_stays_out_of_the_terminal(
+    tmp_path: Path,
+) -> None:
+    """Py4J logs "KeyboardInterrupt while sending command." and a traceback through the
+    root logger on every Ctrl-C during a call to the JVM (seen on a real session); the
+    gate says "interrupted" itself. Records of the root logger from elsewhere stay."""
+    py4j_code = (
+        "try:\n    raise KeyboardInterrupt\nexcept KeyboardInterrupt:\n"
+        "    logging.exception('KeyboardInterrupt while sending command.')\n"
+    )
+    calls = (
+        f"exec(compile({py4j_code!r}, '/site-packages/py4j/java_gateway.py', 'exec')); "
+        "logging.error('kept')"
+    )
+    assert _stderr_when_quiet(calls, tmp_path) == "kept\n"
+
+
 def test_a_library_s_basic_config_puts_no_info_lines_on_the_terminal(tmp_path: Path) -> None:
     """Py4J (and Opacus) call logging.basicConfig: it had put every library's INFO records
     on the gate's stderr; warnings and errors print as Python prints them anyway."""

@@ -296,6 +296,63 @@ def test_a_signal_whose_exception_was_dropped_withdraws_the_verdict(
     assert parent.info.status == "KILLED" and parent.data.tags["gate.status"] == "error"
 
 
+def _cancelled_by_ctrl_c(*args: object, **kwargs: object) -> None:
+    """As PySpark's Arrow collect on a Ctrl-C: its ``finally`` asks the JVM for its job's
+    result, which fails."""
+    try:
+        raise KeyboardInterrupt
+    finally:
+        raise RuntimeError("job cancelled")
+
+
+def test_an_error_a_cleanup_raised_during_a_ctrl_c_is_the_ctrl_c(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Seen on a real Spark session: a Ctrl-C during a query came back as a Py4JJavaError,
+    the audit reported it, and a verdict (ERROR) was written. The error that replaced
+    the interruption is the interruption: no verdict, exit 3, "interrupted"."""
+    from gate.engines.local import LocalEngine
+
+    monkeypatch.setattr(LocalEngine, "ngram_disclosures", _cancelled_by_ctrl_c)
+    out = tmp_path / "out"
+    assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 3
+    assert no_verdict(out)
+    assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
+    bundle = load_bundle(
+        membership=MembershipPolicy(),
+        train=bundle_files["train"],
+        holdout=bundle_files["holdout"],
+        synthetic=bundle_files["synthetic"],
+    )
+    with pytest.raises(KeyboardInterrupt):
+        run_gate(parse_policy(MINIMAL_POLICY), bundle)
+
+
+def test_the_interruption_behind_an_error_is_found_through_its_context() -> None:
+    from gate.interrupts import Terminated, interruption_behind
+
+    with pytest.raises(RuntimeError) as raised:
+        _cancelled_by_ctrl_c()
+    assert isinstance(interruption_behind(raised.value), KeyboardInterrupt)
+    try:
+        try:
+            raise Terminated("terminated by signal 15")
+        except Terminated:
+            try:
+                raise OSError("connection reset")
+            except OSError as exc:
+                raise ValueError("two errors later") from exc
+    except ValueError as exc:
+        assert isinstance(interruption_behind(exc), Terminated)
+    assert interruption_behind(RuntimeError("alone")) is None
+    first, second = RuntimeError("a"), RuntimeError("b")
+    first.__context__, second.__context__ = second, first  # a cycle ends the search
+    assert interruption_behind(first) is None
+
+
 def test_an_audit_s_mlflow_run_is_never_left_running(
     bundle_files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

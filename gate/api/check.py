@@ -34,6 +34,7 @@ from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle
 from gate.engines.base import Engine, create_engine
 from gate.errors import InputError, missing_dependency_message
+from gate.interrupts import raise_interruption_behind
 from gate.policy.checks import CheckResult, CheckSpec, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
 from gate.policy.models import AuditConfig, Policy
@@ -72,6 +73,7 @@ def validate_with_gx(
             values, completed=completed, suite_name=suite_name, data_docs_dir=data_docs_dir
         )
     except Exception as exc:
+        raise_interruption_behind(exc)
         return None, f"Great Expectations validation failed: {type(exc).__name__}: {exc}"
     own = {(c.spec.audit, c.spec.metric): c.passed for o in outcomes.values() for c in o.checks}
     disagree = sorted(str(k) for k in own if gx.check_success.get(k) != own[k])
@@ -121,8 +123,12 @@ def _run_audit(
             result = audit.run(bundle, config, context)
         checks = tuple(evaluate_check(s, result.metric_values) for s in specs)
     except ImportError as exc:
+        raise_interruption_behind(exc)
         error = missing_dependency_message(exc, needed_by=f"audit {name!r}")
     except Exception as exc:
+        # an error a library's cleanup raised during a Ctrl-C (Spark's "job cancelled")
+        # is the interruption, not the audit's outcome
+        raise_interruption_behind(exc)
         error = describe_exception(exc, show_message=not policy.evidence.redact_witnesses)
     if error is not None:
         status: Status = "error"

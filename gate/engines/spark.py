@@ -51,6 +51,7 @@ from gate.engines.spark_session import (
     lost_jvm,
     out_of_memory,
     root_cause,
+    run_cancellable,
     start_session,
 )
 from gate.errors import BundleError, EngineError
@@ -100,6 +101,18 @@ def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
                 f"{SESSION_DEFAULTS['spark.driver.memory']}), or split the work into more tasks "
                 f"(spark.sql.shuffle.partitions).{log}"
             ) from exc
+
+    return run
+
+
+def _cancellable(step: Callable[..., T]) -> Callable[..., T]:
+    """A step of :class:`SparkEngine` whose queries a Ctrl-C or SIGTERM cancels at once
+    (:func:`run_cancellable`); the session starts first, in the calling thread, where
+    the signals of its start can be deferred."""
+
+    @functools.wraps(step)
+    def run(self: SparkEngine, *args: Any, **kwargs: Any) -> T:
+        return run_cancellable(self.session, lambda: step(self, *args, **kwargs))
 
     return run
 
@@ -224,6 +237,7 @@ class SparkEngine(Engine):
         return dataset_table(name, self._data_files(name, location), fmt=fmt)
 
     @_explain_lost_jvm
+    @_cancellable
     def _data_files(self, name: str, location: str) -> list[tuple[str, bytes]]:
         """``(path, bytes)`` of every data file under ``location`` (subdirectories
         included; hidden and ``_``-prefixed files left out, as Spark lists them)."""
@@ -270,6 +284,7 @@ class SparkEngine(Engine):
         )
 
     @_explain_lost_jvm
+    @_cancellable
     def detect_pii(
         self,
         texts: Sequence[str],
@@ -320,6 +335,7 @@ class SparkEngine(Engine):
         )
 
     @_explain_lost_jvm
+    @_cancellable
     def encode(
         self,
         texts: Sequence[str],
@@ -361,6 +377,7 @@ class SparkEngine(Engine):
         return np.stack(rows["embedding"].to_numpy()).astype(np.float32)[codes]
 
     @_explain_lost_jvm
+    @_cancellable
     def ngram_disclosures(
         self,
         source_texts: Texts,

@@ -13,11 +13,15 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gate.errors import EngineError
+
+T = TypeVar("T")
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
@@ -171,7 +175,28 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
         _deliver(received)
         raise EngineError(f"Spark's start was interrupted by signal {received[0]}")
     session.sparkContext.setLogLevel("ERROR")
+    _accumulator_errors_to_log(session.sparkContext, Path(log.name))
     return session, Path(log.name)
+
+
+def _accumulator_errors_to_log(context: Any, log: Path) -> None:
+    """PySpark's accumulator server (a socketserver thread) prints a traceback on the
+    terminal when its connection breaks, as it does when the JVM dies; the gate reports
+    a lost JVM itself. The traceback goes to Spark's log, which the error names."""
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+
+    def handle_error(request: object, client_address: object) -> None:
+        try:
+            # no O_CREAT: a log the engine removed on a clean close stays removed
+            with open(os.open(log, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as out:
+                out.write(f"PySpark's accumulator server, a request from {client_address}:\n")
+                traceback.print_exc(file=out)
+        except FileNotFoundError:
+            return
+
+    server.handle_error = handle_error
 
 
 CONNECT_PORT = 15002  # Spark Connect's default
@@ -271,6 +296,63 @@ def signals_deferred(received: list[int]) -> Iterator[None]:
         restore()
         for s in ignored:
             signal.signal(s, signal.SIG_IGN)
+
+
+CANCEL_POLL = 0.2  # seconds between checks of a running action's thread
+
+
+def _job_tags(session: Any) -> tuple[Callable[[str], Any], ...]:
+    """Add, remove and cancel a tag of the calling thread's jobs: the session's operation
+    tags on Spark Connect; the SparkContext's job tags otherwise (a classic session's
+    ``interruptTag`` cancelled nothing in a session the gate started, checked on a real
+    one)."""
+    if type(session).__module__.startswith("pyspark.sql.connect"):
+        return session.addTag, session.removeTag, session.interruptTag
+    context = session.sparkContext
+    return context.addJobTag, context.removeJobTag, context.cancelJobsWithTag
+
+
+def run_cancellable(session: Any, action: Callable[[], T]) -> T:
+    """Run ``action`` (queries of ``session``) in a thread of its own, its operations
+    tagged, while this thread waits: a Ctrl-C or SIGTERM ends the wait at once, the tagged
+    operations are interrupted (Spark cancels their jobs), and the signal's exception is
+    raised when the action has stopped. A second signal is raised at once.
+
+    Waited for in place, a signal went unanswered until the query ended: PySpark's Arrow
+    collect (``toArrow``, ``toPandas``) reads the JVM's answer in pyarrow's C++ code,
+    which retries a read that a signal interrupted. A Ctrl-C during a step of minutes did
+    nothing for minutes, and a supervisor's SIGTERM was followed by its SIGKILL, which
+    leaves the session's shuffle files (texts) behind.
+    """
+    from pyspark import InheritableThread
+
+    tag = f"gate-{uuid.uuid4().hex}"
+    add_tag, remove_tag, cancel_tag = _job_tags(session)
+    outcome: list[Any] = []
+    failure: list[BaseException] = []
+
+    def tagged() -> None:
+        try:
+            add_tag(tag)
+            outcome.append(action())
+            remove_tag(tag)  # after a failure, the thread's end drops it
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            failure.append(exc)
+
+    worker = InheritableThread(tagged, session=session, name="gate-spark-step", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(CANCEL_POLL)
+    except BaseException:
+        # the interruption in flight is what is raised, even where Spark cannot be reached
+        with contextlib.suppress(Exception):
+            cancel_tag(tag)
+        worker.join()
+        raise
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 # set for the whole process when a session starts (Spark Connect marks the process as
