@@ -375,11 +375,13 @@ def test_a_failed_start_restores_the_environment(tmp_path: Path) -> None:
         "local = engine._local_dir\n"
         "engine.close()\n"
         "print('PYSPARK_PYTHON' in os.environ, errors[0] is errors[1], local.exists())\n"
+        "os.remove(str(errors[0]).rsplit(\"Spark's log: \", 1)[1].rstrip(')'))  # kept for a user\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     run = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
     )
+    assert run.returncode == 0, run.stderr
     failed, leaked = run.stdout.splitlines()
     assert failed.startswith("failed: Spark did not start on master 'local[x]'")
     # the reason Spark logged, not PySpark's JAVA_GATEWAY_EXITED; one start, its error
@@ -774,6 +776,8 @@ try:
 except RuntimeError as error:
     print("ERROR", error)
     print("LOG KEPT", log is not None and log.exists())
+    if log is not None:
+        log.unlink()  # kept for a user; a test leaves nothing behind
     print("LOCAL DIR GONE", not local.exists())
 """
     done = subprocess.run(
