@@ -744,6 +744,21 @@ def test_an_out_of_memory_answer_is_an_error_that_says_what_to_change() -> None:
         failing(missing)(engine)
 
 
+def _run_python(code: str, *, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a Python process of its own (a JVM killed, a signal sent) and
+    require that it succeeds."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path) -> None:
     """The JVM of a session the engine started is killed (as the kernel's OOM killer or
     the JVM's own OutOfMemoryError would end it): the step raises one error that names
@@ -780,15 +795,7 @@ except RuntimeError as error:
         log.unlink()  # kept for a user; a test leaves nothing behind
     print("LOCAL DIR GONE", not local.exists())
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_python(code, cwd=tmp_path, timeout=300)
     assert "stopped answering during ngram_disclosures" in done.stdout
     # PySpark's accumulator server lost its connection: its traceback goes to Spark's log
     assert "Traceback" not in done.stderr, done.stderr
@@ -840,15 +847,7 @@ with engine:
         print(collect, "JOBS LEFT", tracker.getActiveJobsIds())
     print("AFTER", session.range(3).count())
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_python(code, cwd=tmp_path, timeout=120)
     lines = done.stdout.splitlines()
     for collect in ("toArrow", "collect"):
         raised = [line for line in lines if line.startswith(f"{collect} RAISED AFTER ")]
