@@ -808,8 +808,9 @@ except RuntimeError as error:
 def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path) -> None:
     """A SIGINT during a query of minutes is raised within seconds, through PySpark's Arrow
     collect (whose C++ reader retried the interrupted read until the query ended) and
-    through a collect of rows, and the query's jobs are cancelled. In its own process:
-    the signal goes to its main thread."""
+    through a collect of rows, once the query's jobs are cancelled; a SIGINT between two
+    queries of a step (no job running) cancels the second as it starts. In its own
+    process: the signal goes to its main thread."""
     code = """
 import signal, threading, time
 # Python's own handler, also where this test runs in the background (SIGINT ignored)
@@ -826,34 +827,53 @@ with engine:
     from pyspark.sql import functions as F
     slow = F.udf(lambda x: (time.sleep(0.5), x)[1], "long")  # 200 s in all
     tracker = session.sparkContext.statusTracker()
-    for collect in ("toArrow", "collect"):
-        query = session.range(0, 400, numPartitions=4).select(slow("id").alias("x"))
+    query = session.range(0, 400, numPartitions=4).select(slow("id").alias("x"))
+    between_queries = threading.Event()
+    finished = []
+
+    def two_queries():  # the signal comes between them, while no job runs
+        session.range(0, 2, numPartitions=1).select(slow("id")).collect()
+        between_queries.set()
+        time.sleep(2)
+        query.collect()
+        finished.append(True)
+
+    def when_a_job_runs():
+        while not tracker.getActiveJobsIds():
+            time.sleep(0.05)
+        time.sleep(1)
+
+    for name, action, ready in (
+        ("toArrow", query.toArrow, when_a_job_runs),
+        ("collect", query.collect, when_a_job_runs),
+        ("between", two_queries, lambda: between_queries.wait() and time.sleep(0.5)),
+    ):
         sent = []
         def interrupt():
-            while not tracker.getActiveJobsIds():
-                time.sleep(0.05)
-            time.sleep(1)
+            ready()
             sent.append(time.perf_counter())
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
         threading.Thread(target=interrupt, daemon=True).start()
         try:
-            run_cancellable(session, getattr(query, collect))
-            print(collect, "NOT INTERRUPTED")
+            run_cancellable(session, action)
+            print(name, "NOT INTERRUPTED")
         except KeyboardInterrupt:
-            print(collect, "RAISED AFTER", round(time.perf_counter() - sent[0], 1))
-        waited = time.perf_counter()
-        while tracker.getActiveJobsIds() and time.perf_counter() - waited < 30:
-            time.sleep(0.1)
-        print(collect, "JOBS LEFT", tracker.getActiveJobsIds())
+            print(name, "RAISED AFTER", round(time.perf_counter() - sent[0], 1))
+        print(name, "JOBS LEFT", tracker.getActiveJobsIds())
+    time.sleep(3)  # a step left running would have started its second query by now
+    print("JOBS LATER", tracker.getActiveJobsIds())
+    print("SECOND QUERY FINISHED", bool(finished))
     print("AFTER", session.range(3).count())
 """
     done = _run_python(code, cwd=tmp_path, timeout=120)
     lines = done.stdout.splitlines()
-    for collect in ("toArrow", "collect"):
-        raised = [line for line in lines if line.startswith(f"{collect} RAISED AFTER ")]
+    for name in ("toArrow", "collect", "between"):
+        raised = [line for line in lines if line.startswith(f"{name} RAISED AFTER ")]
         assert raised, done.stdout
         assert float(raised[0].rsplit(" ", 1)[1]) < 10
-        assert f"{collect} JOBS LEFT []" in lines
+        # the signal is raised once the action has stopped: no job of it is left
+        assert f"{name} JOBS LEFT []" in lines
+    assert "JOBS LATER []" in lines and "SECOND QUERY FINISHED False" in lines
     assert "AFTER 3" in lines
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
 

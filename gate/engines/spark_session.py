@@ -193,7 +193,7 @@ def _accumulator_errors_to_log(context: Any, log: Path) -> None:
             with open(os.open(log, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as out:
                 out.write(f"PySpark's accumulator server, a request from {client_address}:\n")
                 traceback.print_exc(file=out)
-        except FileNotFoundError:
+        except OSError:  # a log removed on a clean close, or a full disk
             return
 
     server.handle_error = handle_error
@@ -313,16 +313,23 @@ def _job_tags(session: Any) -> tuple[Callable[[str], Any], ...]:
 
 
 def run_cancellable(session: Any, action: Callable[[], T]) -> T:
-    """Run ``action`` (queries of ``session``) in a thread of its own, its operations
-    tagged, while this thread waits: a Ctrl-C or SIGTERM ends the wait at once, the tagged
-    operations are interrupted (Spark cancels their jobs), and the signal's exception is
-    raised when the action has stopped. A second signal is raised at once.
+    """Run ``action`` (queries of ``session``) in a thread of its own, its jobs tagged,
+    while this thread waits: a Ctrl-C or SIGTERM ends the wait at once, the tagged jobs
+    are cancelled, again at every poll until the action has stopped (a cancel reaches
+    only the jobs running at that instant; the action may start another), and then the
+    signal's exception is raised. An action the signal came before does not run. A second
+    signal is raised at once.
 
     Waited for in place, a signal went unanswered until the query ended: PySpark's Arrow
     collect (``toArrow``, ``toPandas``) reads the JVM's answer in pyarrow's C++ code,
     which retries a read that a signal interrupted. A Ctrl-C during a step of minutes did
     nothing for minutes, and a supervisor's SIGTERM was followed by its SIGKILL, which
-    leaves the session's shuffle files (texts) behind.
+    leaves the session's shuffle files (texts) behind. The wait is on an event, not
+    ``Thread.join``: on Python 3.11 and 3.12 a join that a signal interrupted marks the
+    thread stopped while it still runs.
+
+    Raises:
+        EngineError: the thread ended without running the action (its start failed).
     """
     from pyspark import InheritableThread
 
@@ -330,28 +337,37 @@ def run_cancellable(session: Any, action: Callable[[], T]) -> T:
     add_tag, remove_tag, cancel_tag = _job_tags(session)
     outcome: list[Any] = []
     failure: list[BaseException] = []
+    interrupted = threading.Event()
+    done = threading.Event()
 
     def tagged() -> None:
         try:
+            if interrupted.is_set():
+                return
             add_tag(tag)
             outcome.append(action())
             remove_tag(tag)  # after a failure, the thread's end drops it
         except BaseException as exc:  # handed to the waiting thread, which raises it
             failure.append(exc)
+        finally:
+            done.set()
 
     worker = InheritableThread(tagged, session=session, name="gate-spark-step", daemon=True)
-    worker.start()
     try:
-        while worker.is_alive():
-            worker.join(CANCEL_POLL)
+        worker.start()
+        while not done.wait(CANCEL_POLL) and worker.is_alive():
+            pass
     except BaseException:
+        interrupted.set()
         # the interruption in flight is what is raised, even where Spark cannot be reached
-        with contextlib.suppress(Exception):
-            cancel_tag(tag)
-        worker.join()
+        while worker.is_alive() and not done.wait(CANCEL_POLL):
+            with contextlib.suppress(Exception):
+                cancel_tag(tag)
         raise
     if failure:
         raise failure[0]
+    if not outcome:
+        raise EngineError("a Spark step's thread ended before its queries ran")
     return outcome[0]
 
 
