@@ -355,8 +355,8 @@ def run_cancellable(session: Any, action: Callable[[], T]) -> T:
     worker = InheritableThread(tagged, session=session, name="gate-spark-step", daemon=True)
     try:
         worker.start()
-        while not done.wait(CANCEL_POLL) and worker.is_alive():
-            pass
+        while worker.is_alive() and not done.is_set():
+            done.wait(CANCEL_POLL)
     except BaseException:
         interrupted.set()
         # the interruption in flight is what is raised, even where Spark cannot be reached
