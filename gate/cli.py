@@ -23,7 +23,8 @@ from gate.evidence.escape import one_line
 from gate.interrupts import (
     Terminated,
     forget_signals,
-    raise_if_terminated,
+    interrupt,
+    raise_if_interrupted,
     raise_interruption_behind,
     terminate,
 )
@@ -367,6 +368,16 @@ COMMANDS = {
 }
 
 
+def _handle_signals() -> dict[int, Any]:
+    """Install the gate's SIGTERM handler, and its SIGINT handler where Python's own is
+    installed (a SIGINT a shell ignores for a job in the background stays ignored, and an
+    embedding program's handler stays its own); returns the handlers replaced."""
+    previous: dict[int, Any] = {signal.SIGTERM: signal.signal(signal.SIGTERM, terminate)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
+    return previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every outcome is an exit code (0 pass, 1 fail, 2 bad input, 3 could
     not complete) and at most one line on stderr, never a traceback unless --verbose."""
@@ -374,11 +385,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries(verbose=args.verbose)
     in_main_thread = threading.current_thread() is threading.main_thread()
     forget_signals()
-    previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
+    previous: dict[int, Any] = _handle_signals() if in_main_thread else {}
     try:
         try:
             code = COMMANDS[args.command](args)
-            raise_if_terminated()  # a signal whose exception a finalizer dropped
+            raise_if_interrupted()  # a signal whose exception was dropped or replaced
             return code
         except Exception as exc:
             raise_interruption_behind(exc)  # replaced by an error of a failing cleanup
@@ -405,5 +416,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gate: error: unexpected {one_line(what)}; no verdict was written", file=sys.stderr)
         return GateError.exit_code
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(signum, handler)

@@ -1,9 +1,13 @@
-"""SIGTERM as the gate handles it: raised where the process is, so that every context
-manager cleans up, and remembered, so that a signal raised where an exception cannot
-propagate (a finalizer, whose exception Python prints and drops) still withdraws the
-verdict: the evidence is not put in place and the command exits 3."""
+"""SIGTERM and Ctrl-C as the gate handles them: raised where the process is, so that
+every context manager cleans up, and remembered, so that a signal raised where an
+exception cannot propagate (a finalizer, whose exception Python prints and drops) or
+where a library's cleanup replaced it with an error that the gate records (a plot, an
+MLflow upload) still withdraws the verdict: the evidence is not put in place and the
+command exits 3."""
 
 from __future__ import annotations
+
+import signal
 
 _received: list[int] = []
 
@@ -21,11 +25,22 @@ def terminate(signum: int, frame: object) -> None:
     raise Terminated(f"terminated by signal {signum}")
 
 
-def raise_if_terminated() -> None:
-    """Raise :class:`Terminated` if a signal arrived since :func:`forget_signals`, even
-    one whose exception was dropped."""
-    if _received:
-        raise Terminated(f"terminated by signal {_received[0]}")
+def interrupt(signum: int, frame: object) -> None:
+    """The SIGINT handler: remember the signal, then raise KeyboardInterrupt, as Python's
+    own handler does."""
+    _received.append(signum)
+    raise KeyboardInterrupt
+
+
+def raise_if_interrupted() -> None:
+    """Raise the interruption of the first signal that arrived since
+    :func:`forget_signals` (KeyboardInterrupt for SIGINT, :class:`Terminated` for the
+    others), even one whose exception was dropped or replaced."""
+    if not _received:
+        return
+    if _received[0] == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(f"terminated by signal {_received[0]}")
 
 
 def forget_signals() -> None:

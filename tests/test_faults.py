@@ -296,6 +296,139 @@ def test_a_signal_whose_exception_was_dropped_withdraws_the_verdict(
     assert parent.info.status == "KILLED" and parent.data.tags["gate.status"] == "error"
 
 
+@contextlib.contextmanager
+def python_s_sigint_handler():
+    """Python's own SIGINT handler, whatever the test run inherited (a run in the
+    background has SIGINT ignored)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_ctrl_c_an_error_replaced_where_the_gate_records_errors_withdraws_the_verdict(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A Ctrl-C during a plot whose cleanup failed had become "plots failed", and the run
+    ended with an ERROR verdict written (exit 3): the Ctrl-C, not the plot, is what
+    happened. So for one during the MLflow upload, which had been "MLflow logging
+    failed"."""
+    import mlflow
+
+    import gate.evidence.plots as plots
+
+    def replaced(*args: object, **kwargs: object) -> None:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        finally:
+            raise RuntimeError("the figure could not be closed")
+
+    clean = clean_release(bundle_files, tmp_path)
+    with python_s_sigint_handler():
+        monkeypatch.setattr(plots, "make_plots", replaced)
+        out = tmp_path / "out"
+        assert main([*check_args(clean, out), "--no-mlflow"]) == 3
+        assert no_verdict(out) and not list(tmp_path.glob(".out.*.tmp"))
+        assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
+        monkeypatch.undo()
+
+        monkeypatch.setattr(mlflow.MlflowClient, "log_artifact", replaced)
+        store = f"sqlite:///{tmp_path / 'm.db'}"
+        assert main([*check_args(clean, out), "--tracking-uri", store]) == 3
+        assert no_verdict(out)
+        assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    assert parent.info.status == "KILLED" and "gate.passed" not in parent.data.tags
+
+
+def test_a_ctrl_c_whose_exception_was_dropped_withdraws_the_verdict(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A Ctrl-C is remembered as a SIGTERM is: one whose KeyboardInterrupt Python printed
+    and dropped (in a finalizer) had let the run go on to PASS."""
+    import gate.evidence.writer as writer
+
+    real = writer._write_files
+
+    def dropped_in_a_finalizer(*args, **kwargs):
+        written = real(*args, **kwargs)
+        with contextlib.suppress(KeyboardInterrupt):  # as Python drops one of __del__
+            signal.raise_signal(signal.SIGINT)
+        return written
+
+    monkeypatch.setattr(writer, "_write_files", dropped_in_a_finalizer)
+    out = tmp_path / "out"
+    with python_s_sigint_handler():
+        assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 3
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert no_verdict(out)
+    assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
+
+
+def test_the_gate_handles_ctrl_c_only_where_python_s_own_handler_was() -> None:
+    """A SIGINT the shell ignores (a job in the background) stays ignored during a run,
+    and an embedding program's handler stays its own; Python's own is replaced by the
+    gate's for the run and put back after it."""
+    from gate.cli import _handle_signals
+    from gate.interrupts import interrupt, terminate
+
+    def embedding_program_s(signum: int, frame: object) -> None:
+        return None
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        for installed, expected in (
+            (signal.default_int_handler, interrupt),
+            (signal.SIG_IGN, signal.SIG_IGN),
+            (embedding_program_s, embedding_program_s),
+        ):
+            signal.signal(signal.SIGINT, installed)
+            previous = _handle_signals()
+            assert signal.getsignal(signal.SIGINT) is expected
+            assert signal.getsignal(signal.SIGTERM) is terminate
+            assert (signal.SIGINT in previous) == (expected is interrupt)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+
+
+def test_a_remembered_signal_is_raised_as_its_own_interruption() -> None:
+    from gate.interrupts import (
+        Terminated,
+        forget_signals,
+        interrupt,
+        raise_if_interrupted,
+        terminate,
+    )
+
+    forget_signals()
+    raise_if_interrupted()  # nothing received: nothing raised
+    with pytest.raises(KeyboardInterrupt):
+        interrupt(signal.SIGINT, None)
+    with contextlib.suppress(Terminated):
+        terminate(signal.SIGTERM, None)
+    with pytest.raises(KeyboardInterrupt):  # the first signal is the one raised
+        raise_if_interrupted()
+    forget_signals()
+    with contextlib.suppress(Terminated):
+        terminate(signal.SIGTERM, None)
+    with pytest.raises(Terminated, match="signal 15"):
+        raise_if_interrupted()
+    forget_signals()
+    raise_if_interrupted()
+
+
 def _cancelled_by_ctrl_c(*args: object, **kwargs: object) -> None:
     """As PySpark's Arrow collect on a Ctrl-C: its ``finally`` asks the JVM for its job's
     result, which fails."""

@@ -389,6 +389,45 @@ def test_interrupt_leaves_no_half_written_round(tmp_path: Path, corpus: Path) ->
     assert [r.info.status for r in rounds] == ["KILLED"]
 
 
+def test_a_ctrl_c_during_the_last_upload_withdraws_the_summary(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while the summary was uploaded, replaced by the store client's error, had
+    become "MLflow logging failed", written as the remediation's ERROR verdict; and one
+    raised as such had left remediation.json in place with the parent run unfinished.
+    Either way: exit 3, no remediation.json, the parent run KILLED."""
+    import mlflow
+
+    from gate.evidence.mlflow_log import NestedRunLog
+
+    real = NestedRunLog.artifacts
+
+    def interrupted_at_the_summary(cleanup_fails: bool):
+        def artifacts(self, run_id, paths, *args, **kwargs):
+            if not any(Path(path).name == "remediation.json" for path in paths):
+                return real(self, run_id, paths, *args, **kwargs)
+            try:
+                raise KeyboardInterrupt
+            finally:
+                if cleanup_fails:
+                    raise ConnectionError("connection reset")
+
+        return artifacts
+
+    for cleanup_fails in (True, False):
+        monkeypatch.setattr(NestedRunLog, "artifacts", interrupted_at_the_summary(cleanup_fails))
+        uri = f"sqlite:///{tmp_path / f'mlflow-{cleanup_fails}.db'}"
+        out = tmp_path / f"out-{cleanup_fails}"
+        assert remediate(policy_file(tmp_path), corpus, out, "--tracking-uri", uri) == 3
+        assert not (out / "remediation.json").exists()
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        runs = client.search_runs(
+            [e.experiment_id for e in client.search_experiments()],
+            filter_string="tags.`gate.kind` = 'remediation'",
+        )
+        assert [r.info.status for r in runs] == ["KILLED"]
+
+
 @pytest.mark.parametrize(
     ("config", "extra", "args", "message"),
     [

@@ -177,7 +177,12 @@ def remediate_release(
         )
         files = write_remediation_report(result, out)
         if tracking is not None:
-            finished = tracking.finish(result, files)
+            try:
+                finished = tracking.finish(result, files)
+            except BaseException:  # interrupted: the verdict goes with its MLflow run
+                files["report"].unlink(missing_ok=True)
+                tracking.abandon()
+                raise
             if finished is not result:  # logging failed: the files must say error, not pass
                 result, files = finished, write_remediation_report(finished, out)
     return replace(result, files=files)

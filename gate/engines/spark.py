@@ -59,7 +59,7 @@ from gate.features.distinct import distinct_texts
 from gate.features.ngram import NgramDisclosures, check_ngram_arguments, hash_key
 from gate.features.ngram_spill import text_sizes
 from gate.features.tokenize import Texts, arrow_texts
-from gate.interrupts import raise_if_terminated
+from gate.interrupts import raise_if_interrupted
 from gate.plugins import ENGINES
 from gate.policy.models import EngineSettings, NgramFeatures, PiiFeatures, SemanticFeatures
 from gate.progress import Progress
@@ -250,7 +250,7 @@ class SparkEngine(Engine):
                 .toArrow()
             )
         except answered_errors() as exc:  # a read error, not a lost JVM
-            raise_if_terminated()  # PySpark's read replaced the SIGTERM with its own error
+            raise_if_interrupted()  # PySpark's read replaced the signal with its own error
             if out_of_memory(exc):
                 raise  # explained by _explain_lost_jvm
             if "maxResultSize" in str(exc):

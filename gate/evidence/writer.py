@@ -26,7 +26,11 @@ from gate.evidence.html import html_report
 from gate.evidence.junit import junit_xml
 from gate.evidence.markdown import markdown_summary
 from gate.evidence.report import REPORT_NAME, jsonable, report_dict
-from gate.interrupts import raise_if_terminated
+from gate.interrupts import (
+    interruption_behind,
+    raise_if_interrupted,
+    raise_interruption_behind,
+)
 
 if TYPE_CHECKING:
     from gate.results import GateResult
@@ -337,6 +341,7 @@ def _plots(result: GateResult, directory: Path) -> tuple[GateResult, list[Path]]
     try:
         return result, make_plots(result, directory)
     except Exception as exc:
+        raise_interruption_behind(exc)  # not the plot's failure: the run was interrupted
         problem = f"plots failed: {type(exc).__name__}: {exc}"
         if result.status == "pass":
             return replace(result, status="error", evidence_error=problem), []
@@ -382,6 +387,9 @@ def _log_to_mlflow(
         return result, run_id, files, log
     except Exception as exc:
         cancelled.set()
+        if interruption_behind(exc) is not None:  # not the store's failure: interrupted
+            _abandon(log, "KILLED")
+            raise_interruption_behind(exc)
         hint = (
             " (install gate[evidence], or pass --no-mlflow)" if isinstance(exc, ImportError) else ""
         )
@@ -484,7 +492,7 @@ def write_evidence(
             )
         else:
             files = _write_files(result, staging, plots, run_id=None, uri=None)
-        raise_if_terminated()  # a signal whose exception was dropped: no verdict in place
+        raise_if_interrupted()  # a signal whose exception was dropped: no verdict in place
         docs = published_data_docs(result) if data_docs is not None else None
         if data_docs is not None and docs is not None:
             _swap_into_place(data_docs.staging, data_docs.target)

@@ -15,7 +15,7 @@ from typing import Any
 from gate._version import __version__
 from gate.atomic import atomic_write, atomic_write_text
 from gate.evidence.writer import is_gate_report_json
-from gate.interrupts import raise_if_terminated
+from gate.interrupts import raise_if_interrupted
 from gate.remediation.loop import RELEASE_NAME, ROUND_FILE, RoundRecord
 from gate.results import EXIT_CODES, Status
 
@@ -262,7 +262,7 @@ n_rep times, not a user.</p>
 def write_remediation_report(result: RemediationResult, out: Path) -> dict[str, Path]:
     """The plot, the HTML and ``remediation.json`` (last) into ``out``; none after a
     signal whose exception was dropped (the command exits 3)."""
-    raise_if_terminated()
+    raise_if_interrupted()
     files: dict[str, Path] = {}
     plot = None
     if result.rounds:

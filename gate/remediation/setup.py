@@ -16,6 +16,7 @@ from gate.engines.base import uses_feature_caches
 from gate.errors import InputError
 from gate.generators import resolve_generator
 from gate.generators.base import Generator, GeneratorConfig
+from gate.interrupts import raise_interruption_behind
 from gate.policy.loader import LoadedPolicy, describe_setting_error, policy_location
 from gate.policy.models import CanaryPrivacy, Policy, Remediation, SemanticFeatures
 from gate.remediation.loop import RoundTracker
@@ -169,6 +170,7 @@ class RemediationTracking:
             )
             return result
         except Exception as exc:
+            raise_interruption_behind(exc)  # not the store's failure: the run was interrupted
             self.abandon()
             return replace(
                 result,
