@@ -12,14 +12,19 @@ import numpy as np
 import pytest
 
 from gate.demo.corpora import email_threads, make_faker
-from gate.features.pii import build_analyzer, spacy_pipeline_needs_torch
+from gate.features.phone_forms import (
+    BREAK_IN_NUMBER,
+    UNREAD_SEPARATORS,
+    breaks_in_numbers_as_spaces,
+    numbers_as_read,
+    separators_in_numbers_as_hyphens,
+)
+from gate.features.pii import build_analyzer, normalise, spacy_pipeline_needs_torch
 from gate.features.pii_windows import (
     AFTER_BREAK,
-    BREAK_IN_NUMBER,
     OWN_LINE_SCORE_STEP,
     REGEX_BLANKS,
     MemoPhoneRecognizer,
-    breaks_in_numbers_as_spaces,
     candidate_verdict,
     distinct_matcher_regions,
     fewest_valid_digits,
@@ -68,9 +73,10 @@ def _detections(analyzer, text: str) -> list[tuple]:
 def _reference(stock, text: str) -> list[tuple]:
     """What the windowed analyzer should find, from Presidio's stock recognizers: their
     detections of the text as written, and the phone numbers they find in the text with
-    line breaks between characters of a number read as spaces and in the line after each
-    such break on its own (scored a step higher), where these overlap no number found in
-    the text as written; Presidio then drops results another of their type contains."""
+    separators phonenumbers does not read between characters of a number read as hyphens
+    and line breaks there as spaces, and in the line after each such break on its own
+    (scored a step higher), where these overlap no number found in the text as written;
+    Presidio then drops results another of their type contains."""
     from presidio_analyzer import EntityRecognizer
 
     def phones(piece: str, shift: int = 0, step: float = 0.0) -> list:
@@ -82,12 +88,12 @@ def _reference(stock, text: str) -> list[tuple]:
         return found
 
     written = _detections(stock, text)
-    read = breaks_in_numbers_as_spaces(text)
+    read = numbers_as_read(text)
     if read == text:
         return written
     first = phones(text)
     extra = phones(read)
-    for broken in BREAK_IN_NUMBER.finditer(text):
+    for broken in BREAK_IN_NUMBER.finditer(separators_in_numbers_as_hyphens(text)):
         line = read[broken.end() : broken.end() + AFTER_BREAK]
         extra += phones(line, broken.end(), OWN_LINE_SCORE_STEP)
     kept, spans = list(first), {(r.start, r.end) for r in first}
@@ -177,6 +183,42 @@ def test_a_phone_number_broken_over_two_lines_is_found(analyzers) -> None:
         "212-555-\n0199",
         "760 545\n4146",
     ]
+
+
+def test_separators_phonenumbers_does_not_read_are_read_as_hyphens() -> None:
+    assert separators_in_numbers_as_hyphens("775·568·2052") == "775-568-2052"
+    assert separators_in_numbers_as_hyphens("775 | 568 | 2052") == "775 - 568 - 2052"
+    assert separators_in_numbers_as_hyphens("(775)__568__2052") == "(775)--568--2052"
+    assert separators_in_numbers_as_hyphens("775 •\n568") == "775 -\n568"
+    assert numbers_as_read("775 •\n568•2052") == "775 - 568-2052"  # a break beside one
+    for kept in ("snake_case_name", "Tel:775", "775_x", "a|b", "1,234,567", "7;8", "7'8"):
+        assert separators_in_numbers_as_hyphens(kept) == kept
+    text = "".join(f"1{c}2 " for c in UNREAD_SEPARATORS)
+    assert separators_in_numbers_as_hyphens(text) == "1-2 " * len(UNREAD_SEPARATORS)
+
+
+def test_a_phone_number_with_separators_phonenumbers_does_not_read_is_found(
+    analyzers,
+) -> None:
+    """Presidio's stock recognizer finds none of these; the windowed one finds each, whole,
+    and its value is the number's (each of the gate's separators, with blanks beside it,
+    after a country code, before a line break)."""
+    stock, windowed = analyzers
+    written = [f"775{c}568{c}2052" for c in UNREAD_SEPARATORS] + [
+        "+1 775 · 568 · 2052",
+        "(775)_568_2052",
+        "775 | 568 |\n2052",
+        "775•568•\n2052",
+    ]
+    text = "".join(f"call {number} or " for number in written)
+
+    def phones(analyzer) -> list[str]:
+        found = _detections(analyzer, text)
+        return [text[s:e] for kind, s, e, _ in found if kind == "PHONE_NUMBER"]
+
+    assert phones(stock) == []
+    assert phones(windowed) == written
+    assert {normalise("PHONE_NUMBER", number) for number in written} == {"7755682052"}
 
 
 HAND_MADE = [

@@ -81,6 +81,9 @@ from .conftest import write_jsonl
         ("EMAIL_ADDRESS", "dot.at.dot@example.com", "dot.at.dot@example.com"),
         ("PHONE_NUMBER", "775-568-\n2052", "7755682052"),
         ("PHONE_NUMBER", "(775)\r\n568-2052", "7755682052"),
+        ("PHONE_NUMBER", "775·568·2052", "7755682052"),
+        ("PHONE_NUMBER", "+1 775 | 568 |\n2052", "7755682052"),
+        ("PHONE_NUMBER", "001_775_568_2052", "7755682052"),
         ("PERSON", "  John   SMITH ", "john smith"),
         ("PERSON", "Jill Rose's", "jill rose"),
         ("PERSON", "Dr. Jill Rose Jr.", "jill rose"),
@@ -269,6 +272,34 @@ def test_phone_numbers_with_digits_drawn_like_others_are_the_same_values() -> No
     read = detect_pii(normalize_text(pd.Series(hidden), TextPolicy()).tolist(), **options)
     assert len(plain.values) > 20
     assert (read.docs.tolist(), read.values) == (plain.docs.tolist(), plain.values)
+
+
+def test_phone_numbers_with_separators_phonenumbers_does_not_read_are_the_same_values() -> None:
+    """Faker support chats with the hyphens, dots and parentheses of every phone number
+    replaced by a middle dot, an underscore or a vertical bar: the same phone numbers
+    record by record; with a bullet between blanks, those of the numbers written with a
+    hyphen between blanks (which phonenumbers reads differently: "001 - 655 - 304 - 7368"
+    is 655-304-7368, "001-655-304-7368" nothing)."""
+    records = support_records(40, rng=np.random.default_rng(6), fake=make_faker(6))
+    texts = [r["text"] for r in records]
+    phone = re.compile(r"(?:\+1-|001-|\()?\d{3}[-.)]\d{3}[-.]\d{4}")
+
+    def written_with(separator: str) -> list[str]:
+        def rewrite(number: re.Match[str]) -> str:
+            return re.sub(r"[-.()]+", separator, number.group()).strip(separator)
+
+        return [phone.sub(rewrite, text) for text in texts]
+
+    options = patterns_options(["PHONE_NUMBER"])
+    plain = detect_pii(texts, **options)
+    assert len(plain.values) > 20
+    for separator, hyphen in (("·", "-"), ("_", "-"), ("|", "-"), (" • ", " - ")):
+        hidden = written_with(separator)
+        assert sum(h != t for h, t in zip(hidden, texts, strict=True)) > 10
+        read = detect_pii(hidden, **options)
+        expected = plain if hyphen == "-" else detect_pii(written_with(hyphen), **options)
+        assert (read.docs.tolist(), read.values) == (expected.docs.tolist(), expected.values)
+    assert len(expected.values) > len(plain.values)  # the blanks made a difference
 
 
 def test_presidio_patterns_mode_finds_numbers_and_emails() -> None:

@@ -50,6 +50,7 @@ import numpy as np
 from gate.errors import AuditError, EngineError
 from gate.features.distinct import distinct_texts
 from gate.features.email_forms import readable_email
+from gate.features.phone_forms import separators_in_numbers_as_hyphens
 from gate.features.pii_cache import Detection, DetectionCache, detector_key
 from gate.imports import imports_blocked
 
@@ -106,11 +107,12 @@ def _phone_number(value: str) -> str:
     Keeping every digit made a rewrite that adds or drops the country code hide every
     number (a review: 2 of 62 train numbers still matched); keying on the exit code's
     digits or the extension hid 47 of the bundled example's 70 train numbers behind a
-    rewrite to "(760) 545-4146". A line break or tab inside the number (the phone
-    recognizer finds numbers broken so) is a space. Its digits if it does not parse."""
+    rewrite to "(760) 545-4146". A line break or tab inside the number is a space, and a
+    separator phonenumbers does not read a hyphen ("775·568·2052"; the phone recognizer
+    finds numbers written so). Its digits if it does not parse."""
     import phonenumbers
 
-    value = _SPACES.sub(" ", value)  # a number broken over two lines
+    value = separators_in_numbers_as_hyphens(_SPACES.sub(" ", value))
     try:
         number = phonenumbers.parse(value, "US")
     except phonenumbers.NumberParseException:

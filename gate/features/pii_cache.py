@@ -31,7 +31,13 @@ from gate.features.sqlite_cache import SqliteCache, text_keys
 Detection = tuple[str, int, int]  # entity type, start, end
 # the gate's own detection code: Presidio's recognizers subclassed to scan windows, the
 # two-pass spaCy analysis, the gate's own recognizers (e-mail addresses written out)
-_DETECTION_CODE = ("pii.py", "pii_windows.py", "pii_recognizers.py", "email_forms.py")
+_DETECTION_CODE = (
+    "pii.py",
+    "pii_windows.py",
+    "pii_recognizers.py",
+    "email_forms.py",
+    "phone_forms.py",
+)
 _VERSIONED = ("presidio-analyzer", "phonenumbers", "spacy", "thinc", "tldextract", "regex")
 
 

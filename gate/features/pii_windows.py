@@ -39,8 +39,10 @@ exit code) is rejected without parsing; and its matcher runs once for region cod
 ``phonenumbers`` parses alike (codes it does not know, such as "UK"; Presidio's default
 regions are all known). Its regions and leniency are read when it is built.
 
-The windowed phone recognizer also finds the numbers a line break or tab breaks
-(:class:`WindowedPhoneRecognizer`), which Presidio's does not.
+The windowed phone recognizer also finds the numbers a line break or tab breaks, and
+those whose groups are separated by characters phonenumbers does not read
+(:class:`WindowedPhoneRecognizer`, :mod:`gate.features.phone_forms`), which Presidio's
+does not.
 
 ``tests/test_pii_windows.py`` compares the windowed and the original recognizers on
 real-length e-mails and on adversarial texts.
@@ -72,6 +74,12 @@ from presidio_analyzer.predefined_recognizers import (
     UrlRecognizer,
 )
 
+from gate.features.phone_forms import (
+    BREAK_IN_NUMBER,
+    numbers_as_read,
+    separators_in_numbers_as_hyphens,
+)
+
 Span = tuple[int, int]
 
 PHONE_MARGIN = 32
@@ -82,27 +90,12 @@ PHONE_VERDICTS = 1 << 17
 # tokens are cut where Presidio's own patterns see whitespace. They are found with
 # ``re`` (3x faster here) and this class, the 25 characters of ``regex``'s ``\s``.
 REGEX_BLANKS = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-# Line breaks and tabs, which phonenumbers' matcher does not allow inside a number (its
-# blanks are the space, the no-break space and the ideographic space): between two
-# characters a number is written with, the phone recognizer also reads them as spaces.
-_BREAKS_AND_TABS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029"
-_NUMBER_CHARACTER = "[\\d+().\\-/]"
-BREAK_IN_NUMBER = re.compile(
-    f"(?<={_NUMBER_CHARACTER})[ \u00a0]*[{_BREAKS_AND_TABS}][{_BREAKS_AND_TABS} \u00a0]*"
-    f"(?={_NUMBER_CHARACTER})"
-)
-_AS_SPACE = {ord(c): " " for c in _BREAKS_AND_TABS}
-# characters after such a break read again on their own (a number starting the line)
+# characters after a break in a number (BREAK_IN_NUMBER) read again on their own (a
+# number starting the line)
 AFTER_BREAK = 64
 # what a number read on its own line scores above its reading joined to the line before:
 # Presidio drops a result that another of the same type contains unless it scores higher
 OWN_LINE_SCORE_STEP = 1e-6
-
-
-def breaks_in_numbers_as_spaces(text: str) -> str:
-    """``text`` with the line breaks and tabs between two characters of a phone number
-    (digits, ``+ ( ) - . /``) read as spaces, one for one (offsets hold)."""
-    return BREAK_IN_NUMBER.sub(lambda m: m.group().translate(_AS_SPACE), text)
 
 
 _PHONE_TRIGGER = re.compile(r"[ \u00a0\t,\-]*\d+[ \u00a0\t,]*")
@@ -387,11 +380,12 @@ class MemoPhoneRecognizer(PhoneRecognizer):
 
 class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
     """The windowed phone recognizer. It also finds the numbers line breaks or tabs
-    break, as a reader reads them: ``775-568-`` at the end of a line and ``2052`` at the
-    start of the next is one number (a review's release broke the train numbers so, and
-    Presidio found none). It reads the text again with every such break between two
-    characters of a number as a space (:func:`breaks_in_numbers_as_spaces`), and the
-    :data:`AFTER_BREAK` characters after each such break on their own: that reading
+    break, or whose digit groups are separated by characters phonenumbers does not read,
+    as a reader reads them: ``775-568-`` at the end of a line and ``2052`` at the start of
+    the next is one number (a review's release broke the train numbers so, and Presidio
+    found none), and so is ``775·568·2052``. It reads the text again with such
+    separators as hyphens and such breaks as spaces (:func:`numbers_as_read`), and the
+    :data:`AFTER_BREAK` characters after each break on their own: that reading
     joins a number to what ends the line before ("Paid 313.87.", a list's "44.", "item
     4"), and can make it another or none. What these readings find is added to what the
     text as written gives, where it overlaps nothing found there (so a number that needs
@@ -407,11 +401,11 @@ class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
         self, text: str, entities: list[str], nlp_artifacts: Any = None, *args: Any, **kwargs: Any
     ) -> list[RecognizerResult]:
         found = super().analyze(text, entities, nlp_artifacts, *args, **kwargs)
-        read = breaks_in_numbers_as_spaces(text)
+        read = numbers_as_read(text)
         if read == text:
             return found
         extra = super().analyze(read, entities, nlp_artifacts, *args, **kwargs)
-        for broken in BREAK_IN_NUMBER.finditer(text):
+        for broken in BREAK_IN_NUMBER.finditer(separators_in_numbers_as_hyphens(text)):
             start = broken.end()
             line = read[start : start + AFTER_BREAK]
             for result in MemoPhoneRecognizer.analyze(self, line, entities, nlp_artifacts):

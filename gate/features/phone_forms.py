@@ -1,0 +1,62 @@
+"""How a reader reads a phone number that phonenumbers' matcher does not: one broken by
+a line break or a tab (``775-568-`` at the end of a line, ``2052`` at the start of the
+next) and one whose digit groups are separated by a character the matcher does not
+allow between them (``775·568·2052``, ``775_568_2052``, ``775 | 568 | 2052``). Each
+reading replaces characters one for one, so that a number's offsets in the reading are
+its offsets in the text. Used by the phone recognizer
+(:class:`gate.features.pii_windows.WindowedPhoneRecognizer`) and by the normalisation
+of a phone number's value (:func:`gate.features.pii.normalise`); no Presidio import."""
+
+from __future__ import annotations
+
+import re
+
+# a character phone numbers are written with, on both sides of a break or separator
+_NUMBER_CHARACTER = "[\\d+().\\-/]"
+
+# Line breaks and tabs, which phonenumbers' matcher does not allow inside a number (its
+# blanks are the space, the no-break space and the ideographic space).
+_BREAKS_AND_TABS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u2028\u2029"
+BREAK_IN_NUMBER = re.compile(
+    f"(?<={_NUMBER_CHARACTER})[ \u00a0]*[{_BREAKS_AND_TABS}][{_BREAKS_AND_TABS} \u00a0]*"
+    f"(?={_NUMBER_CHARACTER})"
+)
+_AS_SPACE = {ord(c): " " for c in _BREAKS_AND_TABS}
+
+# Characters a reader takes for the separator of a number's digit groups and the matcher
+# does not allow there: the underscore, vertical bars, tildes, the backslash, and middle
+# dots and bullets (phonenumbers reads the tilde operator and the swung dash itself).
+# Left out: the comma, the semicolon and the apostrophe, which group the digits of
+# amounts ("1,234,567,890" is no phone number to a reader), the colon (times, ports,
+# "key:value" data: 648 of 666 numbers this reading added in 46 M characters of
+# documentation and data files) and the asterisk (products: "32 * 1024 * 1024").
+UNREAD_SEPARATORS = (
+    "_|\u00a6~\uff5e\\"
+    "\u00b7\u0387\u2022\u2219\u22c5\u2027\u2e31\ua78f\u1427\u30fb\uff65\u16eb\u2981\u25cf"
+)
+_SEPARATORS = re.escape(UNREAD_SEPARATORS)
+# blanks, breaks and tabs may stand beside them (a break is then read as a space)
+SEPARATOR_IN_NUMBER = re.compile(
+    f"(?<={_NUMBER_CHARACTER})[{_BREAKS_AND_TABS} \u00a0]*[{_SEPARATORS}]"
+    f"[{_SEPARATORS}{_BREAKS_AND_TABS} \u00a0]*(?={_NUMBER_CHARACTER})"
+)
+_AS_HYPHEN = {ord(c): "-" for c in UNREAD_SEPARATORS}
+
+
+def breaks_in_numbers_as_spaces(text: str) -> str:
+    """``text`` with the line breaks and tabs between two characters of a phone number
+    (digits, ``+ ( ) - . /``) read as spaces, one for one (offsets hold)."""
+    return BREAK_IN_NUMBER.sub(lambda m: m.group().translate(_AS_SPACE), text)
+
+
+def separators_in_numbers_as_hyphens(text: str) -> str:
+    """``text`` with every :data:`UNREAD_SEPARATORS` character between two characters of a
+    phone number read as a hyphen, one for one (offsets hold): ``775·568·2052`` reads
+    ``775-568-2052``."""
+    return SEPARATOR_IN_NUMBER.sub(lambda m: m.group().translate(_AS_HYPHEN), text)
+
+
+def numbers_as_read(text: str) -> str:
+    """``text`` with both readings: separators first, so that a break after one
+    (``775·568·\\n2052``) is between two characters of the number."""
+    return breaks_in_numbers_as_spaces(separators_in_numbers_as_hyphens(text))
