@@ -22,11 +22,12 @@ from gate.errors import GateError
 from gate.evidence.escape import one_line
 from gate.interrupts import (
     Terminated,
-    forget_signals,
+    forget_earlier_run,
     interrupt,
     raise_if_interrupted,
     raise_interruption_behind,
     terminate,
+    verdict_in_place,
 )
 from gate.quiet import quiet_libraries
 
@@ -372,10 +373,23 @@ def _handle_signals() -> dict[int, Any]:
     """Install the gate's SIGTERM handler, and its SIGINT handler where Python's own is
     installed (a SIGINT a shell ignores for a job in the background stays ignored, and an
     embedding program's handler stays its own); returns the handlers replaced."""
-    previous: dict[int, Any] = {signal.SIGTERM: signal.signal(signal.SIGTERM, terminate)}
+    previous: dict[int, Any] = {}
+    if signal.getsignal(signal.SIGTERM) is not None:  # None: set outside Python, kept
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, terminate)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     return previous
+
+
+def _not_completed(command: str) -> str:
+    """What an interrupted or failed command left: its verdict, complete, if it was put in
+    place before; else nothing (``gate remediate``: the rounds it completed)."""
+    placed = verdict_in_place()
+    if placed is not None:
+        return f" after the verdict was written, complete, to {placed}"
+    if command == "remediate":
+        return "; no remediation verdict was written (the rounds completed stay in --out)"
+    return "; no verdict was written"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -384,7 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quiet_libraries(verbose=args.verbose)
     in_main_thread = threading.current_thread() is threading.main_thread()
-    forget_signals()
+    if in_main_thread:  # the signals are the main thread's: another thread's run keeps them
+        forget_earlier_run()
     previous: dict[int, Any] = _handle_signals() if in_main_thread else {}
     try:
         try:
@@ -397,11 +412,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GateError as exc:  # InputError: 2; the others: 3
         print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except (OSError, Terminated) as exc:
+    except OSError as exc:
         print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
         return GateError.exit_code
-    except KeyboardInterrupt:
-        print("gate: error: interrupted; no verdict was written", file=sys.stderr)
+    except (KeyboardInterrupt, Terminated) as exc:
+        what = "interrupted" if isinstance(exc, KeyboardInterrupt) else one_line(str(exc))
+        print(f"gate: error: {what}{_not_completed(args.command)}", file=sys.stderr)
         return GateError.exit_code
     except Exception as exc:
         if args.verbose:
@@ -413,9 +429,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             show_message=args.verbose,
             hint="run with --verbose to see it and the traceback",
         )
-        print(f"gate: error: unexpected {one_line(what)}; no verdict was written", file=sys.stderr)
+        print(
+            f"gate: error: unexpected {one_line(what)}{_not_completed(args.command)}",
+            file=sys.stderr,
+        )
         return GateError.exit_code
     finally:
         for signum, handler in previous.items():
-            if handler is not None:  # None: set outside Python, cannot be put back
-                signal.signal(signum, handler)
+            signal.signal(signum, handler)
+        if in_main_thread:
+            forget_earlier_run()  # a later command or API call starts afresh

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 
 _received: list[int] = []
+_placed: list[str] = []  # where the running command put its verdict
 
 
 class Terminated(BaseException):
@@ -34,7 +35,7 @@ def interrupt(signum: int, frame: object) -> None:
 
 def raise_if_interrupted() -> None:
     """Raise the interruption of the first signal that arrived since
-    :func:`forget_signals` (KeyboardInterrupt for SIGINT, :class:`Terminated` for the
+    :func:`forget_earlier_run` (KeyboardInterrupt for SIGINT, :class:`Terminated` for the
     others), even one whose exception was dropped or replaced."""
     if not _received:
         return
@@ -43,8 +44,21 @@ def raise_if_interrupted() -> None:
     raise Terminated(f"terminated by signal {_received[0]}")
 
 
-def forget_signals() -> None:
+def forget_earlier_run() -> None:
+    """Forget the signals and the verdict of an earlier command in this process."""
     _received.clear()
+    _placed.clear()
+
+
+def record_verdict(where: object) -> None:
+    """Note that the command's verdict, complete, is in place at ``where``: an
+    interruption after this leaves it there, and the message says so."""
+    _placed.append(str(where))
+
+
+def verdict_in_place() -> str | None:
+    """Where the command's verdict was put (:func:`record_verdict`), if it was."""
+    return _placed[0] if _placed else None
 
 
 def interruption_behind(exc: BaseException) -> BaseException | None:

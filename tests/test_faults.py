@@ -374,6 +374,71 @@ def test_a_ctrl_c_whose_exception_was_dropped_withdraws_the_verdict(
     assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
 
 
+def test_a_ctrl_c_after_the_verdict_is_in_place_leaves_it_and_says_so(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A review: a Ctrl-C while the summary was printed (the evidence already in place)
+    said "no verdict was written" beside a complete report. The verdict stays, and the
+    message says where it is (exit 3: the command did not end)."""
+    import gate.evidence.summary as summary
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(summary, "print_summary", interrupted)
+    out = tmp_path / "out"
+    with python_s_sigint_handler():
+        assert main([*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]) == 3
+    assert read_report(out)["status"] == "pass"
+    assert capsys.readouterr().err == (
+        f"gate: error: interrupted after the verdict was written, complete, to {out}\n"
+    )
+
+
+def test_a_signal_is_forgotten_when_its_command_ends(
+    bundle_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A review: the memory of a signal outlived its command, and a later API call in the
+    same process raised KeyboardInterrupt with nothing pressed; a command run in another
+    thread erased a signal the main thread's command had received."""
+    from gate.api import check_release
+    from gate.interrupts import forget_earlier_run, interrupt, raise_if_interrupted
+
+    files = clean_release(bundle_files, tmp_path)
+    with python_s_sigint_handler():
+        with contextlib.suppress(KeyboardInterrupt):
+            interrupt(signal.SIGINT, None)
+        worker = threading.Thread(target=main, args=(["audits"],))
+        worker.start()
+        worker.join()
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_interrupted()  # still remembered for the main thread's command
+        forget_earlier_run()
+
+        def interrupted_write(*args, **kwargs):
+            with contextlib.suppress(KeyboardInterrupt):  # dropped, as in a finalizer
+                signal.raise_signal(signal.SIGINT)
+            raise OSError(28, "No space left on device")
+
+        import gate.evidence.writer as writer
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(writer, "_write_files", interrupted_write)
+            assert main([*check_args(files, tmp_path / "first"), "--no-mlflow"]) == 3
+    outcome = check_release(
+        policy=files["policy"],
+        train=files["train"],
+        holdout=files["holdout"],
+        synthetic=files["synthetic"],
+        out_dir=tmp_path / "second",
+        mlflow=False,
+    )
+    assert outcome.result.status == "pass"
+
+
 def test_the_gate_handles_ctrl_c_only_where_python_s_own_handler_was() -> None:
     """A SIGINT the shell ignores (a job in the background) stays ignored during a run,
     and an embedding program's handler stays its own; Python's own is replaced by the
@@ -406,13 +471,13 @@ def test_the_gate_handles_ctrl_c_only_where_python_s_own_handler_was() -> None:
 def test_a_remembered_signal_is_raised_as_its_own_interruption() -> None:
     from gate.interrupts import (
         Terminated,
-        forget_signals,
+        forget_earlier_run,
         interrupt,
         raise_if_interrupted,
         terminate,
     )
 
-    forget_signals()
+    forget_earlier_run()
     raise_if_interrupted()  # nothing received: nothing raised
     with pytest.raises(KeyboardInterrupt):
         interrupt(signal.SIGINT, None)
@@ -420,12 +485,12 @@ def test_a_remembered_signal_is_raised_as_its_own_interruption() -> None:
         terminate(signal.SIGTERM, None)
     with pytest.raises(KeyboardInterrupt):  # the first signal is the one raised
         raise_if_interrupted()
-    forget_signals()
+    forget_earlier_run()
     with contextlib.suppress(Terminated):
         terminate(signal.SIGTERM, None)
     with pytest.raises(Terminated, match="signal 15"):
         raise_if_interrupted()
-    forget_signals()
+    forget_earlier_run()
     raise_if_interrupted()
 
 

@@ -190,7 +190,9 @@ def test_separators_phonenumbers_does_not_read_are_read_as_hyphens() -> None:
     assert separators_in_numbers_as_hyphens("775 | 568 | 2052") == "775 - 568 - 2052"
     assert separators_in_numbers_as_hyphens("(775)__568__2052") == "(775)--568--2052"
     assert separators_in_numbers_as_hyphens("775 •\n568") == "775 -\n568"
-    assert numbers_as_read("775 •\n568•2052") == "775 - 568-2052"  # a break beside one
+    assert numbers_as_read("775 •\n568•2052") == "775 - 568-2052"  # a break after one
+    for kept in ("12 |\n| 34", "12\n| 34", "775~568~2052"):  # table cells; an extension
+        assert numbers_as_read(kept) == kept
     for kept in ("snake_case_name", "Tel:775", "775_x", "a|b", "1,234,567", "7;8", "7'8"):
         assert separators_in_numbers_as_hyphens(kept) == kept
     text = "".join(f"1{c}2 " for c in UNREAD_SEPARATORS)
@@ -219,6 +221,34 @@ def test_a_phone_number_with_separators_phonenumbers_does_not_read_is_found(
     assert phones(stock) == []
     assert phones(windowed) == written
     assert {normalise("PHONE_NUMBER", number) for number in written} == {"7755682052"}
+
+
+def test_a_number_found_as_written_keeps_its_value(analyzers, monkeypatch) -> None:
+    """The separator reading changes no value of a number the text as written gives (a
+    review: "775-568-2052~1", whose "~" phonenumbers reads as an extension's mark, had
+    become 77556820521 in a first version): random numbers with separators, tildes,
+    breaks and digits around them."""
+    import gate.features.pii as pii
+
+    stock, _ = analyzers
+    rng = np.random.default_rng(11)
+    forms = ["{a}-{b}-{c}", "({a}) {b}-{c}", "{a}.{b}.{c}", "+1 {a} {b} {c}", "{a}~{b}~{c}"]
+    around = [*"_|~\\·•¦ -.\n:,x1()+/", " _ ", "_\n", " · ", "~1", "～2"]
+    found = []
+    for _ in range(600):
+        a, b, c = rng.integers(201, 990), rng.integers(200, 1000), rng.integers(0, 10000)
+        number = str(rng.choice(forms)).format(a=a, b=b, c=f"{c:04d}")
+        text = (
+            "".join(rng.choice(around, size=rng.integers(0, 4)))
+            + number
+            + "".join(rng.choice(around, size=rng.integers(0, 4)))
+        )
+        spans = stock.analyze(text=text, language="en", entities=["PHONE_NUMBER"])
+        found += [text[r.start : r.end] for r in spans]
+    assert len(found) > 300
+    read = [normalise("PHONE_NUMBER", value) for value in found]
+    monkeypatch.setattr(pii, "separators_in_numbers_as_hyphens", lambda text: text)
+    assert read == [normalise("PHONE_NUMBER", value) for value in found]
 
 
 HAND_MADE = [

@@ -390,42 +390,62 @@ def test_interrupt_leaves_no_half_written_round(tmp_path: Path, corpus: Path) ->
 
 
 def test_a_ctrl_c_during_the_last_upload_withdraws_the_summary(
-    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    corpus: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A Ctrl-C while the summary was uploaded, replaced by the store client's error, had
-    become "MLflow logging failed", written as the remediation's ERROR verdict; and one
-    raised as such had left remediation.json in place with the parent run unfinished.
-    Either way: exit 3, no remediation.json, the parent run KILLED."""
+    become "MLflow logging failed", written as the remediation's ERROR verdict; one raised
+    as such had left remediation.json in place with the parent run unfinished; and one
+    while the error's summary was written after a failed upload left the first summary,
+    a PASS (a review). Each: exit 3, no remediation.json, HTML or plot, the parent run
+    KILLED, and the rounds completed stay."""
     import mlflow
 
+    import gate.remediation.report as report
     from gate.evidence.mlflow_log import NestedRunLog
 
-    real = NestedRunLog.artifacts
+    real_artifacts, real_plot = NestedRunLog.artifacts, report.privacy_utility_plot
 
-    def interrupted_at_the_summary(cleanup_fails: bool):
+    def summary_upload(fails_with: str):
         def artifacts(self, run_id, paths, *args, **kwargs):
             if not any(Path(path).name == "remediation.json" for path in paths):
-                return real(self, run_id, paths, *args, **kwargs)
+                return real_artifacts(self, run_id, paths, *args, **kwargs)
+            if fails_with == "error":
+                raise ConnectionError("connection reset")
             try:
                 raise KeyboardInterrupt
             finally:
-                if cleanup_fails:
+                if fails_with == "replaced":
                     raise ConnectionError("connection reset")
 
         return artifacts
 
-    for cleanup_fails in (True, False):
-        monkeypatch.setattr(NestedRunLog, "artifacts", interrupted_at_the_summary(cleanup_fails))
-        uri = f"sqlite:///{tmp_path / f'mlflow-{cleanup_fails}.db'}"
-        out = tmp_path / f"out-{cleanup_fails}"
+    plots = []
+
+    def second_plot_interrupted(*args, **kwargs):
+        plots.append(1)
+        if len(plots) == 2:
+            raise KeyboardInterrupt
+        return real_plot(*args, **kwargs)
+
+    for case in ("replaced", "raised", "error"):
+        monkeypatch.setattr(NestedRunLog, "artifacts", summary_upload(case))
+        if case == "error":  # then a Ctrl-C while the error's summary is written
+            monkeypatch.setattr(report, "privacy_utility_plot", second_plot_interrupted)
+        uri = f"sqlite:///{tmp_path / f'mlflow-{case}.db'}"
+        out = tmp_path / f"out-{case}"
         assert remediate(policy_file(tmp_path), corpus, out, "--tracking-uri", uri) == 3
-        assert not (out / "remediation.json").exists()
+        assert sorted(p.name for p in out.iterdir()) == ["round-0", "round-1"], case
+        assert "no remediation verdict was written" in capsys.readouterr().err
         client = mlflow.MlflowClient(tracking_uri=uri)
         runs = client.search_runs(
             [e.experiment_id for e in client.search_experiments()],
             filter_string="tags.`gate.kind` = 'remediation'",
         )
-        assert [r.info.status for r in runs] == ["KILLED"]
+        assert [r.info.status for r in runs] == ["KILLED"], case
+    assert len(plots) == 2
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,8 @@ from .conftest import write_jsonl
         ("PHONE_NUMBER", "775·568·2052", "7755682052"),
         ("PHONE_NUMBER", "+1 775 | 568 |\n2052", "7755682052"),
         ("PHONE_NUMBER", "001_775_568_2052", "7755682052"),
+        ("PHONE_NUMBER", "775-568-2052~1", "7755682052"),  # "~": an extension (review)
+        ("PHONE_NUMBER", "(775) 568-2052 ~ 12", "7755682052"),
         ("PERSON", "  John   SMITH ", "john smith"),
         ("PERSON", "Jill Rose's", "jill rose"),
         ("PERSON", "Dr. Jill Rose Jr.", "jill rose"),

@@ -34,7 +34,7 @@ from gate.audits.registry import audit_checks, create_audit
 from gate.data.bundle import Bundle, load_bundle
 from gate.engines.base import Engine, create_engine
 from gate.errors import InputError, missing_dependency_message
-from gate.interrupts import raise_interruption_behind
+from gate.interrupts import raise_interruption_behind, record_verdict
 from gate.policy.checks import CheckResult, CheckSpec, evaluate_check
 from gate.policy.loader import LoadedPolicy, load_policy
 from gate.policy.models import AuditConfig, Policy
@@ -439,6 +439,7 @@ def _check_files(
         )
         with progress.step("writing evidence"):
             evidence = write_evidence(result, out, mlflow=settings, data_docs=site)
+        record_verdict(out)
     return CheckOutcome(
         result=evidence.result,
         report_path=evidence.files["report"],

@@ -19,6 +19,7 @@ from gate.api.preflight import (
 )
 from gate.data.bundle import load_bundle, load_source
 from gate.errors import InputError
+from gate.interrupts import record_verdict
 from gate.policy.loader import load_policy
 from gate.progress import NullProgress, Progress
 
@@ -70,6 +71,7 @@ def remediate_release(
         is_remediation_dir,
         is_remediation_output,
         overall_status,
+        remove_remediation_report,
         write_remediation_report,
     )
     from gate.remediation.schedule import RoundPlan, plan_rounds
@@ -175,14 +177,16 @@ def remediate_release(
             seed=root_seed,
             mlflow_run_id=None if tracking is None else tracking.run_id,
         )
-        files = write_remediation_report(result, out)
-        if tracking is not None:
-            try:
+        try:
+            files = write_remediation_report(result, out)
+            if tracking is not None:
                 finished = tracking.finish(result, files)
-            except BaseException:  # interrupted: the verdict goes with its MLflow run
-                files["report"].unlink(missing_ok=True)
+                if finished is not result:  # logging failed: the files must say error
+                    result, files = finished, write_remediation_report(finished, out)
+        except BaseException:  # interrupted or failed: no summary of a run that did not end
+            remove_remediation_report(out)
+            if tracking is not None:
                 tracking.abandon()
-                raise
-            if finished is not result:  # logging failed: the files must say error, not pass
-                result, files = finished, write_remediation_report(finished, out)
+            raise
+        record_verdict(out)
     return replace(result, files=files)

@@ -107,22 +107,38 @@ def _phone_number(value: str) -> str:
     Keeping every digit made a rewrite that adds or drops the country code hide every
     number (a review: 2 of 62 train numbers still matched); keying on the exit code's
     digits or the extension hid 47 of the bundled example's 70 train numbers behind a
-    rewrite to "(760) 545-4146". A line break or tab inside the number is a space, and a
-    separator phonenumbers does not read a hyphen ("775·568·2052"; the phone recognizer
-    finds numbers written so). Its digits if it does not parse."""
+    rewrite to "(760) 545-4146". A line break or tab inside the number is a space; a
+    number that does not parse to a possible one as written is read with the separators
+    phonenumbers does not read as hyphens ("775·568·2052"; the phone recognizer finds
+    numbers written so). Its digits if it does not parse."""
     import phonenumbers
 
-    value = separators_in_numbers_as_hyphens(_SPACES.sub(" ", value))
+    value = _SPACES.sub(" ", value)  # a number broken over two lines
+    number = _parsed_phone(value)
+    if number is None or not phonenumbers.is_possible_number(number):
+        read = separators_in_numbers_as_hyphens(value)
+        if read != value:
+            number = _parsed_phone(read) or number
+    if number is None:
+        return _ascii_digits(value)
+    return str(number.national_number)
+
+
+def _parsed_phone(value: str) -> Any:
+    """``value`` parsed by libphonenumber (US by default), with 00 or 011 read as the plus
+    sign where the number is possible only so; None if it does not parse."""
+    import phonenumbers
+
     try:
         number = phonenumbers.parse(value, "US")
     except phonenumbers.NumberParseException:
-        return _ascii_digits(value)
+        return None
     if _EXIT_CODE.match(value) and not phonenumbers.is_possible_number(number):
         with suppress(phonenumbers.NumberParseException):
             international = phonenumbers.parse(_EXIT_CODE.sub("+", value, 1), "US")
             if phonenumbers.is_possible_number(international):
                 number = international
-    return str(number.national_number)
+    return number
 
 
 @cache
