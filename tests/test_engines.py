@@ -744,9 +744,11 @@ def test_an_out_of_memory_answer_is_an_error_that_says_what_to_change() -> None:
         failing(missing)(engine)
 
 
-def _run_python(code: str, *, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a Python process of its own (a JVM killed, a signal sent) and
-    require that it succeeds."""
+def _run_python(
+    code: str, *, cwd: Path, timeout: float, environ: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a Python process of its own (a JVM killed, a signal sent), with
+    ``environ`` added to this one's environment, and require that it succeeds."""
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -754,6 +756,7 @@ def _run_python(code: str, *, cwd: Path, timeout: float) -> subprocess.Completed
         timeout=timeout,
         check=False,
         cwd=cwd,
+        env={**os.environ, **(environ or {})},
     )
     assert done.returncode == 0, done.stderr
     return done
@@ -805,12 +808,15 @@ except RuntimeError as error:
     assert "LOCAL DIR True" in done.stdout and "LOCAL DIR GONE True" in done.stdout
 
 
-def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pinned", ["true", "false"])
+def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path, pinned: str) -> None:
     """A SIGINT during a query of minutes is raised within seconds, through PySpark's Arrow
     collect (whose C++ reader retried the interrupted read until the query ended) and
     through a collect of rows, once the query's jobs are cancelled; a SIGINT between two
     queries of a step (no job running) cancels the second as it starts. In its own
-    process: the signal goes to its main thread."""
+    process: the signal goes to its main thread. Also without PySpark's pinned threads
+    (``PYSPARK_PIN_THREAD=false``): the step's calls then reuse one Py4J connection, whose
+    JVM thread holds the tag, while no other thread calls the JVM."""
     code = """
 import signal, threading, time
 # Python's own handler, also where this test runs in the background (SIGINT ignored)
@@ -865,7 +871,7 @@ with engine:
     print("SECOND QUERY FINISHED", bool(finished))
     print("AFTER", session.range(3).count())
 """
-    done = _run_python(code, cwd=tmp_path, timeout=120)
+    done = _run_python(code, cwd=tmp_path, timeout=120, environ={"PYSPARK_PIN_THREAD": pinned})
     lines = done.stdout.splitlines()
     for name in ("toArrow", "collect", "between"):
         raised = [line for line in lines if line.startswith(f"{name} RAISED AFTER ")]
