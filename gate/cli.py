@@ -398,8 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quiet_libraries(verbose=args.verbose)
     in_main_thread = threading.current_thread() is threading.main_thread()
-    if in_main_thread:  # the signals are the main thread's: another thread's run keeps them
-        forget_earlier_run()
+    # the signals are the main thread's: a command in another thread leaves them alone
+    forget_earlier_run(signals=in_main_thread)
     previous: dict[int, Any] = _handle_signals() if in_main_thread else {}
     try:
         try:
@@ -437,5 +437,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if in_main_thread:
-            forget_earlier_run()  # a later command or API call starts afresh
+        forget_earlier_run(signals=in_main_thread)  # a later command or call starts afresh

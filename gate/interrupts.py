@@ -8,9 +8,10 @@ command exits 3."""
 from __future__ import annotations
 
 import signal
+import threading
 
-_received: list[int] = []
-_placed: list[str] = []  # where the running command put its verdict
+_received: list[int] = []  # signals are the main thread's: one memory for the process
+_verdicts = threading.local()  # where each thread's command put its verdict
 
 
 class Terminated(BaseException):
@@ -44,21 +45,24 @@ def raise_if_interrupted() -> None:
     raise Terminated(f"terminated by signal {_received[0]}")
 
 
-def forget_earlier_run() -> None:
-    """Forget the signals and the verdict of an earlier command in this process."""
-    _received.clear()
-    _placed.clear()
+def forget_earlier_run(*, signals: bool) -> None:
+    """Forget the verdict an earlier command of this thread put in place, and with
+    ``signals`` the signals received (the main thread's commands only)."""
+    _verdicts.placed = None
+    if signals:
+        _received.clear()
 
 
 def record_verdict(where: object) -> None:
-    """Note that the command's verdict, complete, is in place at ``where``: an
-    interruption after this leaves it there, and the message says so."""
-    _placed.append(str(where))
+    """Note that this thread's command has its verdict, complete, in place at ``where``:
+    an interruption after this leaves it there, and the message says so."""
+    _verdicts.placed = str(where)
 
 
 def verdict_in_place() -> str | None:
-    """Where the command's verdict was put (:func:`record_verdict`), if it was."""
-    return _placed[0] if _placed else None
+    """Where this thread's command put its verdict (:func:`record_verdict`), if it did."""
+    placed: str | None = getattr(_verdicts, "placed", None)
+    return placed
 
 
 def interruption_behind(exc: BaseException) -> BaseException | None:

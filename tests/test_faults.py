@@ -398,6 +398,56 @@ def test_a_ctrl_c_after_the_verdict_is_in_place_leaves_it_and_says_so(
     )
 
 
+def test_a_ctrl_c_just_after_the_evidence_moved_into_place_leaves_it_whole(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A second review: a Ctrl-C right after the rename that puts the evidence in place
+    ended its MLflow run KILLED as an error beside a complete PASS on disk, and said no
+    verdict was written. The evidence and its run stay, and the message says where."""
+    import mlflow
+
+    import gate.evidence.writer as writer
+
+    real = writer._swap_into_place
+
+    def interrupted_after(staging: Path, out_dir: Path) -> None:
+        real(staging, out_dir)
+        if out_dir.name == "out":
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(writer, "_swap_into_place", interrupted_after)
+    out = tmp_path / "out"
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    clean = clean_release(bundle_files, tmp_path)
+    with python_s_sigint_handler():
+        assert main([*check_args(clean, out), "--tracking-uri", store]) == 3
+    assert read_report(out)["status"] == "pass"
+    assert capsys.readouterr().err.endswith(f"after the verdict was written, complete, to {out}\n")
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    assert parent.info.status == "FINISHED" and parent.data.tags["gate.passed"] == "true"
+
+
+def test_a_verdict_is_recorded_for_its_own_thread_only() -> None:
+    """A second review: a command in another thread put its --out into the message of the
+    main thread's interrupted command."""
+    from gate.interrupts import forget_earlier_run, record_verdict, verdict_in_place
+
+    forget_earlier_run(signals=False)
+    worker = threading.Thread(target=record_verdict, args=("elsewhere",))
+    worker.start()
+    worker.join()
+    assert verdict_in_place() is None
+    record_verdict("here")
+    assert verdict_in_place() == "here"
+    forget_earlier_run(signals=False)
+    assert verdict_in_place() is None
+
+
 def test_a_signal_is_forgotten_when_its_command_ends(
     bundle_files: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -416,7 +466,7 @@ def test_a_signal_is_forgotten_when_its_command_ends(
         worker.join()
         with pytest.raises(KeyboardInterrupt):
             raise_if_interrupted()  # still remembered for the main thread's command
-        forget_earlier_run()
+        forget_earlier_run(signals=True)
 
         def interrupted_write(*args, **kwargs):
             with contextlib.suppress(KeyboardInterrupt):  # dropped, as in a finalizer
@@ -477,7 +527,7 @@ def test_a_remembered_signal_is_raised_as_its_own_interruption() -> None:
         terminate,
     )
 
-    forget_earlier_run()
+    forget_earlier_run(signals=True)
     raise_if_interrupted()  # nothing received: nothing raised
     with pytest.raises(KeyboardInterrupt):
         interrupt(signal.SIGINT, None)
@@ -485,12 +535,12 @@ def test_a_remembered_signal_is_raised_as_its_own_interruption() -> None:
         terminate(signal.SIGTERM, None)
     with pytest.raises(KeyboardInterrupt):  # the first signal is the one raised
         raise_if_interrupted()
-    forget_earlier_run()
+    forget_earlier_run(signals=True)
     with contextlib.suppress(Terminated):
         terminate(signal.SIGTERM, None)
     with pytest.raises(Terminated, match="signal 15"):
         raise_if_interrupted()
-    forget_earlier_run()
+    forget_earlier_run(signals=True)
     raise_if_interrupted()
 
 

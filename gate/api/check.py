@@ -438,8 +438,9 @@ def _check_files(
             timeout=mlflow_timeout,
         )
         with progress.step("writing evidence"):
-            evidence = write_evidence(result, out, mlflow=settings, data_docs=site)
-        record_verdict(out)
+            evidence = write_evidence(
+                result, out, mlflow=settings, data_docs=site, on_placed=record_verdict
+            )
     return CheckOutcome(
         result=evidence.result,
         report_path=evidence.files["report"],

@@ -455,6 +455,7 @@ def write_evidence(
     *,
     mlflow: MlflowSettings,
     data_docs: DataDocsSite | None = None,
+    on_placed: Callable[[Path], object] | None = None,
 ) -> Evidence:
     """Write every evidence file and, if enabled, log them to MLflow.
 
@@ -463,6 +464,8 @@ def write_evidence(
     set or no verdict (``prepare_out_dir`` removed the earlier one). A failure to log or to
     write is an error, never a pass. ``data_docs``, a site GX built during the run, is put
     in place just before ``out_dir`` if :func:`published_data_docs` allows it.
+    ``on_placed(out_dir)`` is called once the evidence is in place, also when an
+    interruption follows at once (the evidence then stays, and so does its MLflow run).
 
     Raises:
         EvidenceWriteError: the evidence could not be written; names the path.
@@ -497,6 +500,8 @@ def write_evidence(
         if data_docs is not None and docs is not None:
             _swap_into_place(data_docs.staging, data_docs.target)
         _swap_into_place(staging, out_dir)
+        if on_placed is not None:
+            on_placed(out_dir)
     except OSError as exc:
         where = exc.filename or out_dir
         problem = (
@@ -513,6 +518,10 @@ def write_evidence(
         _withdraw(data_docs, docs)
         raise
     except BaseException:
+        if not staging.exists():  # renamed to out_dir: the evidence is complete, in place
+            if on_placed is not None:
+                on_placed(out_dir)
+            raise
         _abandon(log, "KILLED")  # at once: its status and error tag withdraw the verdict
         _withdraw(data_docs, docs)
         raise

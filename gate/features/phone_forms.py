@@ -24,26 +24,30 @@ BREAK_IN_NUMBER = re.compile(
 _AS_SPACE = {ord(c): " " for c in _BREAKS_AND_TABS}
 
 # Characters a reader takes for the separator of a number's digit groups and the matcher
-# does not allow there: the underscore, the backslash, vertical bars and middle dots and
-# bullets. Left out: the comma, the semicolon and the apostrophe, which group the digits
-# of amounts ("1,234,567,890" is no phone number to a reader), the colon (times, ports,
-# "key:value" data: 648 of 666 numbers this reading added in 46 M characters of
-# documentation and data files), the asterisk (products: "32 * 1024 * 1024") and the
-# tildes, which phonenumbers reads as an extension's mark ("775-568-2052~1" is the number
-# 775-568-2052). An allow-list: any other symbol between the groups is not read (README).
-UNREAD_SEPARATORS = (
-    "_\\|\u00a6\u2502\u2503\u2758\u23d0"
+# does not allow there: vertical bars, and the underscore, the backslash, tildes (read as
+# written first: phonenumbers takes "775-568-2052~1" for the number and an extension),
+# middle dots and bullets. Left out: the comma, the semicolon and the apostrophe, which
+# group the digits of amounts ("1,234,567,890" is no phone number to a reader), the colon
+# (times, ports, "key:value" data: 648 of 666 numbers this reading added in 46 M
+# characters of documentation and data files) and the asterisk (products: "32 * 1024 *
+# 1024"). An allow-list: any other symbol between the groups is not read (README).
+_BARS = "|\u00a6\u2502\u2503\u2758\u23d0"
+_OTHER_SEPARATORS = (
+    "_\\~\uff5e"
     "\u00b7\u0387\u2022\u2219\u22c5\u2027\u2e31\u2e30\ua78f\u1427\u30fb\uff65\u16eb"
     "\u2981\u25cf\u2023\u25e6\u2218\u25aa\u25a0\u25cb"
 )
+UNREAD_SEPARATORS = _BARS + _OTHER_SEPARATORS
 _SEPARATORS = re.escape(UNREAD_SEPARATORS)
-# Blanks may stand beside them, and a line break or tab after them (then read as a
-# space: "775·568·" ends a line), not before them: "12\n| 34" and "12 |\n| 34" are
-# cells of a table, and reading every row of one so read each row's line again (15x
-# slower).
+_BEFORE_A_BREAK = re.escape(_OTHER_SEPARATORS)
+# Blanks may stand beside them, and a line break or tab after one that is not a bar (then
+# read as a space: "775·568·" ends a line); not before them: "12\n| 34", "12 |\n| 34"
+# and "12 |\n" are cells of tables, and reading each row of one so read the row again
+# (15x slower, and a number of every row).
 SEPARATOR_IN_NUMBER = re.compile(
     f"(?<={_NUMBER_CHARACTER})[ \u00a0]*[{_SEPARATORS}][{_SEPARATORS} \u00a0]*"
-    f"(?:[{_BREAKS_AND_TABS}][{_BREAKS_AND_TABS} \u00a0]*)?(?={_NUMBER_CHARACTER})"
+    f"(?:(?:(?<=[{_BEFORE_A_BREAK}])|(?<=[{_BEFORE_A_BREAK}][ \u00a0]))"
+    f"[{_BREAKS_AND_TABS}][{_BREAKS_AND_TABS} \u00a0]*)?(?={_NUMBER_CHARACTER})"
 )
 _AS_HYPHEN = {ord(c): "-" for c in UNREAD_SEPARATORS}
 
