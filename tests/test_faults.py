@@ -15,6 +15,7 @@ import threading
 import time
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,15 @@ def clean_release(files: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
 
 def no_verdict(out: Path) -> bool:
     return not any((out / name).exists() for name in ("report.json", "summary.md", "junit.xml"))
+
+
+def gate_parent_run(store: str) -> Any:
+    """The gate's own MLflow run (not an audit's nested run) in the store ``store``."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    return next(r for r in runs if "gate.audit" not in r.data.tags)
 
 
 # ---------------------------------------------------------------- false or stale PASS
@@ -271,7 +281,6 @@ def test_a_signal_whose_exception_was_dropped_withdraws_the_verdict(
     """A review: SIGTERM raised inside a finalizer is printed and dropped by Python, and
     the run went on to PASS (exit 0). The signal is remembered: no verdict is put in
     place, the MLflow run ends KILLED without verdict tags, and the command exits 3."""
-    import mlflow
 
     import gate.evidence.writer as writer
     from gate.interrupts import Terminated, terminate
@@ -290,9 +299,7 @@ def test_a_signal_whose_exception_was_dropped_withdraws_the_verdict(
     clean = clean_release(bundle_files, tmp_path)
     assert main([*check_args(clean, out), "--tracking-uri", store]) == 3
     assert no_verdict(out)
-    client = mlflow.MlflowClient(tracking_uri=store)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    parent = gate_parent_run(store)
     assert parent.info.status == "KILLED" and parent.data.tags["gate.status"] == "error"
 
 
@@ -341,9 +348,7 @@ def test_a_ctrl_c_an_error_replaced_where_the_gate_records_errors_withdraws_the_
         assert main([*check_args(clean, out), "--tracking-uri", store]) == 3
         assert no_verdict(out)
         assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
-    client = mlflow.MlflowClient(tracking_uri=store)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    parent = gate_parent_run(store)
     assert parent.info.status == "KILLED" and "gate.passed" not in parent.data.tags
 
 
@@ -407,7 +412,6 @@ def test_a_ctrl_c_just_after_the_evidence_moved_into_place_leaves_it_whole(
     """A second review: a Ctrl-C right after the rename that puts the evidence in place
     ended its MLflow run KILLED as an error beside a complete PASS on disk, and said no
     verdict was written. The evidence and its run stay, and the message says where."""
-    import mlflow
 
     import gate.evidence.writer as writer
 
@@ -426,9 +430,7 @@ def test_a_ctrl_c_just_after_the_evidence_moved_into_place_leaves_it_whole(
         assert main([*check_args(clean, out), "--tracking-uri", store]) == 3
     assert read_report(out)["status"] == "pass"
     assert capsys.readouterr().err.endswith(f"after the verdict was written, complete, to {out}\n")
-    client = mlflow.MlflowClient(tracking_uri=store)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    parent = gate_parent_run(store)
     assert parent.info.status == "FINISHED" and parent.data.tags["gate.passed"] == "true"
 
 
@@ -707,9 +709,7 @@ def test_a_verdict_is_withdrawn_even_when_the_errors_files_cannot_be_written(
     store = f"sqlite:///{tmp_path / 'm.db'}"
     clean = clean_release(bundle_files, tmp_path)
     assert main([*check_args(clean, tmp_path / "out"), "--tracking-uri", store]) == 3
-    client = mlflow.MlflowClient(tracking_uri=store)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    parent = gate_parent_run(store)
     assert parent.info.status == "FAILED" and parent.data.tags["gate.status"] == "error"
     assert parent.data.tags.get("gate.passed", "false") == "false"
 
@@ -758,9 +758,7 @@ def test_artifact_logging_failure_is_an_error_without_a_pass_tag(
         read_report(out)["status"] == "error"
         and "artifact store unavailable" in read_report(out)["evidence_error"]
     )
-    client = mlflow.MlflowClient(tracking_uri=store)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    parent = next(r for r in runs if "gate.audit" not in r.data.tags)
+    parent = gate_parent_run(store)
     assert parent.info.status == "FAILED" and "gate.passed" not in parent.data.tags
     assert parent.data.tags["gate.status"] == "error"
 

@@ -16,7 +16,6 @@ from gate.features.phone_forms import (
     BREAK_IN_NUMBER,
     UNREAD_SEPARATORS,
     breaks_in_numbers_as_spaces,
-    numbers_as_read,
     separators_in_numbers_as_hyphens,
 )
 from gate.features.pii import build_analyzer, normalise, spacy_pipeline_needs_torch
@@ -63,6 +62,12 @@ def test_token_windows_are_whole_tokens() -> None:
     email = re.compile(r"(?<!\S)[^\s@]*@\S*")
     text = "mail a@b.org, or\tx@y now@"
     assert [text[s:e] for s, e in token_windows(text, email)] == ["a@b.org,", "x@y", "now@"]
+
+
+def numbers_as_read(text: str) -> str:
+    """Both readings, as the windowed phone recognizer makes them: separators, then breaks
+    (a break after a separator is then between two characters of the number)."""
+    return breaks_in_numbers_as_spaces(separators_in_numbers_as_hyphens(text))
 
 
 def _detections(analyzer, text: str) -> list[tuple]:

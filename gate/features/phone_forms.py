@@ -63,9 +63,3 @@ def separators_in_numbers_as_hyphens(text: str) -> str:
     phone number read as a hyphen, one for one (offsets hold): ``775·568·2052`` reads
     ``775-568-2052``."""
     return SEPARATOR_IN_NUMBER.sub(lambda m: m.group().translate(_AS_HYPHEN), text)
-
-
-def numbers_as_read(text: str) -> str:
-    """``text`` with both readings: separators first, so that a break after one
-    (``775·568·\\n2052``) is between two characters of the number."""
-    return breaks_in_numbers_as_spaces(separators_in_numbers_as_hyphens(text))

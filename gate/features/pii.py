@@ -117,8 +117,9 @@ def _phone_number(value: str) -> str:
     number = _parsed_phone(value)
     if number is None or not phonenumbers.is_possible_number(number):
         read = separators_in_numbers_as_hyphens(value)
-        if read != value:
-            number = _parsed_phone(read) or number
+        reread = _parsed_phone(read) if read != value else None
+        if reread is not None:
+            number = reread
     if number is None:
         return _ascii_digits(value)
     return str(number.national_number)

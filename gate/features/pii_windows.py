@@ -76,7 +76,7 @@ from presidio_analyzer.predefined_recognizers import (
 
 from gate.features.phone_forms import (
     BREAK_IN_NUMBER,
-    numbers_as_read,
+    breaks_in_numbers_as_spaces,
     separators_in_numbers_as_hyphens,
 )
 
@@ -384,7 +384,8 @@ class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
     as a reader reads them: ``775-568-`` at the end of a line and ``2052`` at the start of
     the next is one number (a review's release broke the train numbers so, and Presidio
     found none), and so is ``775·568·2052``. It reads the text again with such
-    separators as hyphens and such breaks as spaces (:func:`numbers_as_read`), and the
+    separators as hyphens, then such breaks as spaces (a break after a separator is then
+    between two characters of the number), and the
     :data:`AFTER_BREAK` characters after each break on their own: that reading
     joins a number to what ends the line before ("Paid 313.87.", a list's "44.", "item
     4"), and can make it another or none. What these readings find is added to what the
@@ -401,11 +402,12 @@ class WindowedPhoneRecognizer(_Windowed, MemoPhoneRecognizer):
         self, text: str, entities: list[str], nlp_artifacts: Any = None, *args: Any, **kwargs: Any
     ) -> list[RecognizerResult]:
         found = super().analyze(text, entities, nlp_artifacts, *args, **kwargs)
-        read = numbers_as_read(text)
+        hyphenated = separators_in_numbers_as_hyphens(text)
+        read = breaks_in_numbers_as_spaces(hyphenated)
         if read == text:
             return found
         extra = super().analyze(read, entities, nlp_artifacts, *args, **kwargs)
-        for broken in BREAK_IN_NUMBER.finditer(separators_in_numbers_as_hyphens(text)):
+        for broken in BREAK_IN_NUMBER.finditer(hyphenated):
             start = broken.end()
             line = read[start : start + AFTER_BREAK]
             for result in MemoPhoneRecognizer.analyze(self, line, entities, nlp_artifacts):
