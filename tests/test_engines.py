@@ -769,6 +769,7 @@ def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path) -> None
     hide it; nothing else reaches the terminal. In its own process: a killed JVM cannot
     be replaced in this one."""
     code = """
+import signal, threading, time
 import numpy as np
 from gate.engines.spark import SparkEngine
 from gate.policy.models import EngineSettings, NgramFeatures
@@ -785,8 +786,18 @@ try:
             ["a b c"], ["a b c"], users=np.array([0]),
             config=NgramFeatures(n_min=1, n_max=2), progress=NullProgress(),
         )
+        def call_the_jvm():  # killed with the command unread, the JVM resets Py4J's read
+            try:
+                gateway.jvm.java.lang.System.nanoTime()
+            except Exception as exc:
+                print("CALL BROKEN", type(exc).__name__)
+        gateway.proc.send_signal(signal.SIGSTOP)
+        caller = threading.Thread(target=call_the_jvm)
+        caller.start()
+        time.sleep(1)
         gateway.proc.kill()
         gateway.proc.wait()
+        caller.join()
         engine.ngram_disclosures(
             ["a b c"], ["a b c"], users=np.array([0]),
             config=NgramFeatures(n_min=1, n_max=2), progress=NullProgress(),
@@ -795,17 +806,67 @@ except RuntimeError as error:
     print("ERROR", error)
     print("LOG KEPT", log is not None and log.exists())
     if log is not None:
+        print("PY4J IN LOG", "Py4J: Exception while sending command." in log.read_text())
         log.unlink()  # kept for a user; a test leaves nothing behind
     print("LOCAL DIR GONE", not local.exists())
+import logging
+print("ROOT FILTERS", logging.getLogger().filters)
 """
     done = _run_python(code, cwd=tmp_path, timeout=300)
     assert "stopped answering during ngram_disclosures" in done.stdout
-    # PySpark's accumulator server lost its connection: its traceback goes to Spark's log
+    # PySpark's accumulator server lost its connection, and Py4J's call may break while it
+    # reads the answer: both tracebacks go to Spark's log
     assert "Traceback" not in done.stderr, done.stderr
+    assert "ROOT FILTERS []" in done.stdout  # the engine's filter left with its session
+    assert "CALL BROKEN Py4JNetworkError" in done.stdout and "PY4J IN LOG True" in done.stdout
     assert "spark.driver.memory" in done.stdout and "Spark's log: " in done.stdout
     assert "LOG KEPT True" in done.stdout
     # the shuffle files of a JVM that died hold texts: its local directory is removed
     assert "LOCAL DIR True" in done.stdout and "LOCAL DIR GONE True" in done.stdout
+
+
+def test_py4j_records_of_the_root_logger_go_to_sparks_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Py4J logs a call whose connection broke while it read the answer (the JVM died
+    mid-call: a CI run met it where the usual run breaks on sending) with
+    ``logging.exception`` on the root logger: the record, with its traceback, goes to
+    Spark's log; a record of any other code passes; a log already removed drops it."""
+    import logging
+
+    from gate.engines.spark_session import Py4JRecordsToLog
+
+    log = tmp_path / "spark.log"
+    log.write_text("")
+    py4j_file = os.sep.join(["", "site-packages", "py4j", "java_gateway.py"])
+    logged_by_py4j = compile(
+        "try:\n    raise ConnectionResetError(104, 'Connection reset by peer')\n"
+        "except ConnectionResetError:\n    logging.exception('Exception while sending command.')\n",
+        py4j_file,
+        "exec",
+    )
+    records = Py4JRecordsToLog(log)
+    root = logging.getLogger()
+    root.addFilter(records)
+    try:
+        with caplog.at_level(logging.INFO):
+            exec(logged_by_py4j, {"logging": logging})
+            logging.warning("the caller's own record")
+            log.unlink()
+            exec(logged_by_py4j, {"logging": logging})
+    finally:
+        root.removeFilter(records)
+    assert [r.getMessage() for r in caplog.records] == ["the caller's own record"]
+    assert not log.exists()  # not created again
+    log.write_text("")
+    root.addFilter(records)
+    try:
+        exec(logged_by_py4j, {"logging": logging})
+    finally:
+        root.removeFilter(records)
+    text = log.read_text()
+    assert text.startswith("ERROR Py4J: Exception while sending command.\nTraceback")
+    assert "ConnectionResetError: [Errno 104] Connection reset by peer" in text
 
 
 @pytest.mark.parametrize("pinned", ["true", "false"])

@@ -21,6 +21,7 @@ and fetched by Spark (``binaryFile``) and parsed by the gate's file readers.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import sys
@@ -46,6 +47,7 @@ from gate.engines.spark_rows import longer_ngram_rows, ngram_rows, row_schema
 from gate.engines.spark_session import (
     SESSION_DEFAULTS,
     SESSION_ENVIRON,
+    Py4JRecordsToLog,
     answered_errors,
     default_parallelism,
     lost_jvm,
@@ -133,6 +135,7 @@ class SparkEngine(Engine):
         self._failed = False  # a step lost the JVM: keep Spark's log for the user
         self._start_error: EngineError | None = None  # each later step says it again
         self._local_dir: Path | None = None  # the session's shuffle and spill files
+        self._py4j_records: Py4JRecordsToLog | None = None
 
     @property
     def session(self) -> Any:
@@ -168,6 +171,9 @@ class SparkEngine(Engine):
                 self._start_error = exc
                 raise
             self._owned = True
+            if self._log is not None:
+                self._py4j_records = Py4JRecordsToLog(self._log)
+                logging.getLogger().addFilter(self._py4j_records)
         return self._session
 
     def close(self) -> None:
@@ -194,6 +200,9 @@ class SparkEngine(Engine):
             self._environ = {}
             self._owned = False
             self._session = None
+            if self._py4j_records is not None:  # after the stop: a lost JVM's is logged too
+                logging.getLogger().removeFilter(self._py4j_records)
+                self._py4j_records = None
             if self._log is not None and not self._failed:
                 self._log.unlink(missing_ok=True)
             self._log = None

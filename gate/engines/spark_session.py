@@ -6,6 +6,7 @@ mean (a lost JVM, memory, the Java exception's cause).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -197,6 +198,31 @@ def _accumulator_errors_to_log(context: Any, log: Path) -> None:
             return
 
     server.handle_error = handle_error
+
+
+class Py4JRecordsToLog(logging.Filter):
+    """Py4J logs a call whose connection broke ("Exception while sending command.", as
+    when the JVM dies mid-answer) and a Ctrl-C during a call with a traceback through the
+    root logger, not its own, so an embedding program's terminal showed it beside the
+    gate's own error. Added to the root logger while the engine's session runs, it moves
+    Py4J's records to Spark's log, which that error names; other records pass."""
+
+    PACKAGE = f"{os.sep}py4j{os.sep}"
+
+    def __init__(self, log: Path) -> None:
+        super().__init__()
+        self.log = log
+        self._format = logging.Formatter("%(levelname)s Py4J: %(message)s").format
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.PACKAGE not in record.pathname:
+            return True
+        try:
+            with open(os.open(self.log, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as out:
+                out.write(self._format(record) + "\n")
+        except OSError:  # a log removed on a clean close, or a full disk
+            return False
+        return False
 
 
 CONNECT_PORT = 15002  # Spark Connect's default
