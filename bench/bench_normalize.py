@@ -9,7 +9,10 @@ policy (strip invisible characters, fold confusables, NFKC) and with each step s
 off; the best of three runs per policy is printed with records/s and MB/s. A copy whose
 Latin letters are written as Cyrillic lookalikes shows the fold's cost where it has most
 to do, and a transliteration into Cyrillic letters its cost on a corpus in another script
-(whose words it reads and leaves).
+(whose words it reads and leaves). ``markup: html`` is timed on the plain e-mails (none
+holds a ``<`` or ``&``), on the e-mails as light HTML (a ``<div>``, a ``<br>`` per line) and
+as an HTML client might write them (a paragraph per line, a ``<span>`` per word,
+``&nbsp;`` between words).
 """
 
 from __future__ import annotations
@@ -40,6 +43,17 @@ POLICIES = {
 }
 
 
+def light_html(text: str) -> str:
+    return "<div>" + "<br>".join(text.split("\n")) + "</div>"
+
+
+def span_html(text: str) -> str:
+    return "".join(
+        "<p>" + "&nbsp;".join(f"<span>{w}</span>" for w in line.split()) + "</p>"
+        for line in text.split("\n")
+    )
+
+
 def best_of(texts: pd.Series, policy: TextPolicy, repeats: int = 3) -> float:
     seconds = []
     for _ in range(repeats):
@@ -66,6 +80,17 @@ def main() -> None:
         print(
             f"{name:32s} {seconds:7.2f} s  {len(texts) / seconds:9.0f} rec/s  "
             f"{megabytes / seconds:6.1f} M chars/s"
+        )
+    markup = TextPolicy(markup="html")
+    for corpus, series in (
+        ("plain", texts),
+        ("light HTML", texts.map(light_html)),
+        ("span per word", texts.map(span_html)),
+    ):
+        seconds = best_of(series, markup)
+        print(
+            f"markup: html, {corpus:14s} {seconds:7.2f} s  {len(texts) / seconds:9.0f} rec/s  "
+            f"{series.str.len().sum() / 1e6 / seconds:6.1f} M chars/s"
         )
     for corpus, series in (("Cyrillic lookalikes", cyrillic), ("Cyrillic script", russian)):
         for name in ("default (strip, fold, NFKC)", "no fold (strip, NFKC)"):

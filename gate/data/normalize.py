@@ -1,6 +1,7 @@
-"""Text normalisation before any feature is taken: invisible characters removed,
-confusable characters folded to their ASCII lookalikes, the policy's Unicode normal form
-and case folding (README, policy key `text:`); and which texts hold anything visible.
+"""Text normalisation before any feature is taken: HTML read as the text it shows (if
+asked), invisible characters removed, confusable characters folded to their ASCII
+lookalikes, the policy's Unicode normal form and case folding (README, policy key
+`text:`); and which texts hold anything visible.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
+from gate.data.markup import html_as_text, html_parser
 from gate.policy.models import TextPolicy
 
 # Invisible beyond Unicode's format characters (category Cf): the rest of Unicode's
@@ -74,10 +76,13 @@ _NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one s
 
 
 def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
-    """``texts`` (strings) without invisible characters, then with confusable characters
-    folded to their ASCII lookalikes (:mod:`gate.data.confusables`) in the policy's
-    Unicode normal form, then case-folded if asked. Invisible characters go first: one
-    between a letter and its combining accent would otherwise keep the two from composing.
+    """``texts`` (strings) read as the text their HTML shows under ``markup: html``
+    (:mod:`gate.data.markup`: a character reference may stand for any character the
+    next steps remove or fold), without invisible characters, then with confusable
+    characters folded to their ASCII lookalikes (:mod:`gate.data.confusables`) in the
+    policy's Unicode normal form, then case-folded if asked. Invisible characters go
+    before the fold: one between a letter and its combining accent would otherwise keep
+    the two from composing.
 
     A text of ASCII characters only is left as it is by the first three steps unless it
     holds a control character to strip (no other invisible or folded character is ASCII,
@@ -90,6 +95,9 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     """
     if policy.fold_confusables:
         ascii_lookalikes()  # a missing list is an error before any text, not at the first
+    if policy.markup == "html":
+        html_parser()  # so is a missing parser
+        texts = _html_read(texts)
     unicode_steps = policy.strip_invisible or policy.fold_confusables
     if (unicode_steps or policy.normalization != "none") and len(texts):
         values = pa.array(texts.array)
@@ -108,6 +116,17 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     if policy.casefold:
         texts = texts.str.casefold()
     return texts
+
+
+def _html_read(texts: pd.Series) -> pd.Series:
+    """``texts`` with each that may hold markup (a ``<`` or an ``&``) replaced by the text
+    it shows and holds (:func:`gate.data.markup.html_as_text`); the others as they are."""
+    marked = texts.str.contains("[<&]", regex=True).to_numpy(dtype=bool, na_value=False)
+    if not marked.any():
+        return texts
+    read = texts.copy()
+    read[marked] = [html_as_text(text) for text in texts[marked]]
+    return read
 
 
 def _normalized_chunk(values: pa.Array, policy: TextPolicy) -> pa.Array:

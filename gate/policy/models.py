@@ -159,6 +159,14 @@ class TextPolicy(StrictModel):
     that differs from its source only in Unicode form (NFD for NFC, full-width digits,
     zero-width joiners) is the same text to a reader and must be to the gate."""
 
+    markup: Literal["none", "html"] = Field(
+        "none",
+        description="'html': read every text as the HTML it is, as a browser shows it (tags "
+        "removed, character references such as &nbsp; decoded, block elements on lines of "
+        "their own), followed by what it holds but does not show (attribute values such as "
+        "links' addresses, comments, script and style contents); a '<' that opens no HTML "
+        "element (<jill@example.org>) stays text. 'none': texts are read as written.",
+    )
     normalization: Literal["NFKC", "NFC", "none"] = Field(
         "NFKC",
         description="Unicode normal form of source and release text; NFKC also folds "

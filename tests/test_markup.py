@@ -1,0 +1,224 @@
+"""HTML read as the text it shows (``text.markup: html``): hand-made cases with their
+answers written out, the cases a browser's parser decides (malformed markup, comments
+outside the document), texts that only look like markup, and the bundled example's
+train copied as HTML, which the n-gram class must read as the plain copy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gate.api import check_release
+from gate.data.markup import html_as_text
+from gate.data.normalize import normalize_text
+from gate.policy.models import TextPolicy
+
+from .conftest import REPO, read_report, write_jsonl, write_policy
+
+EXAMPLE = REPO / "examples" / "bundle"
+
+
+def test_inline_elements_join_their_text_and_blocks_stand_on_lines() -> None:
+    assert html_as_text("775-<span>568</span>-2052") == "775-568-2052"
+    assert html_as_text("<b>Jill</b>&nbsp;<i>Rose</i>") == "Jill\xa0Rose"
+    assert html_as_text("<p>Dear Jill,</p><p>call me</p>") == "\nDear Jill,\n\ncall me\n"
+    assert html_as_text("one<br>two<br/>three") == "one\n\ntwo\n\nthree"
+    # the parser adds the table's body: table, tbody and tr each break a line
+    assert html_as_text("<table><tr><td>a</td><th>b</th></tr></table>") == "\n\n\na\tb\t\n\n\n"
+    assert html_as_text("<ul><li>x</li><li>y</li></ul>") == "\n\nx\n\ny\n\n"
+
+
+def test_character_references_are_decoded() -> None:
+    assert html_as_text("&#55;&#x37;&amp;&lt;&copy;&nbsp;") == "77&<©\xa0"
+    assert html_as_text("AT&T and R&D") == "AT&T and R&D"  # no reference: as written
+
+
+def test_what_is_not_shown_follows_on_lines_of_its_own() -> None:
+    html = (
+        "<!-- before --><!DOCTYPE html><html><head><style>p {color: red}</style></head>"
+        "<body><a href='mailto:jill@example.org' title='Jill &amp; Rose'>write</a> to me"
+        "<img alt='a photo of Jill' src='jill.png'><script>var phone = '775-568-2052';</script>"
+        "<template><p>kept <b>too</b></p></template></body></html><!-- after -->"
+    )
+    shown, *unshown = html_as_text(html).split("\n")
+    assert shown == "write to me"
+    assert unshown == [
+        "before",  # Lexbor's comment without its blanks
+        "mailto:jill@example.org",
+        "Jill & Rose",
+        "a photo of Jill",
+        "jill.png",
+        "after",
+        "",  # the template's text: its paragraph on lines of its own
+        "kept too",
+        "",
+        "p {color: red}",
+        "var phone = '775-568-2052';",
+    ]
+
+
+def test_a_less_than_sign_that_opens_no_element_is_text() -> None:
+    for text in (
+        "Jill Rose <jill@example.org> wrote:",
+        "see <https://example.org/a?b=1> now",
+        "if a < b and c > d",
+        "x<y and z>w",
+        "i<3 you",
+        "<bob@example.org>",
+    ):
+        assert html_as_text(text) == text
+    assert html_as_text("<jill@example.org><b>!</b>") == "<jill@example.org>!"
+    # Microsoft Office's namespaced tags (Outlook's e-mails) are markup
+    assert html_as_text("<p class=MsoNormal>Hello<o:p></o:p></p>") == "\nHello\n\nMsoNormal"
+
+
+def test_malformed_markup_is_read_as_a_browser_reads_it() -> None:
+    assert html_as_text("<b>bold <i>both</b> after") == "bold both after"
+    assert html_as_text("text <!-- never closed") == "text \nnever closed"
+    assert (
+        html_as_text("a <![x hidden]> b") == "a  b\n[x hidden]"
+    )  # a bogus comment, as HTML5 reads "<!" not followed by "--"
+    assert html_as_text("<p unclosed='x") == ""
+    assert html_as_text("<plaintext>rest <b>x") == "\nrest <b>x\n"
+
+
+def test_a_text_without_markup_is_the_same_object() -> None:
+    text = "no markup here: 775-568-2052"
+    assert html_as_text(text) is text
+
+
+_WORD = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Z"), blacklist_characters="<&"),
+    min_size=1,
+    max_size=8,
+)
+_INLINE = ("span", "b", "i", "font", "a", "em", "u", "o:p")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    words=st.lists(_WORD, min_size=1, max_size=12),
+    tags=st.lists(st.sampled_from(_INLINE), min_size=12, max_size=12),
+    spaces=st.lists(st.sampled_from([" ", "&nbsp;", "&#32;", "\n"]), min_size=12, max_size=12),
+)
+def test_words_in_inline_elements_read_as_the_words(
+    words: list[str], tags: list[str], spaces: list[str]
+) -> None:
+    """Any words, each in an inline element and separated by a space written as a space, a
+    reference or a line break, read as the same words (an n-gram of the plain text is
+    one of the HTML's). ``>`` and quotes in words are text too."""
+    html = "".join(
+        f"<{tag}>{word.replace('>', '&gt;')}</{tag}>" + (space if i < len(words) - 1 else "")
+        for i, (word, tag, space) in enumerate(zip(words, tags, spaces, strict=False))
+    )
+    assert html_as_text(html).split() == [w for word in words for w in word.split()]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                *list("<!&[]-a>/ '\"?=;#x1b"),
+                "<!--",
+                "<![CDATA[",
+                "]]>",
+                "-->",
+                "<?",
+                "&#",
+                "</",
+                "<p>",
+            ]
+        ),
+        max_size=40,
+    ).map("".join)
+)
+def test_any_text_is_read(text: str) -> None:
+    """Markup that the standard library's parser fails on (``<![x``: an AssertionError)
+    is read as a browser reads it; no text is an error."""
+    assert isinstance(html_as_text(text), str)
+
+
+def test_markup_is_read_before_the_other_steps() -> None:
+    """A character reference may spell a character the next steps fold or remove: a
+    Cyrillic lookalike, a zero-width space, a no-break space."""
+    texts = pd.Series(["<b>J&#1072;ck</b>&nbsp;R&#8203;ose", "plain text", "<p>x</p>"])
+    read = normalize_text(texts, TextPolicy(markup="html"))
+    assert read.tolist() == ["Jack Rose", "plain text", "\nx\n"]
+    assert normalize_text(texts, TextPolicy()).tolist() == [
+        "<b>J&#1072;ck</b>&nbsp;R&#8203;ose",
+        "plain text",
+        "<p>x</p>",
+    ]
+
+
+NGRAM_POLICY = """\
+version: 1
+name: markup
+text:
+  markup: {markup}
+audits:
+  disclosure:
+    features:
+      - class: ngram
+        n_min: 8
+        n_max: 16
+    thresholds:
+      max_epsilon: 1.0
+"""
+
+
+def _as_html(text: str) -> str:
+    """A text as an HTML e-mail client might write it: a paragraph per line, a span per
+    word, no-break spaces between words."""
+    return "".join(
+        "<p>" + "&nbsp;".join(f"<span>{w}</span>" for w in line.split()) + "</p>"
+        for line in text.split("\n")
+    )
+
+
+def _ngram_check(tmp_path: Path, name: str, *, markup: str, release: Path) -> dict:
+    split = EXAMPLE / "split"
+    check_release(
+        policy=write_policy(tmp_path / f"{name}.yaml", NGRAM_POLICY.format(markup=markup)),
+        train=split / "train.jsonl",
+        holdout=split / "holdout.jsonl",
+        synthetic=release,
+        out_dir=tmp_path / name,
+        mlflow=False,
+        seed=0,
+    )
+    return read_report(tmp_path / name)["audits"]["disclosure"]["metrics"]
+
+
+@pytest.fixture(scope="module")
+def train_records() -> list[dict]:
+    lines = (EXAMPLE / "split" / "train.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_a_copy_written_as_html_is_the_plain_copy(
+    tmp_path: Path, train_records: list[dict]
+) -> None:
+    """The bundled example's train copied as HTML hid every copied n-gram from the class
+    (ε̂ 0); read as HTML it is the plain copy: the same T, H and ε̂."""
+    plain = write_jsonl(
+        tmp_path / "plain.jsonl",
+        ({"record_id": f"s{i}", "text": r["text"]} for i, r in enumerate(train_records)),
+    )
+    html = write_jsonl(
+        tmp_path / "html.jsonl",
+        ({"record_id": f"s{i}", "text": _as_html(r["text"])} for i, r in enumerate(train_records)),
+    )
+    copy = _ngram_check(tmp_path, "plain", markup="none", release=plain)
+    hidden = _ngram_check(tmp_path, "hidden", markup="none", release=html)
+    read = _ngram_check(tmp_path, "read", markup="html", release=html)
+    assert copy["ngram.train_disclosures"] > 100 and copy["ngram.epsilon_lower"] > 1
+    assert hidden["ngram.train_disclosures"] == 0 and hidden["ngram.epsilon_lower"] == 0
+    for key in ("ngram.train_disclosures", "ngram.holdout_disclosures", "ngram.epsilon_lower"):
+        assert read[key] == copy[key], key
