@@ -762,13 +762,18 @@ def _run_python(
     return done
 
 
-def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cli", [False, True])
+def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path, cli: bool) -> None:
     """The JVM of a session the engine started is killed (as the kernel's OOM killer or
     the JVM's own OutOfMemoryError would end it): the step raises one error that names
     spark.driver.memory and Spark's log, which is kept, and closing the engine does not
-    hide it; nothing else reaches the terminal. In its own process: a killed JVM cannot
-    be replaced in this one."""
-    code = """
+    hide it; nothing else reaches the terminal, and Py4J's traceback of the call the JVM
+    died during is in the log, also where the CLI's quieting (which drops Py4J's records)
+    ran first. In its own process: a killed JVM cannot be replaced in this one."""
+    quiet = "from gate.quiet import quiet_libraries\nquiet_libraries(verbose=False)\n"
+    code = (
+        (quiet if cli else "")
+        + """
 import signal, threading, time
 import numpy as np
 from gate.engines.spark import SparkEngine
@@ -810,14 +815,15 @@ except RuntimeError as error:
         log.unlink()  # kept for a user; a test leaves nothing behind
     print("LOCAL DIR GONE", not local.exists())
 import logging
-print("ROOT FILTERS", logging.getLogger().filters)
+print("ENGINE FILTER LEFT", any(type(f).__name__ == "Py4JRecordsToLog" for f in logging.getLogger().filters))
 """
+    )
     done = _run_python(code, cwd=tmp_path, timeout=300)
     assert "stopped answering during ngram_disclosures" in done.stdout
     # PySpark's accumulator server lost its connection, and Py4J's call may break while it
     # reads the answer: both tracebacks go to Spark's log
     assert "Traceback" not in done.stderr, done.stderr
-    assert "ROOT FILTERS []" in done.stdout  # the engine's filter left with its session
+    assert "ENGINE FILTER LEFT False" in done.stdout  # it left with its session
     assert "CALL BROKEN Py4JNetworkError" in done.stdout and "PY4J IN LOG True" in done.stdout
     assert "spark.driver.memory" in done.stdout and "Spark's log: " in done.stdout
     assert "LOG KEPT True" in done.stdout
@@ -831,10 +837,13 @@ def test_py4j_records_of_the_root_logger_go_to_sparks_log(
     """Py4J logs a call whose connection broke while it read the answer (the JVM died
     mid-call: a CI run met it where the usual run breaks on sending) with
     ``logging.exception`` on the root logger: the record, with its traceback, goes to
-    Spark's log; a record of any other code passes; a log already removed drops it."""
+    Spark's log; a record of any other code passes; a log already removed drops it. Also
+    where the CLI's filter, which drops them, was added first (tests that run the CLI in
+    this process add it)."""
     import logging
 
     from gate.engines.spark_session import Py4JRecordsToLog
+    from gate.quiet import Py4JRootRecords
 
     log = tmp_path / "spark.log"
     log.write_text("")
@@ -847,7 +856,7 @@ def test_py4j_records_of_the_root_logger_go_to_sparks_log(
     )
     records = Py4JRecordsToLog(log)
     root = logging.getLogger()
-    root.addFilter(records)
+    root.filters.insert(0, records)  # as SparkEngine adds it
     try:
         with caplog.at_level(logging.INFO):
             exec(logged_by_py4j, {"logging": logging})
@@ -859,11 +868,15 @@ def test_py4j_records_of_the_root_logger_go_to_sparks_log(
     assert [r.getMessage() for r in caplog.records] == ["the caller's own record"]
     assert not log.exists()  # not created again
     log.write_text("")
-    root.addFilter(records)
+    quiet = Py4JRootRecords()
+    root.addFilter(quiet)
+    root.filters.insert(0, records)
     try:
-        exec(logged_by_py4j, {"logging": logging})
+        with caplog.at_level(logging.INFO):
+            exec(logged_by_py4j, {"logging": logging})
     finally:
         root.removeFilter(records)
+        root.removeFilter(quiet)
     text = log.read_text()
     assert text.startswith("ERROR Py4J: Exception while sending command.\nTraceback")
     assert "ConnectionResetError: [Errno 104] Connection reset by peer" in text

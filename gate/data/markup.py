@@ -6,17 +6,24 @@ must be to the gate.
 The markup is parsed by Lexbor (through ``selectolax``), an HTML5 parser that reads any
 input as a browser does and never fails. Tags are removed and character references
 decoded; block elements (paragraphs, line breaks, list items, table rows, headings, ...)
-stand on lines of their own, table cells are separated by tabs, and inline elements
-(``span``, ``b``, ``a``, ``font``, ...) join their text to the text around them. What a
-browser does not show but the release file holds follows the shown text, each piece on
-a line of its own, in the document's order: the values of attributes (a link's address,
-``alt`` and ``title`` texts), comments, and the contents of ``script``, ``style`` and
-``template`` elements.
+stand on lines of their own, table cells are separated by tabs, form controls by spaces,
+and inline elements (``span``, ``b``, ``a``, ``font``, unknown ones) join their text to
+the text around them; the values a browser draws in place (an input's ``value``, an
+image's ``alt``, an option's ``label``) stand in place. What a browser does not show but
+the release file holds follows the shown text, each piece on a line of its own, in the
+document's order: the values of attributes (a link's address, ``title`` texts), the
+names of attributes without a value, comments, the attributes of end tags, the doctype,
+and the contents of ``script``, ``style``, ``template``, hidden and fallback elements and
+of ruby annotations. Documents within the document (comments, which may be Outlook's
+conditional HTML, ``srcdoc`` attributes, ``template``, ``iframe``, ``noembed`` and
+``noframes`` contents) are read the same way, to a depth of :data:`MAX_DEPTH`; deeper
+ones are kept as written.
 
-A ``<`` that does not open an HTML element's tag is text (e-mails write addresses and
-links so: ``Jill Rose <jill@example.org>``, ``<https://example.org>``): only the element
-names of HTML (obsolete ones too) and Microsoft Office's namespaced tags (``<o:p>``) are
-read as tags.
+A ``<`` is text, not a tag, where a browser would read a tag but the writer of a plain
+text meant none: before a name that holds ``@`` or ``.`` or a ``:`` (``Jill Rose
+<jill@example.org>``, ``<https://example.org>``; Microsoft Office's namespaced tags such
+as ``<o:p>`` are tags), and where no ``>`` follows before the next ``<`` (``if a <b then
+...``: a browser reads the rest of the text as the tag's attributes).
 """
 
 from __future__ import annotations
@@ -26,43 +33,52 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-# Every element of the HTML Living Standard, its obsolete elements that browsers still
-# render, and MathML's and SVG's roots.
-HTML_ELEMENTS = frozenset(
-    """a abbr acronym address applet area article aside audio b base basefont bdi bdo
-    bgsound big blink blockquote body br button canvas caption center cite code col
-    colgroup data datalist dd del details dfn dialog dir div dl dt em embed fieldset
-    figcaption figure font footer form frame frameset h1 h2 h3 h4 h5 h6 head header hgroup
-    hr html i iframe image img input ins isindex kbd keygen label legend li link listing
-    main map mark marquee math menu menuitem meta meter multicol nav nextid nobr noembed
-    noframes noscript object ol optgroup option output p param picture plaintext pre
-    progress q rb rp rt rtc ruby s samp script search section select slot small source
-    spacer span strike strong style sub summary sup svg table tbody td template textarea
-    tfoot th thead time title tr track tt u ul var video wbr xmp""".split()  # noqa: SIM905
-)
 # Elements a browser lays out on lines of their own (the line break and the rule too).
 BLOCK_ELEMENTS = tuple(
     """address article aside blockquote br caption center dd details dialog dir div dl dt
     fieldset figcaption figure footer form frame frameset h1 h2 h3 h4 h5 h6 header hgroup
-    hr legend li listing main menu nav ol optgroup option p plaintext pre section summary
-    table tbody tfoot thead title tr ul xmp""".split()  # noqa: SIM905
+    hr legend li listing main menu nav ol optgroup option p plaintext pre search section
+    summary table tbody tfoot thead title tr ul xmp""".split()  # noqa: SIM905
 )
+SPACED_ELEMENTS = ("button", "input", "meter", "progress", "select", "textarea")
 CELL_ELEMENTS = ("td", "th")
-# Elements whose contents a browser does not show as text.
-HIDDEN_ELEMENTS = ("script", "style")
+# Elements whose contents a browser does not show as text (ruby annotations are drawn
+# above their base, which they would split), and what it does not show at all.
+UNSHOWN_ELEMENTS = "script, style, rp, rt, datalist, audio, video, canvas, [hidden]"
+# Elements whose contents are a document a browser does not show (raw text to Lexbor).
+UNSHOWN_DOCUMENTS = ("iframe", "noembed", "noframes")
+# The attributes a browser draws where their element stands.
+SHOWN_ATTRIBUTES = (
+    ("input:not([type=hidden])", "value"),
+    ("input", "placeholder"),
+    ("textarea", "placeholder"),
+    ("img", "alt"),
+    ("area", "alt"),
+    ("option", "label"),
+    ("optgroup", "label"),
+)
 # Microsoft Office's namespaces in HTML it writes (Outlook's e-mails: <o:p>, <v:shape>).
 OFFICE_PREFIXES = ("o", "v", "w", "m", "x", "st1")
+MAX_DEPTH = 8  # documents within documents read as HTML; deeper ones are kept as written
 
-# Tag names end where HTML's tokenizer ends them (white space, "/" or ">").
-_NOT_A_TAG = re.compile(
-    r"<(?=/?[A-Za-z])(?!/?(?:"
-    + "|".join(sorted(HTML_ELEMENTS, key=len, reverse=True))
-    + "|(?:"
-    + "|".join(OFFICE_PREFIXES)
-    + r"):[A-Za-z][\w.-]*)(?=[\t\n\f\r />]|$))",
+_NAME_END = "\\t\\n\\f\\r />"
+# A "<" before a tag name that is an address or a link, or that no ">" closes before the
+# next "<" (HTML's tokenizer ends a name at white space, "/" or ">").
+_TEXT_LESS_THAN = re.compile(
+    "<(?=/?[A-Za-z])(?:"
+    f"(?=/?[^{_NAME_END}]*[@.])"
+    f"|(?=/?(?!(?:{'|'.join(OFFICE_PREFIXES)}):)[^{_NAME_END}:]*:)"
+    "|(?![^<>]*>))",
     re.IGNORECASE,
 )
+# What HTML's parser drops but a reader of the file sees: an end tag's attributes and
+# the doctype's words after its name
+_END_TAG_ATTRIBUTES = re.compile(f"</[A-Za-z][^{_NAME_END}]*[\\t\\n\\f\\r /]+([^>]+)>")
+_DOCTYPE = re.compile(r"<!doctype\s*([^>]*)>", re.IGNORECASE)
 _TEMPLATE = re.compile(r"\A<template\b[^>]*>(.*)</template>\Z", re.DOTALL | re.IGNORECASE)
+# stands for a "<" that is text while Lexbor parses (a noncharacter: not in real text;
+# a text that holds it escapes such a "<" as "&lt;", which raw-text elements keep)
+_SENTINEL = "\ufdd0"
 
 
 @functools.cache
@@ -91,34 +107,71 @@ def html_as_text(html: str) -> str:
 
     Returns:
         The shown text (white space as written; block elements on lines of their own),
-        followed by the attribute values, comments and contents of script, style and
-        template elements, each after a line break.
+        followed by what the text holds but a browser does not show, each piece after a
+        line break.
     """
-    if "<" not in html and "&" not in html:
+    return _read(html, depth=0)
+
+
+def _read(html: str, *, depth: int) -> str:
+    if ("<" not in html and "&" not in html) or depth > MAX_DEPTH:
         return html
-    tree = html_parser()(_NOT_A_TAG.sub("&lt;", html))
+    escape = "&lt;" if _SENTINEL in html else _SENTINEL
+    tree = html_parser()(_TEXT_LESS_THAN.sub(escape, html))
     if tree.root is None or tree.root.parent is None:
         raise RuntimeError(f"Lexbor parsed no document from a text of {len(html)} characters")
-    unshown: list[str] = []
+    unshown = [name for name in _DOCTYPE.findall(html) if name.strip().lower() != "html"]
+    unshown += _END_TAG_ATTRIBUTES.findall(html)
     # from the document: comments before <html> and after </html> are its children
     for node in tree.root.parent.traverse(include_text=False):
         if node.is_comment_node:
-            unshown.append(node.comment_content or "")
+            unshown.append(_read(node.comment_content or "", depth=depth + 1))
         elif node.is_element_node:
-            unshown.extend(value for value in node.attributes.values() if value)
+            for name, value in node.attributes.items():
+                if not value:
+                    unshown.append(name)
+                elif name == "srcdoc":
+                    unshown.append(_read(value, depth=depth + 1))
+                else:
+                    unshown.append(value)
     for node in tree.css("template"):
         inner = _TEMPLATE.match(node.html or "")
         if inner is not None:
-            unshown.append(html_as_text(inner.group(1)))
+            unshown.append(_read(inner.group(1), depth=depth + 1))
         node.decompose()
-    for node in tree.css(",".join(HIDDEN_ELEMENTS)):
-        unshown.append(node.text(deep=True, separator="", strip=False))
-        node.decompose()
+    documents = tree.css(",".join(UNSHOWN_DOCUMENTS))
+    for node in documents:
+        unshown.append(_read(node.text(deep=True, separator="", strip=False), depth=depth + 1))
+    for selector, attribute in SHOWN_ATTRIBUTES:
+        for node in tree.css(f"{selector}[{attribute}]"):
+            node.insert_before(f" {node.attributes[attribute]} ")
+    hidden = tree.css(UNSHOWN_ELEMENTS)
+    unshown += [node.text(deep=True, separator="", strip=False) for node in hidden]
+    # removed once, from the outermost: a node inside a removed one is gone with it
+    removed = documents + hidden
+    matched = {node.mem_id for node in removed}
+    for node in removed:
+        if not _inside(node, matched):
+            node.decompose()
     for node in tree.css(",".join(BLOCK_ELEMENTS)):
         node.insert_before("\n")
         node.insert_after("\n")
+    for node in tree.css(",".join(SPACED_ELEMENTS)):
+        node.insert_before(" ")
+        node.insert_after(" ")
     for node in tree.css(",".join(CELL_ELEMENTS)):
         node.insert_after("\t")
-    shown = tree.root.text(deep=True, separator="", strip=False)
-    unshown = [piece for piece in unshown if piece.strip()]
-    return "\n".join([shown, *unshown]) if unshown else shown
+    pieces = [tree.root.text(deep=True, separator="", strip=False)]
+    pieces += [piece for piece in unshown if piece.strip()]
+    text = "\n".join(pieces)
+    return text.replace(_SENTINEL, "<") if escape == _SENTINEL else text
+
+
+def _inside(node: Any, ids: set[int]) -> bool:
+    """Whether an ancestor of ``node`` is one of the nodes ``ids`` name."""
+    parent = node.parent
+    while parent is not None:
+        if parent.mem_id in ids:
+            return True
+        parent = parent.parent
+    return False

@@ -173,7 +173,8 @@ class SparkEngine(Engine):
             self._owned = True
             if self._log is not None:
                 self._py4j_records = Py4JRecordsToLog(self._log)
-                logging.getLogger().addFilter(self._py4j_records)
+                # first: the CLI's filter (gate.quiet) drops Py4J's records the log keeps
+                logging.getLogger().filters.insert(0, self._py4j_records)
         return self._session
 
     def close(self) -> None:
