@@ -217,11 +217,12 @@ class Py4JRecordsToLog(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if self.PACKAGE not in record.pathname:
             return True
-        try:
-            with open(os.open(self.log, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as out:
-                out.write(self._format(record) + "\n")
-        except OSError:  # a log removed on a clean close, or a full disk
-            return False
+        # no O_CREAT: a log removed on a clean close stays removed; nor is a full disk an error
+        with (
+            contextlib.suppress(OSError),
+            open(os.open(self.log, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as out,
+        ):
+            out.write(self._format(record) + "\n")
         return False
 
 

@@ -164,8 +164,9 @@ class TextPolicy(StrictModel):
         description="'html': read every text as the HTML it is, as a browser shows it (tags "
         "removed, character references such as &nbsp; decoded, block elements on lines of "
         "their own), followed by what it holds but does not show (attribute values such as "
-        "links' addresses, comments, script and style contents); a '<' that opens no HTML "
-        "element (<jill@example.org>) stays text. 'none': texts are read as written.",
+        "links' addresses, comments, script and style contents); a '<' before an address "
+        "or a link (<jill@example.org>), or that no '>' closes, stays text. 'none': texts "
+        "are read as written.",
     )
     normalization: Literal["NFKC", "NFC", "none"] = Field(
         "NFKC",
