@@ -958,6 +958,82 @@ with engine:
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
 
 
+def test_a_ctrl_c_cancels_a_spark_connect_query_at_once(
+    connect_server: str, tmp_path: Path
+) -> None:
+    """On Spark Connect too: a SIGINT during a query of minutes is raised within seconds
+    (the session's operation tag is interrupted), through the Arrow collect and a collect
+    of rows, and between two queries of a step; the server's two cores are free at once
+    after it (a query left running would hold them for a minute and more). In its own
+    process: the signal goes to its main thread, and a Connect client marks its whole
+    process as remote."""
+    code = """
+import signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from gate.quiet import quiet_libraries
+quiet_libraries(verbose=False)
+from gate.engines.spark import SparkEngine
+from gate.engines.spark_session import run_cancellable
+from gate.policy.models import EngineSettings
+
+engine = SparkEngine(EngineSettings(name="spark", spark_master=sys.argv[1]))
+with engine:
+    session = engine.session
+    from pyspark.sql import functions as F
+    slow = F.udf(lambda x: (time.sleep(0.5), x)[1], "long")  # 100 s on two cores
+    query = session.range(0, 400, numPartitions=4).select(slow("id").alias("x"))
+    both_cores = session.range(0, 2, numPartitions=2).select(slow("id"))
+    between_queries = threading.Event()
+    finished = []
+
+    def two_queries():
+        session.range(0, 2, numPartitions=1).select(slow("id")).collect()
+        between_queries.set()
+        time.sleep(2)
+        query.collect()
+        finished.append(True)
+
+    for name, action, ready in (
+        ("toArrow", query.toArrow, lambda: time.sleep(4)),
+        ("collect", query.collect, lambda: time.sleep(4)),
+        ("between", two_queries, lambda: between_queries.wait() and time.sleep(0.5)),
+    ):
+        sent = []
+        def interrupt():
+            ready()
+            sent.append(time.perf_counter())
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        threading.Thread(target=interrupt, daemon=True).start()
+        try:
+            run_cancellable(session, action)
+            print(name, "NOT INTERRUPTED")
+        except KeyboardInterrupt:
+            print(name, "RAISED AFTER", round(time.perf_counter() - sent[0], 1))
+        started = time.perf_counter()
+        both_cores.collect()
+        print(name, "CORES FREE AFTER", round(time.perf_counter() - started, 1))
+    print("SECOND QUERY FINISHED", bool(finished))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, connect_server],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for name in ("toArrow", "collect", "between"):
+        raised = [line for line in lines if line.startswith(f"{name} RAISED AFTER ")]
+        assert raised, done.stdout
+        assert float(raised[0].rsplit(" ", 1)[1]) < 10
+        free = [line for line in lines if line.startswith(f"{name} CORES FREE AFTER ")]
+        assert free and float(free[0].rsplit(" ", 1)[1]) < 30, done.stdout
+    assert "SECOND QUERY FINISHED False" in lines
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+
+
 def test_an_unreachable_connect_server_is_an_error_at_once() -> None:
     """The Connect client retries a closed port for about 20 minutes per query (a review's
     run took an hour to fail): nothing listening is an error in seconds."""
