@@ -745,12 +745,17 @@ def test_an_out_of_memory_answer_is_an_error_that_says_what_to_change() -> None:
 
 
 def _run_python(
-    code: str, *, cwd: Path, timeout: float, environ: dict[str, str] | None = None
+    code: str,
+    *args: str,
+    cwd: Path,
+    timeout: float,
+    environ: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a Python process of its own (a JVM killed, a signal sent), with
-    ``environ`` added to this one's environment, and require that it succeeds."""
+    """Run ``code`` with ``args`` in a Python process of its own (a JVM killed, a signal
+    sent), with ``environ`` added to this one's environment, and require that it
+    succeeds."""
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -882,18 +887,14 @@ def test_py4j_records_of_the_root_logger_go_to_sparks_log(
     assert "ConnectionResetError: [Errno 104] Connection reset by peer" in text
 
 
-@pytest.mark.parametrize("pinned", ["true", "false"])
-def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path, pinned: str) -> None:
-    """A SIGINT during a query of minutes is raised within seconds, through PySpark's Arrow
-    collect (whose C++ reader retried the interrupted read until the query ended) and
-    through a collect of rows, once the query's jobs are cancelled; a SIGINT between two
-    queries of a step (no job running) cancels the second as it starts. In its own
-    process: the signal goes to its main thread. Also without PySpark's pinned threads
-    (``PYSPARK_PIN_THREAD=false``): the step's calls then reuse one Py4J connection, whose
-    JVM thread holds the tag, while no other thread calls the JVM."""
-    code = """
-import signal, threading, time
-# Python's own handler, also where this test runs in the background (SIGINT ignored)
+# A step of three actions on the session of master sys.argv[1], each sent a SIGINT
+# (Python's own handler, also where a test runs in the background with SIGINT ignored):
+# during a query of minutes read by the Arrow collect, during one read as rows, and
+# between two queries while no job runs. A classic session counts the jobs left through
+# its status tracker; a Connect client has none, so a query that needs the server's two
+# cores is timed after each action (a query left running would hold them).
+CTRL_C_PROBE = """
+import signal, sys, threading, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from gate.quiet import quiet_libraries
 quiet_libraries(verbose=False)
@@ -901,12 +902,11 @@ from gate.engines.spark import SparkEngine
 from gate.engines.spark_session import run_cancellable
 from gate.policy.models import EngineSettings
 
-engine = SparkEngine(EngineSettings(name="spark", spark_master="local[1]"))
+engine = SparkEngine(EngineSettings(name="spark", spark_master=sys.argv[1]))
 with engine:
     session = engine.session
     from pyspark.sql import functions as F
-    slow = F.udf(lambda x: (time.sleep(0.5), x)[1], "long")  # 200 s in all
-    tracker = session.sparkContext.statusTracker()
+    slow = F.udf(lambda x: (time.sleep(0.5), x)[1], "long")  # 200 s on one core
     query = session.range(0, 400, numPartitions=4).select(slow("id").alias("x"))
     between_queries = threading.Event()
     finished = []
@@ -918,10 +918,26 @@ with engine:
         query.collect()
         finished.append(True)
 
-    def when_a_job_runs():
-        while not tracker.getActiveJobsIds():
-            time.sleep(0.05)
-        time.sleep(1)
+    if sys.argv[1].startswith("sc://"):
+        both_cores = session.range(0, 2, numPartitions=2).select(slow("id"))
+
+        def when_a_job_runs():
+            time.sleep(4)
+
+        def after(name):
+            started = time.perf_counter()
+            both_cores.collect()
+            print(name, "CORES FREE AFTER", round(time.perf_counter() - started, 1))
+    else:
+        tracker = session.sparkContext.statusTracker()
+
+        def when_a_job_runs():
+            while not tracker.getActiveJobsIds():
+                time.sleep(0.05)
+            time.sleep(1)
+
+        def after(name):
+            print(name, "JOBS LEFT", tracker.getActiveJobsIds())
 
     for name, action, ready in (
         ("toArrow", query.toArrow, when_a_job_runs),
@@ -939,23 +955,44 @@ with engine:
             print(name, "NOT INTERRUPTED")
         except KeyboardInterrupt:
             print(name, "RAISED AFTER", round(time.perf_counter() - sent[0], 1))
-        print(name, "JOBS LEFT", tracker.getActiveJobsIds())
+        after(name)
     time.sleep(3)  # a step left running would have started its second query by now
-    print("JOBS LATER", tracker.getActiveJobsIds())
+    if not sys.argv[1].startswith("sc://"):
+        print("JOBS LATER", tracker.getActiveJobsIds())
     print("SECOND QUERY FINISHED", bool(finished))
     print("AFTER", session.range(3).count())
 """
-    done = _run_python(code, cwd=tmp_path, timeout=120, environ={"PYSPARK_PIN_THREAD": pinned})
+
+
+def _ctrl_c_probe(master: str, tmp_path: Path, *, timeout: float, **environ: str) -> list[str]:
+    """The lines :data:`CTRL_C_PROBE` printed on ``master``; each action was interrupted
+    within 10 s of its signal, the second query of the step never ran, the session
+    answers afterwards, and nothing reached stderr."""
+    done = _run_python(CTRL_C_PROBE, master, cwd=tmp_path, timeout=timeout, environ=environ)
     lines = done.stdout.splitlines()
     for name in ("toArrow", "collect", "between"):
         raised = [line for line in lines if line.startswith(f"{name} RAISED AFTER ")]
         assert raised, done.stdout
         assert float(raised[0].rsplit(" ", 1)[1]) < 10
+    assert "SECOND QUERY FINISHED False" in lines and "AFTER 3" in lines
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+    return lines
+
+
+@pytest.mark.parametrize("pinned", ["true", "false"])
+def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path, pinned: str) -> None:
+    """A SIGINT during a query of minutes is raised within seconds, through PySpark's Arrow
+    collect (whose C++ reader retried the interrupted read until the query ended) and
+    through a collect of rows, once the query's jobs are cancelled; a SIGINT between two
+    queries of a step (no job running) cancels the second as it starts. In its own
+    process: the signal goes to its main thread. Also without PySpark's pinned threads
+    (``PYSPARK_PIN_THREAD=false``): the step's calls then reuse one Py4J connection, whose
+    JVM thread holds the tag, while no other thread calls the JVM."""
+    lines = _ctrl_c_probe("local[1]", tmp_path, timeout=120, PYSPARK_PIN_THREAD=pinned)
+    for name in ("toArrow", "collect", "between"):
         # the signal is raised once the action has stopped: no job of it is left
         assert f"{name} JOBS LEFT []" in lines
-    assert "JOBS LATER []" in lines and "SECOND QUERY FINISHED False" in lines
-    assert "AFTER 3" in lines
-    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+    assert "JOBS LATER []" in lines
 
 
 def test_a_ctrl_c_cancels_a_spark_connect_query_at_once(
@@ -967,71 +1004,10 @@ def test_a_ctrl_c_cancels_a_spark_connect_query_at_once(
     after it (a query left running would hold them for a minute and more). In its own
     process: the signal goes to its main thread, and a Connect client marks its whole
     process as remote."""
-    code = """
-import signal, sys, threading, time
-signal.signal(signal.SIGINT, signal.default_int_handler)
-from gate.quiet import quiet_libraries
-quiet_libraries(verbose=False)
-from gate.engines.spark import SparkEngine
-from gate.engines.spark_session import run_cancellable
-from gate.policy.models import EngineSettings
-
-engine = SparkEngine(EngineSettings(name="spark", spark_master=sys.argv[1]))
-with engine:
-    session = engine.session
-    from pyspark.sql import functions as F
-    slow = F.udf(lambda x: (time.sleep(0.5), x)[1], "long")  # 100 s on two cores
-    query = session.range(0, 400, numPartitions=4).select(slow("id").alias("x"))
-    both_cores = session.range(0, 2, numPartitions=2).select(slow("id"))
-    between_queries = threading.Event()
-    finished = []
-
-    def two_queries():
-        session.range(0, 2, numPartitions=1).select(slow("id")).collect()
-        between_queries.set()
-        time.sleep(2)
-        query.collect()
-        finished.append(True)
-
-    for name, action, ready in (
-        ("toArrow", query.toArrow, lambda: time.sleep(4)),
-        ("collect", query.collect, lambda: time.sleep(4)),
-        ("between", two_queries, lambda: between_queries.wait() and time.sleep(0.5)),
-    ):
-        sent = []
-        def interrupt():
-            ready()
-            sent.append(time.perf_counter())
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        threading.Thread(target=interrupt, daemon=True).start()
-        try:
-            run_cancellable(session, action)
-            print(name, "NOT INTERRUPTED")
-        except KeyboardInterrupt:
-            print(name, "RAISED AFTER", round(time.perf_counter() - sent[0], 1))
-        started = time.perf_counter()
-        both_cores.collect()
-        print(name, "CORES FREE AFTER", round(time.perf_counter() - started, 1))
-    print("SECOND QUERY FINISHED", bool(finished))
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", code, connect_server],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = _ctrl_c_probe(connect_server, tmp_path, timeout=180)
     for name in ("toArrow", "collect", "between"):
-        raised = [line for line in lines if line.startswith(f"{name} RAISED AFTER ")]
-        assert raised, done.stdout
-        assert float(raised[0].rsplit(" ", 1)[1]) < 10
         free = [line for line in lines if line.startswith(f"{name} CORES FREE AFTER ")]
-        assert free and float(free[0].rsplit(" ", 1)[1]) < 30, done.stdout
-    assert "SECOND QUERY FINISHED False" in lines
-    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+        assert free and float(free[0].rsplit(" ", 1)[1]) < 30, lines
 
 
 def test_an_unreachable_connect_server_is_an_error_at_once() -> None:

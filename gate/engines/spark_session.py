@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gate.errors import EngineError
+from gate.quiet import Py4JRootRecords
 
 T = TypeVar("T")
 
@@ -200,14 +201,13 @@ def _accumulator_errors_to_log(context: Any, log: Path) -> None:
     server.handle_error = handle_error
 
 
-class Py4JRecordsToLog(logging.Filter):
+class Py4JRecordsToLog(Py4JRootRecords):
     """Py4J logs a call whose connection broke ("Exception while sending command.", as
     when the JVM dies mid-answer) and a Ctrl-C during a call with a traceback through the
     root logger, not its own, so an embedding program's terminal showed it beside the
     gate's own error. Added to the root logger while the engine's session runs, it moves
-    Py4J's records to Spark's log, which that error names; other records pass."""
-
-    PACKAGE = f"{os.sep}py4j{os.sep}"
+    Py4J's records (those :class:`gate.quiet.Py4JRootRecords` drops) to Spark's log,
+    which that error names; other records pass."""
 
     def __init__(self, log: Path) -> None:
         super().__init__()
@@ -215,7 +215,7 @@ class Py4JRecordsToLog(logging.Filter):
         self._format = logging.Formatter("%(levelname)s Py4J: %(message)s").format
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.PACKAGE not in record.pathname:
+        if super().filter(record):  # not Py4J's
             return True
         # no O_CREAT: a log removed on a clean close stays removed; nor is a full disk an error
         with (
