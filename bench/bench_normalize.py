@@ -12,7 +12,9 @@ to do, and a transliteration into Cyrillic letters its cost on a corpus in anoth
 (whose words it reads and leaves). ``markup: html`` is timed on the plain e-mails (none
 holds a ``<`` or ``&``), on the e-mails as light HTML (a ``<div>``, a ``<br>`` per line) and
 as an HTML client might write them (a paragraph per line, a ``<span>`` per word,
-``&nbsp;`` between words).
+``&nbsp;`` between words). ``display_order`` (a default step) is timed on the e-mails
+written backwards between a right-to-left override and its end, and with their words in
+reverse order between right-to-left marks (each displayed as the e-mail).
 """
 
 from __future__ import annotations
@@ -54,6 +56,19 @@ def span_html(text: str) -> str:
     )
 
 
+def backwards(text: str) -> str:
+    """Each line written backwards, displayed forwards (no bracket mirrored: timing only)."""
+    return "\n".join("\u202e" + line[::-1] + "\u202c" for line in text.split("\n"))
+
+
+def words_reversed(text: str) -> str:
+    """Each line's words in reverse order between right-to-left marks."""
+    return "\n".join(
+        "\u200f" + "\u200f \u200f".join(w + "\u200e" for w in line.split(" ")[::-1])
+        for line in text.split("\n")
+    )
+
+
 def best_of(texts: pd.Series, policy: TextPolicy, repeats: int = 3) -> float:
     seconds = []
     for _ in range(repeats):
@@ -90,6 +105,15 @@ def main() -> None:
         seconds = best_of(series, markup)
         print(
             f"markup: html, {corpus:14s} {seconds:7.2f} s  {len(texts) / seconds:9.0f} rec/s  "
+            f"{series.str.len().sum() / 1e6 / seconds:6.1f} M chars/s"
+        )
+    for corpus, series in (
+        ("backwards", texts.map(backwards)),
+        ("words reversed", texts.map(words_reversed)),
+    ):
+        seconds = best_of(series, POLICIES["default (strip, fold, NFKC)"])
+        print(
+            f"display order, {corpus:14s} {seconds:7.2f} s  {len(texts) / seconds:9.0f} rec/s  "
             f"{series.str.len().sum() / 1e6 / seconds:6.1f} M chars/s"
         )
     for corpus, series in (("Cyrillic lookalikes", cyrillic), ("Cyrillic script", russian)):

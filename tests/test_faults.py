@@ -107,6 +107,9 @@ def assert_copies_fail(tmp_path: Path, transform, policy: str) -> None:
         lambda t: t.translate({48 + d: 0x660 + d for d in range(10)}),  # Arabic-Indic digits
         lambda t: " ".join(f"{w[0]}\x01{w[1:]}" for w in t.split()),  # a control character
         lambda t: t.replace(" ", "\u3164"),  # Hangul fillers for spaces (drawn as blanks)
+        lambda t: "\u202e" + t[::-1] + "\u202c",  # written backwards, displayed forwards
+        # words in reverse order between right-to-left marks, displayed in order
+        lambda t: "\u200f" + "\u200f \u200f".join(w + "\u200e" for w in t.split()[::-1]),
     ],
     ids=[
         "NFD",
@@ -116,13 +119,15 @@ def assert_copies_fail(tmp_path: Path, transform, policy: str) -> None:
         "other-script-digits",
         "control-in-words",
         "hangul-filler-spaces",
+        "right-to-left-override",
+        "right-to-left-marks",
     ],
 )
 def test_unicode_variants_of_train_records_fail_like_the_records(tmp_path: Path, transform) -> None:
     assert_copies_fail(tmp_path, transform, MINIMAL_POLICY)
     effective = read_report(tmp_path / "out")["policy"]["effective"]["text"]
     assert effective["normalization"] == "NFKC" and effective["strip_invisible"] is True
-    assert effective["fold_confusables"] is True
+    assert effective["fold_confusables"] is True and effective["display_order"] is True
 
 
 def sans_serif(text: str) -> str:

@@ -212,6 +212,29 @@ def test_any_text_is_read(text: str) -> None:
     assert isinstance(html_as_text(text), str)
 
 
+def test_directions_html_sets_are_read_as_displayed() -> None:
+    """``bdo`` overrides the direction of its contents, ``dir`` makes an element an
+    isolate of that direction (inherited by the blocks inside it without one of their
+    own), ``bdi`` one of its contents' direction: a browser displays each of these as
+    the words or the number, and that is how they read."""
+    policy = TextPolicy(markup="html")
+    cases = {
+        "Call <bdo dir=rtl>2502-865-577</bdo> now": "Call 775-568-2052 now",
+        "<bdo dir=RTL>(cba)</bdo>": "(abc)",  # reversed and drawn mirrored
+        "<span dir=rtl><span dir=ltr>world</span> <span dir=ltr>hello</span></span>": (
+            "hello world"
+        ),
+        "<div dir=rtl><p><b dir=ltr>two</b> <b dir=ltr>one</b></p>"
+        "<p dir=ltr><b>three</b> <b>four</b></p></div>": "one two\nthree four",
+        "<bdi>abc</bdi> <bdo dir=ltr>def</bdo>": "abc def",
+    }
+    for html, shown in cases.items():
+        read = normalize_text(pd.Series([html]), policy).iloc[0]
+        assert [line for line in read.split("\n") if line][: shown.count("\n") + 1] == (
+            shown.split("\n")
+        ), html
+
+
 def test_markup_is_read_before_the_other_steps() -> None:
     """A character reference may spell a character the next steps fold or remove: a
     Cyrillic lookalike, a zero-width space, a no-break space."""

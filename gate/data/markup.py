@@ -33,6 +33,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from gate.data.bidi import FSI, LRI, LRO, PDF, PDI, RLI, RLO
+
 # Elements a browser lays out on lines of their own (the line break and the rule too).
 BLOCK_ELEMENTS = tuple(
     """address article aside blockquote br caption center dd details dialog dir div dl dt
@@ -161,10 +163,35 @@ def _read(html: str, *, depth: int) -> str:
         node.insert_after(" ")
     for node in tree.css(",".join(CELL_ELEMENTS)):
         node.insert_after("\t")
+    directed = {node.mem_id: node for node in tree.css("[dir], bdo, bdi")}
+    for node in directed.values():  # in document order: the innermost wins
+        _mark_direction(node)
     pieces = [tree.root.text(deep=True, separator="", strip=False)]
     pieces += [piece for piece in unshown if piece.strip()]
     text = "\n".join(pieces)
     return text.replace(_SENTINEL, "<") if escape == _SENTINEL else text
+
+
+def _mark_direction(node: Any) -> None:
+    """The bidirectional formatting characters a browser's layout of ``node`` implies,
+    put around it (HTML's rendering: ``dir`` makes an element an isolate of that
+    direction, ``bdi`` one of its contents' direction, ``bdo`` overrides its contents'
+    direction), and around each block element inside it without a ``dir`` of its own:
+    the line breaks of blocks end every isolate (UAX #9, X8), and blocks inherit the
+    direction. :mod:`gate.data.bidi` then reads the text as it is displayed."""
+    direction = (node.attributes.get("dir") or "").strip().lower()
+    isolate = {"ltr": LRI, "rtl": RLI}.get(direction, FSI)
+    if node.tag == "bdo":
+        opening, closing = isolate + (RLO if direction == "rtl" else LRO), PDF + PDI
+    elif node.tag == "bdi" or direction in ("ltr", "rtl", "auto"):
+        opening, closing = isolate, PDI
+    else:
+        return
+    blocks = node.css(",".join(BLOCK_ELEMENTS))
+    inherited = [block for block in blocks if "dir" not in block.attributes]
+    for element in [node, *inherited]:
+        element.insert_before(opening)
+        element.insert_after(closing)
 
 
 def _inside(node: Any, ids: set[int]) -> bool:

@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gate.data.bidi import BIDI_FORMATTING, bidi_layout, displayed_text
 from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
 from gate.data.markup import html_as_text, html_parser
 from gate.policy.models import TextPolicy
@@ -78,7 +79,9 @@ _NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one s
 def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     """``texts`` (strings) read as the text their HTML shows under ``markup: html``
     (:mod:`gate.data.markup`: a character reference may stand for any character the
-    next steps remove or fold), without invisible characters, then with confusable
+    next steps remove or fold), in the order they are displayed where bidirectional
+    formatting characters change it (``display_order``, :mod:`gate.data.bidi`: removing
+    them leaves a reversed text reversed), without invisible characters, then with confusable
     characters folded to their ASCII lookalikes (:mod:`gate.data.confusables`) in the
     policy's Unicode normal form, then case-folded if asked. Invisible characters go
     before the fold: one between a letter and its combining accent would otherwise keep
@@ -98,6 +101,9 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     if policy.markup == "html":
         html_parser()  # so is a missing parser
         texts = _html_read(texts)
+    if policy.display_order:
+        bidi_layout()
+        texts = _displayed(texts)
     unicode_steps = policy.strip_invisible or policy.fold_confusables
     if (unicode_steps or policy.normalization != "none") and len(texts):
         values = pa.array(texts.array)
@@ -126,6 +132,21 @@ def _html_read(texts: pd.Series) -> pd.Series:
         return texts
     read = texts.copy()
     read[marked] = [html_as_text(text) for text in texts[marked]]
+    return read
+
+
+def _displayed(texts: pd.Series) -> pd.Series:
+    """``texts`` with each that holds a bidirectional formatting character replaced by
+    the text its display reads (:func:`gate.data.bidi.displayed_text`); the others as
+    they are (one RE2 match each finds them)."""
+    if not len(texts):
+        return texts
+    held = pc.match_substring_regex(pa.array(texts.array), f"[{BIDI_FORMATTING}]")
+    marked = held.to_numpy(zero_copy_only=False)
+    if not marked.any():
+        return texts
+    read = texts.copy()
+    read[marked] = [displayed_text(text) for text in texts[marked]]
     return read
 
 

@@ -168,6 +168,15 @@ class TextPolicy(StrictModel):
         "or a link (<jill@example.org>), or that no '>' closes, stays text. 'none': texts "
         "are read as written.",
     )
+    display_order: bool = Field(
+        True,
+        description="Read a text that holds bidirectional formatting characters (the "
+        "overrides, embeddings and isolates U+202A-U+202E and U+2066-U+2069, the marks "
+        "LRM, RLM and ALM) in the order it is displayed (Unicode's Bidirectional "
+        "Algorithm, UAX #9), where they change it: a text written backwards between "
+        "U+202E and U+202C is displayed, and read, forwards. Other texts are read as "
+        "written.",
+    )
     normalization: Literal["NFKC", "NFC", "none"] = Field(
         "NFKC",
         description="Unicode normal form of source and release text; NFKC also folds "
