@@ -26,8 +26,8 @@ from gate.data.bidi import (
     RLI,
     RLM,
     RLO,
+    display_layout,
     displayed_text,
-    line_display,
 )
 from gate.data.normalize import normalize_text
 from gate.policy.models import TextPolicy
@@ -59,10 +59,13 @@ from gate.policy.models import TextPolicy
         (f"\u0661{LRO}  \u0661  {ALM}\t{PDI}\u05d1", "\u05d1\t\u0661  \u0661  "),
         # a right-to-left word between left-to-right ones, no formatting character
         ("ab \u05d0\u05d1 cd", "ab \u05d1\u05d0 cd"),
+        # paragraphs are laid out one by one: no run crosses a line break, each has the
+        # level of its own first strong character
+        ("\u05d0\u05d1\n\u05d2\u05d3 x\r\nab", "\u05d1\u05d0\nx \u05d3\u05d2\r\nab"),
     ],
 )
 def test_lines_are_laid_out_as_uax9_lays_them_out(line: str, shown: str) -> None:
-    assert line_display(line) == shown
+    assert display_layout(line) == shown
 
 
 def test_a_reversed_copy_reads_as_what_it_displays() -> None:
@@ -79,8 +82,62 @@ def test_a_right_to_left_copy_in_display_order_reads_in_logical_order() -> None:
     is displayed as the sentence; it reads as the sentence is written."""
     sentence = "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd."
     drawn = ".\u05dd\u05dc\u05d5\u05e2 \u05dd\u05d5\u05dc\u05e9"
-    assert line_display(sentence) == drawn
+    assert display_layout(sentence) == drawn
     assert displayed_text(LRO + drawn + PDF) == sentence
+
+
+RECORD = "Jill Rose lives at 12 Oak Street"
+WORDS = RECORD.split()
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        # words in reverse order between right-to-left characters strip_invisible removes
+        " ".join(f"\u070f{word}\u070f" for word in WORDS[::-1]),
+        " ".join(f"\u0640{word}\u0640" for word in WORDS[::-1]),
+        # one override over lines a line separator ends: each line is laid out alone
+        RLO + "\u2028".join(word[::-1] for word in WORDS) + PDF,
+        # a paragraph made right to left by a mark, its words left-to-right isolates: a
+        # renderer that sets the direction (left to right) shows the record
+        RLM + " ".join(f"{LRI}{word}{PDI}" for word in WORDS),
+    ],
+    ids=["syriac-abbreviation-marks", "tatweels", "line-separators", "direction-by-a-mark"],
+)
+def test_what_a_review_displayed_as_the_record_reads_as_it(release: str) -> None:
+    """Each release is displayed as the record by a renderer (a review, helper 51); it
+    reads as the record, on a line of its own where its display depends on the
+    direction a renderer gives the paragraph."""
+    read = normalize_text(pd.Series([release]), TextPolicy()).iloc[0]
+    assert RECORD in read.split("\n"), read
+
+
+def test_a_joiner_between_a_letter_and_its_accent_stays_in_the_cluster() -> None:
+    assert displayed_text(f"{RLO}e\u200d\u0301fac{PDF}") == "cafe\u200d\u0301"
+
+
+def test_a_mark_added_to_a_right_to_left_text_keeps_its_words_in_order() -> None:
+    """The display is read again at the paragraph's own level (a review saw a trailing
+    LRM turn a Hebrew sentence's runs around when the second layout took its level from
+    the display); only the punctuation the mark moves is elsewhere."""
+    sentence = "\u05d0\u05e0\u05d9 \u05d0\u05d5\u05d4\u05d1 \u05d1-Python!"
+    read = displayed_text(sentence + LRM)
+    assert read.startswith("\u05d0\u05e0\u05d9 \u05d0\u05d5\u05d4\u05d1 \u05d1-")
+    assert sorted(read) == sorted(sentence)
+
+
+def test_every_invisible_character_that_directs_a_layout_is_looked_at() -> None:
+    """Every character strip_invisible removes whose class sets or changes a direction
+    (R, AL, AN, the explicit ones) makes the step look at the text."""
+    from gate.data.normalize import invisible_ranges
+
+    directing = {"R", "AL", "AN", "LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
+    invisible = [chr(c) for lo, hi in invisible_ranges() for c in range(lo, hi + 1)]
+    found = [c for c in [*invisible, "\u0640"] if unicodedata.bidirectional(c) in directing]
+    assert len(found) >= 20
+    assert all(bidi.holds_bidi_formatting(c) for c in found), [
+        hex(ord(c)) for c in found if not bidi.holds_bidi_formatting(c)
+    ]
 
 
 def test_formatting_that_changes_nothing_shown_is_left_to_strip() -> None:
@@ -102,7 +159,7 @@ def test_the_reordering_is_python_bidis() -> None:
     draw = random.Random(20261129)
     for _ in range(3000):
         line = "".join(draw.choice(alphabet) for _ in range(draw.randint(1, 30)))
-        assert line_display(line) == formatting.sub("", get_display(line)), repr(line)
+        assert display_layout(line) == formatting.sub("", get_display(line)), repr(line)
 
 
 def test_the_right_to_left_blocks_hold_every_right_to_left_character() -> None:
@@ -122,9 +179,17 @@ def test_an_answer_of_another_form_is_an_error(monkeypatch: pytest.MonkeyPatch) 
     """python-bidi's levels come from its debug answer; one the gate cannot read is an
     error, never a text read some other way."""
     _, mirrors = bidi._bidi()
-    monkeypatch.setattr(bidi, "_bidi", lambda: (lambda text, debug: "levels: 0 1 1", mirrors))
+    monkeypatch.setattr(
+        bidi, "_bidi", lambda: (lambda text, base_dir, debug: "levels: 0 1 1", mirrors)
+    )
     with pytest.raises(RuntimeError, match="python-bidi"):
         displayed_text(f"{RLO}cba{PDF}")
+
+
+def test_a_missing_text_stays_missing() -> None:
+    """The Python API may pass a missing text (the bundle refuses one): it is left so."""
+    read = normalize_text(pd.Series([f"a{RLO}b", None]), TextPolicy()).tolist()
+    assert read[0] == "ab" and pd.isna(read[1])
 
 
 def test_the_step_reads_before_the_invisible_characters_go() -> None:

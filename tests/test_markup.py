@@ -227,12 +227,28 @@ def test_directions_html_sets_are_read_as_displayed() -> None:
         "<div dir=rtl><p><b dir=ltr>two</b> <b dir=ltr>one</b></p>"
         "<p dir=ltr><b>three</b> <b>four</b></p></div>": "one two\nthree four",
         "<bdi>abc</bdi> <bdo dir=ltr>def</bdo>": "abc def",
+        # the root's direction goes to the body (nothing can stand beside the root)
+        "<html dir=rtl><body><b dir=ltr>world</b> <b dir=ltr>hello</b></body></html>": (
+            "hello world"
+        ),
+        # a block inherits a bdo's direction, not its override
+        "<bdo dir=rtl><p>hello world</p></bdo>": "hello world",
+        # a dir HTML does not read (" rtl") is no direction: bdo overrides left to right
+        '<bdo dir=" rtl">dlrow olleh</bdo>': "dlrow olleh",
     }
     for html, shown in cases.items():
         read = normalize_text(pd.Series([html]), policy).iloc[0]
         assert [line for line in read.split("\n") if line][: shown.count("\n") + 1] == (
             shown.split("\n")
         ), html
+
+
+def test_nested_directions_cost_what_their_text_costs() -> None:
+    """Each block takes the direction of its nearest directed ancestor only (a review
+    timed 1,000 nested bdi around 1,000 paragraphs at 141 s, a text of 2 M characters)."""
+    html = "<bdi>" * 1000 + "<p>a</p>" * 1000
+    read = normalize_text(pd.Series([html]), TextPolicy(markup="html")).iloc[0]
+    assert read.split() == ["a"] * 1000
 
 
 def test_markup_is_read_before_the_other_steps() -> None:

@@ -40,17 +40,34 @@ LRE, RLE, PDF, LRO, RLO = "\u202a", "\u202b", "\u202c", "\u202d", "\u202e"
 LRI, RLI, FSI, PDI = "\u2066", "\u2067", "\u2068", "\u2069"
 BIDI_FORMATTING = ALM + LRM + RLM + LRE + RLE + PDF + LRO + RLO + LRI + RLI + FSI + PDI
 _FORMATTING_CLASS = re.compile(f"[{BIDI_FORMATTING}]")
+# Right-to-left characters (classes AL and AN) that strip_invisible removes: the Arabic
+# number signs, tatweel, end of ayah, Syriac abbreviation mark, Arabic pound and piastre
+# marks and the Arabic superscript alef mark (a test checks every invisible one). Like
+# the marks, they set the direction of what is around them: a review hid a copy's words
+# in reverse order between U+070F.
+_INVISIBLE_RIGHT_TO_LEFT = "\u0600-\u0605\u0640\u06dd\u070f\u0890\u0891\u08e2"
+_DIRECTING = re.compile(f"[{BIDI_FORMATTING}{_INVISIBLE_RIGHT_TO_LEFT}]")
+# Where a line ends inside a paragraph (line separator, form feed): each line is laid out
+# on its own (L1-L4), as renderers break lines there.
+_LINE_ENDS = np.array([0x0C, 0x2028], dtype=np.uint32)
 # Unicode's paragraph separators (bidirectional class B), after which every embedding,
 # override and isolate ends (UAX #9, X8).
 _PARAGRAPHS = re.compile("([\n\r\x1c\x1d\x1e\x85\u2029])")
+# UAX #9's bidirectional classes, and as unicode-bidi prints them in a list (sorted)
+CLASSES = sorted(
+    "AL AN B BN CS EN ES ET FSI L LRE LRI LRO NSM ON PDF PDI R RLE RLI RLO S WS".split()  # noqa: SIM905
+)
+_CLASS_NAMES = np.array([f"{name}," for name in CLASSES])
+_CODE_B, _CODE_S, _CODE_NSM, _CODE_BN = (CLASSES.index(name) for name in ("B", "S", "NSM", "BN"))
 # Removed before reordering (X9): the embeddings, overrides and their end. Boundary
 # neutrals (BN: zero-width characters, controls) are kept where they stand, as UAX #9
 # section 5.2 allows, for strip_invisible to remove or keep.
-_REMOVED = frozenset({"RLE", "LRE", "RLO", "LRO", "PDF"})
+_REMOVED = [CLASSES.index(name) for name in ("RLE", "LRE", "RLO", "LRO", "PDF")]
 # Drawn as white space at the end of a line (L1), with the isolates' controls and the
 # boundary neutrals (section 5.2).
-_TRAILING = frozenset({"WS", "FSI", "LRI", "RLI", "PDI", "BN"})
-_NOT_DRAWN = frozenset({"FSI", "LRI", "RLI", "PDI"})
+_TRAILING = [CLASSES.index(name) for name in ("WS", "FSI", "LRI", "RLI", "PDI", "BN")]
+_NOT_DRAWN = [CLASSES.index(name) for name in ("FSI", "LRI", "RLI", "PDI")]
+_FORMATTING_POINTS = np.array([ord(char) for char in BIDI_FORMATTING], dtype=np.uint32)
 # The blocks that hold every right-to-left letter and Arabic number (classes R, AL, AN;
 # a test checks it): a text of no character of them and no formatting character is
 # displayed as it is written.
@@ -95,8 +112,12 @@ def bidi_layout() -> None:
 
 
 def holds_bidi_formatting(text: str) -> bool:
-    """Whether ``text`` holds a character of :data:`BIDI_FORMATTING`."""
-    return _FORMATTING_CLASS.search(text) is not None
+    """Whether ``text`` holds a character of :data:`BIDI_FORMATTING` or an invisible
+    right-to-left one (:data:`DIRECTING`)."""
+    return _DIRECTING.search(text) is not None
+
+
+DIRECTING = _DIRECTING.pattern  # a character class of what directs a layout unseen
 
 
 def displayed_text(text: str) -> str:
@@ -117,121 +138,184 @@ def displayed_text(text: str) -> str:
     """
     if not holds_bidi_formatting(text):
         return text
-    pieces = _PARAGRAPHS.split(text)  # paragraphs at even places, separators at odd ones
-    for index in range(0, len(pieces), 2):
-        if holds_bidi_formatting(pieces[index]):
-            pieces[index] = _read_paragraph(pieces[index])
-    return "".join(pieces)
+    # paragraphs at even places, separators at odd ones; a layout keeps both in place
+    written = _PARAGRAPHS.split(text)
+    shown_text, levels = _layout(text)  # each paragraph at its first strong character's level
+    shown = _PARAGRAPHS.split(shown_text)
+    plain_text = _DIRECTING.sub("", text)
+    if _RIGHT_TO_LEFT.search(plain_text):
+        shown_plain_text, plain_levels = _layout(plain_text)
+    else:  # displayed as written, left to right
+        shown_plain_text, plain_levels = plain_text, [0] * len(levels)
+    plain_shown = _PARAGRAPHS.split(shown_plain_text)
+    for index in range(0, len(written), 2):
+        paragraph = written[index]
+        if not _DIRECTING.search(paragraph):
+            continue
+        level, plain_level = levels[index // 2], plain_levels[index // 2]
+        if level == plain_level:
+            written[index] = _reading(
+                paragraph, _DIRECTING.sub("", shown[index]), plain_shown[index], level
+            )
+            continue
+        # The characters that direct the layout decide the paragraph's direction: a
+        # renderer that takes it from the first strong character and one that sets it (a
+        # browser: left to right unless told) display it otherwise. Both are read.
+        plain = _DIRECTING.sub("", paragraph)
+        readings = [
+            _reading(
+                paragraph,
+                _DIRECTING.sub("", display_layout(paragraph, base=base)),
+                display_layout(plain, base=base),
+                base,
+            )
+            for base in (level, plain_level)
+        ]
+        written[index] = "\n".join(dict.fromkeys(readings))
+    return "".join(written)
 
 
-def _read_paragraph(paragraph: str) -> str:
-    shown = line_display(paragraph)
-    plain = _FORMATTING_CLASS.sub("", paragraph)
-    if shown == (line_display(plain) if _RIGHT_TO_LEFT.search(plain) else plain):
+def _reading(paragraph: str, shown: str, plain_shown: str, level: int) -> str:
+    """What a reader of ``paragraph`` laid out at ``level`` reads: the paragraph as
+    written if its display is the display of its text without the characters that
+    direct the layout (``plain_shown``); else the display (``shown``), read left to
+    right where it holds no right-to-left character, and otherwise laid out again at
+    that level, which gives a right-to-left text in its logical order."""
+    if shown == plain_shown:
         return paragraph
-    return line_display(shown) if _RIGHT_TO_LEFT.search(shown) else shown
+    if not _RIGHT_TO_LEFT.search(shown):
+        return shown
+    return display_layout(shown, base=level)
 
 
-def line_display(line: str) -> str:
-    """The characters of ``line`` (one paragraph) in the order they are displayed, left
-    to right, without the characters that only direct the layout, those of a
-    right-to-left run that are drawn mirrored replaced by their mirror (UAX #9, L1-L4 on
-    python-bidi's embedding levels; the paragraph's level from its first strong
-    character, P2-P3).
+def display_layout(text: str, *, base: int | None = None) -> str:
+    """The characters of ``text`` in the order they are displayed, paragraph by paragraph
+    and line by line (left to right), without the characters that only direct the
+    layout, those of a right-to-left run that are drawn mirrored replaced by their mirror
+    (UAX #9, L1-L4, on python-bidi's embedding levels). Paragraph and line separators stay
+    where they are.
+
+    Args:
+        text: Any text.
+        base: The paragraphs' level, 0 (left to right) or 1 (right to left); ``None``
+            takes each paragraph's from its first strong character (P2-P3).
 
     Raises:
         RuntimeError: ``python-bidi`` is not installed or answered in a form this module
-            does not read; ``line`` holds a paragraph separator.
+            does not read.
     """
-    if not line:
-        return line
-    get_display, mirrored = _bidi()
-    classes, levels, paragraph_level = _resolved_levels(get_display(line, debug=True), line)
-    points = np.frombuffer(line.encode("utf-32-le"), dtype=np.uint32)
-    kept = ~np.isin(classes, list(_REMOVED))
-    points, classes, levels = points[kept], classes[kept], levels[kept].copy()
+    return _layout(text, base=base)[0]
+
+
+def _layout(text: str, *, base: int | None = None) -> tuple[str, list[int]]:
+    """:func:`display_layout`'s text, and the level of each paragraph (in the order of
+    ``_PARAGRAPHS.split(text)``'s paragraphs)."""
+    pieces = _PARAGRAPHS.split(text)
+    if not text:
+        return text, [0] * ((len(pieces) + 1) // 2)
+    if base not in (None, 0, 1):
+        raise ValueError(f"base must be None, 0 or 1, got {base!r}")
+    get_display, (mirror_of, mirror) = _bidi()
+    direction = None if base is None else "LR"[base]
+    answer = get_display(text, base_dir=direction, debug=True)
+    codes, levels, paragraph = _resolved_levels(answer, text)
+    starts = np.cumsum([0] + [len(piece) for piece in pieces[:-1]])[::2]
+    paragraph_levels = [
+        int(paragraph[start]) if piece else 0
+        for start, piece in zip(starts, pieces[::2], strict=True)
+    ]
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    kept = ~np.isin(codes, _REMOVED)
+    points, codes, levels, paragraph = points[kept], codes[kept], levels[kept], paragraph[kept]
     if len(points) == 0:
-        return ""
-    _reset_line_end_levels(classes, levels, paragraph_level)
-    order = _visual_order(levels)
-    order = _marks_after_base(order, classes)
+        return "", paragraph_levels
+    _reset_line_end_levels(codes, levels, paragraph, np.isin(points, _LINE_ENDS))
+    order = _marks_after_base(_visual_order(levels), codes)
     shown = points[order]
-    drawn = ~np.isin(classes[order], list(_NOT_DRAWN))
-    drawn &= ~np.isin(shown, [ord(c) for c in BIDI_FORMATTING])
-    mirror_of, mirror = mirrored
+    drawn = ~np.isin(codes[order], _NOT_DRAWN) & ~np.isin(shown, _FORMATTING_POINTS)
     mirror_place = np.searchsorted(mirror_of, shown).clip(max=len(mirror_of) - 1)
     flipped = (levels[order] % 2 == 1) & (mirror_of[mirror_place] == shown)
     shown = np.where(flipped, mirror[mirror_place], shown)
-    text = shown[drawn].astype(np.uint32).tobytes().decode("utf-32-le")
-    return text
+    return shown[drawn].astype(np.uint32).tobytes().decode("utf-32-le"), paragraph_levels
 
 
-def _resolved_levels(answer: Any, line: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """The original bidirectional class and the resolved embedding level of each
-    character of ``line``, and the paragraph's level, read from python-bidi's
-    ``debug=True`` answer (``unicode-bidi``'s ``BidiInfo``: a class and a level per UTF-8
-    byte, of which a character's first byte is taken).
+def _resolved_levels(answer: Any, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The original bidirectional class (its place in :data:`CLASSES`) and the resolved
+    embedding level of each character of ``text``, and its paragraph's level, read from
+    python-bidi's ``debug=True`` answer (``unicode-bidi``'s ``BidiInfo``: a class and a
+    level per UTF-8 byte, of which a character's first byte is taken, and each
+    paragraph's byte range and level).
 
     Raises:
-        RuntimeError: The answer is not in that form, or ``line`` is more than one
-            paragraph.
+        RuntimeError: The answer is not in that form.
     """
-    text = str(answer)
+    answer = str(answer)
     # the text itself is printed escaped on one line, so no line of it starts so
-    classes_at = text.find("\n    original_classes: [\n")
-    levels_at = text.find("\n    levels: [\n")
-    paragraphs_at = text.find("\n    paragraphs: [\n")
+    classes_at = answer.find("\n    original_classes: [\n")
+    levels_at = answer.find("\n    levels: [\n")
+    paragraphs_at = answer.find("\n    paragraphs: [\n")
     if not 0 < classes_at < levels_at < paragraphs_at:
         raise RuntimeError(
             "python-bidi's layout answered in a form the gate does not read (expected "
             "unicode-bidi's BidiInfo with original_classes, levels and paragraphs); "
             "install python-bidi>=0.6,<0.7"
         )
-    encoded = np.frombuffer(line.encode("utf-8"), dtype=np.uint8)
-    # "original_classes: [ L, WS, ..." and "levels: [ Level( 0, ), ..." split at blanks
-    classes = [name.rstrip(",") for name in text[classes_at:levels_at].split()[2:-1]]
-    levels = [value.rstrip(",") for value in text[levels_at:paragraphs_at].split()[3::3]]
-    paragraphs = _PARAGRAPH_INFO.findall(text, paragraphs_at)
-    if len(classes) != len(encoded) or len(levels) != len(encoded) or len(paragraphs) != 1:
+    encoded = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    # "original_classes: [ L, WS, ... ]," and "levels: [ Level( 0, ), ... ],"
+    names = np.array(answer[classes_at:levels_at].split()[2:-1])
+    codes = np.searchsorted(_CLASS_NAMES, names).clip(max=len(_CLASS_NAMES) - 1)
+    known = _CLASS_NAMES[codes] == names
+    values = "".join(answer[levels_at:paragraphs_at].split()[3::3])  # "0,0,1,"
+    levels = np.fromstring(values, dtype=np.int16, sep=",") if values else np.zeros(0)
+    ranges = _PARAGRAPH_INFO.findall(answer, paragraphs_at)
+    paragraph = np.full(len(encoded), -1, dtype=np.int16)
+    for first, end, level in ranges:
+        paragraph[int(first) : int(end)] = int(level)
+    if len(codes) != len(encoded) or len(levels) != len(encoded) or not known.all():
         raise RuntimeError(
-            f"python-bidi's layout of a line of {len(encoded)} bytes gave {len(classes)} "
-            f"classes, {len(levels)} levels and {len(paragraphs)} paragraphs (expected "
-            f"{len(encoded)}, {len(encoded)} and 1)"
+            f"python-bidi's layout of a text of {len(encoded)} bytes gave {len(codes)} "
+            f"classes ({int((~known).sum())} unknown) and {len(levels)} levels"
         )
-    if not all(value.isdigit() for value in levels):
-        raise RuntimeError(f"python-bidi's layout gave levels that are not numbers: {levels}")
+    if (paragraph < 0).any():
+        raise RuntimeError("python-bidi's layout left bytes of the text in no paragraph")
     first_bytes = np.flatnonzero((encoded & 0xC0) != 0x80)
     return (
-        np.asarray(classes)[first_bytes],
-        np.asarray(levels, dtype=np.int16)[first_bytes],
-        int(paragraphs[0][2]),
+        codes.astype(np.int8)[first_bytes],
+        levels.astype(np.int16)[first_bytes],
+        paragraph[first_bytes],
     )
 
 
-def _reset_line_end_levels(classes: np.ndarray, levels: np.ndarray, paragraph: int) -> None:
-    """UAX #9 L1 on one line, in place: segment separators, and white space and isolate
-    controls before one or at the end of the line, take the paragraph's level."""
-    separator = classes == "S"
-    trailing = np.isin(classes, list(_TRAILING))
-    places = np.arange(len(classes))
+def _reset_line_end_levels(
+    codes: np.ndarray, levels: np.ndarray, paragraph: np.ndarray, line_ends: np.ndarray
+) -> None:
+    """UAX #9 L1 on each line, in place: segment separators, and white space and isolate
+    controls before one or at the end of the line, take the paragraph's level; a
+    paragraph separator or a character that ends a line (``line_ends``) takes level 0,
+    so that no reversal (L2) crosses it."""
+    separator = codes == _CODE_S
+    ends_line = (codes == _CODE_B) | line_ends
+    trailing = np.isin(codes, _TRAILING) & ~line_ends
+    places = np.arange(len(codes))
     # the place of the first character at or after each that is not trailing white space
-    next_other = np.where(trailing, len(classes), places)
+    next_other = np.where(trailing, len(codes), places)
     next_other = np.minimum.accumulate(next_other[::-1])[::-1]
-    ends = np.append(separator, True)[next_other]
-    levels[separator | (trailing & ends)] = paragraph
+    ends = np.append(separator | ends_line, True)[next_other]
+    reset = separator | (trailing & ends)
+    levels[reset] = paragraph[reset]
+    levels[ends_line] = 0
 
 
 def _visual_order(levels: np.ndarray) -> np.ndarray:
     """UAX #9 L2: the logical places in display order, every maximal run at a level of at
-    least k reversed, from the highest level down to the lowest odd one."""
+    least k reversed, from the highest level down to 1. Below a line's lowest odd level
+    this reverses the whole line an even number of times, which leaves it as it was; a
+    paragraph separator, at level 0, ends every run."""
     order = np.arange(len(levels))
     at = levels.copy()  # the level at each display place
-    lowest_odd = int(at.min()) | 1
     places = np.arange(len(at))
-    for level in range(int(at.max()), lowest_odd - 1, -1):
+    for level in range(int(at.max()), 0, -1):
         inside = at >= level
-        if not inside.any():
-            continue
         edges = np.diff(np.concatenate(([0], inside.astype(np.int8), [0])))
         starts = np.flatnonzero(edges == 1)
         stops = np.flatnonzero(edges == -1)  # one past each run's end
@@ -243,14 +327,17 @@ def _visual_order(levels: np.ndarray) -> np.ndarray:
     return order
 
 
-def _marks_after_base(order: np.ndarray, classes: np.ndarray) -> np.ndarray:
+def _marks_after_base(order: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """UAX #9 L3: each combining mark (class NSM) after its base character, in its
     logical order, where a reversed run had put it before."""
-    marks = classes == "NSM"
+    marks = codes == _CODE_NSM
     if not marks.any():
         return order
-    places = np.arange(len(classes))
-    base = np.maximum.accumulate(np.where(marks, 0, places))  # a mark's base: the last non-mark
+    places = np.arange(len(codes))
+    # a mark's base: the last character before it that is neither a mark nor a boundary
+    # neutral (a zero-width joiner between them stays in the cluster, as W1 skips it)
+    attached = marks | (codes == _CODE_BN)
+    base = np.maximum.accumulate(np.where(attached, 0, places))
     shown_at = np.empty_like(order)
     shown_at[order] = np.arange(len(order))
     return order[np.lexsort((order, shown_at[base[order]]))]

@@ -163,35 +163,57 @@ def _read(html: str, *, depth: int) -> str:
         node.insert_after(" ")
     for node in tree.css(",".join(CELL_ELEMENTS)):
         node.insert_after("\t")
-    directed = {node.mem_id: node for node in tree.css("[dir], bdo, bdi")}
-    for node in directed.values():  # in document order: the innermost wins
-        _mark_direction(node)
+    _mark_directions(tree)
     pieces = [tree.root.text(deep=True, separator="", strip=False)]
     pieces += [piece for piece in unshown if piece.strip()]
     text = "\n".join(pieces)
     return text.replace(_SENTINEL, "<") if escape == _SENTINEL else text
 
 
-def _mark_direction(node: Any) -> None:
-    """The bidirectional formatting characters a browser's layout of ``node`` implies,
-    put around it (HTML's rendering: ``dir`` makes an element an isolate of that
-    direction, ``bdi`` one of its contents' direction, ``bdo`` overrides its contents'
-    direction), and around each block element inside it without a ``dir`` of its own:
-    the line breaks of blocks end every isolate (UAX #9, X8), and blocks inherit the
-    direction. :mod:`gate.data.bidi` then reads the text as it is displayed."""
-    direction = (node.attributes.get("dir") or "").strip().lower()
-    isolate = {"ltr": LRI, "rtl": RLI}.get(direction, FSI)
-    if node.tag == "bdo":
-        opening, closing = isolate + (RLO if direction == "rtl" else LRO), PDF + PDI
-    elif node.tag == "bdi" or direction in ("ltr", "rtl", "auto"):
-        opening, closing = isolate, PDI
-    else:
+def _mark_directions(tree: Any) -> None:
+    """The bidirectional formatting characters a browser's layout implies, put around
+    the elements (HTML's rendering): ``dir`` makes an element an isolate of that
+    direction (``ltr``, ``rtl`` or ``auto``, in any case, nothing else), ``bdi`` one of its
+    contents' direction, ``bdo`` overrides its contents' direction; and each block
+    element without a ``dir`` of its own is an isolate of its nearest directed
+    ancestor's direction (a line break ends every isolate, UAX #9 X8; a block inherits
+    the direction, not an override). :mod:`gate.data.bidi` then reads the text as it is
+    displayed."""
+    directed = {node.mem_id: node for node in tree.css("[dir], bdo, bdi")}
+    for node in directed.values():
+        opening, closing = _isolate(node)
+        if node.tag == "bdo":
+            opening += RLO if _direction(node) == "rtl" else LRO
+            closing = PDF + closing
+        target = tree.body if node.tag == "html" else node  # nothing goes beside the root
+        if target is not None:
+            target.insert_before(opening)
+            target.insert_after(closing)
+    if not directed:
         return
-    blocks = node.css(",".join(BLOCK_ELEMENTS))
-    inherited = [block for block in blocks if "dir" not in block.attributes]
-    for element in [node, *inherited]:
-        element.insert_before(opening)
-        element.insert_after(closing)
+    for block in tree.css(",".join(BLOCK_ELEMENTS)):
+        if block.mem_id in directed:
+            continue
+        parent = block.parent
+        while parent is not None and parent.mem_id not in directed:
+            parent = parent.parent
+        if parent is not None:
+            opening, closing = _isolate(parent)
+            block.insert_before(opening)
+            block.insert_after(closing)
+
+
+def _direction(node: Any) -> str:
+    """An element's ``dir`` as HTML reads it: ``ltr``, ``rtl``, ``auto`` in any case, else
+    none (``""``)."""
+    value = (node.attributes.get("dir") or "").lower()
+    return value if value in ("ltr", "rtl", "auto") else ""
+
+
+def _isolate(node: Any) -> tuple[str, str]:
+    """The isolate a directed element is laid out in: of its ``dir``, or of its contents'
+    direction (``auto``, and ``bdi`` without a valid ``dir``)."""
+    return {"ltr": LRI, "rtl": RLI}.get(_direction(node), FSI), PDI
 
 
 def _inside(node: Any, ids: set[int]) -> bool:

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.bidi import BIDI_FORMATTING, bidi_layout, displayed_text
+from gate.data.bidi import DIRECTING, bidi_layout, displayed_text
 from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
 from gate.data.markup import html_as_text, html_parser
 from gate.policy.models import TextPolicy
@@ -138,13 +138,16 @@ def _html_read(texts: pd.Series) -> pd.Series:
 def _displayed(texts: pd.Series) -> pd.Series:
     """``texts`` with each that holds a bidirectional formatting character replaced by
     the text its display reads (:func:`gate.data.bidi.displayed_text`); the others as
-    they are (one RE2 match each finds them)."""
+    they are (found by one RE2 match each among the texts that are not ASCII)."""
     if not len(texts):
         return texts
-    held = pc.match_substring_regex(pa.array(texts.array), f"[{BIDI_FORMATTING}]")
-    marked = held.to_numpy(zero_copy_only=False)
-    if not marked.any():
+    values = pa.array(texts.array)
+    other = pc.fill_null(pc.invert(pc.string_is_ascii(values)), False)
+    held = pc.match_substring_regex(pc.filter(values, other), DIRECTING)
+    if not pc.any(held).as_py():
         return texts
+    marked = other.to_numpy(zero_copy_only=False)
+    marked[marked] = held.to_numpy(zero_copy_only=False)
     read = texts.copy()
     read[marked] = [displayed_text(text) for text in texts[marked]]
     return read
