@@ -83,10 +83,12 @@ def test_a_right_to_left_copy_in_display_order_reads_in_logical_order() -> None:
     sentence = "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd."
     drawn = ".\u05dd\u05dc\u05d5\u05e2 \u05dd\u05d5\u05dc\u05e9"
     assert display_layout(sentence) == drawn
-    assert displayed_text(LRO + drawn + PDF) == sentence
+    # first as a renderer that takes the direction from the first strong character (ם)
+    # shows it, then as one that sets left to right shows it
+    assert displayed_text(LRO + drawn + PDF).split("\n")[0] == sentence
 
 
-RECORD = "Jill Rose lives at 12 Oak Street"
+RECORD = "Jill Rose lives at Oak Street"
 WORDS = RECORD.split()
 
 
@@ -101,19 +103,39 @@ WORDS = RECORD.split()
         # a paragraph made right to left by a mark, its words left-to-right isolates: a
         # renderer that sets the direction (left to right) shows the record
         RLM + " ".join(f"{LRI}{word}{PDI}" for word in WORDS),
+        # the same made right to left by a visible character (a second review, helper 52)
+        "\u05f3" + " ".join(f"{word}{RLM}" for word in WORDS),
     ],
-    ids=["syriac-abbreviation-marks", "tatweels", "line-separators", "direction-by-a-mark"],
+    ids=[
+        "syriac-abbreviation-marks",
+        "tatweels",
+        "line-separators",
+        "direction-by-a-mark",
+        "direction-by-a-letter",
+    ],
 )
 def test_what_a_review_displayed_as_the_record_reads_as_it(release: str) -> None:
     """Each release is displayed as the record by a renderer (a review, helper 51); it
     reads as the record, on a line of its own where its display depends on the
     direction a renderer gives the paragraph."""
     read = normalize_text(pd.Series([release]), TextPolicy()).iloc[0]
-    assert RECORD in read.split("\n"), read
+    assert any(RECORD in line for line in read.split("\n")), read
+
+
+def test_a_right_to_left_record_in_reverse_order_reads_as_a_browser_shows_it() -> None:
+    """A Hebrew record's words in reverse order, each left to right of the next by a mark
+    or a braille blank: a renderer that sets left to right shows the record."""
+    record = "\u05e9\u05dc\u05d5\u05dd \u05e8\u05d1 \u05dc\u05db\u05dc"
+    for joiner in (f"{LRM} ", "\u2800"):
+        release = joiner.join(record.split()[::-1])
+        read = normalize_text(pd.Series([release]), TextPolicy()).iloc[0]
+        assert record in read.split("\n"), (joiner, read)
 
 
 def test_a_joiner_between_a_letter_and_its_accent_stays_in_the_cluster() -> None:
     assert displayed_text(f"{RLO}e\u200d\u0301fac{PDF}") == "cafe\u200d\u0301"
+    # a zero-width character before no mark stays where the layout puts it
+    assert displayed_text(f"{RLO}ab\u200bcd{PDF}\u0301") == "d\u0301c\u200bba"
 
 
 def test_a_mark_added_to_a_right_to_left_text_keeps_its_words_in_order() -> None:
@@ -121,20 +143,24 @@ def test_a_mark_added_to_a_right_to_left_text_keeps_its_words_in_order() -> None
     LRM turn a Hebrew sentence's runs around when the second layout took its level from
     the display); only the punctuation the mark moves is elsewhere."""
     sentence = "\u05d0\u05e0\u05d9 \u05d0\u05d5\u05d4\u05d1 \u05d1-Python!"
-    read = displayed_text(sentence + LRM)
-    assert read.startswith("\u05d0\u05e0\u05d9 \u05d0\u05d5\u05d4\u05d1 \u05d1-")
-    assert sorted(read) == sorted(sentence)
+    right_to_left, left_to_right = displayed_text(sentence + LRM).split("\n")
+    assert right_to_left.startswith("\u05d0\u05e0\u05d9 \u05d0\u05d5\u05d4\u05d1 \u05d1-")
+    assert sorted(right_to_left) == sorted(sentence)
+    assert left_to_right == sentence + LRM  # the mark changes nothing shown left to right
 
 
 def test_every_invisible_character_that_directs_a_layout_is_looked_at() -> None:
-    """Every character strip_invisible removes whose class sets or changes a direction
-    (R, AL, AN, the explicit ones) makes the step look at the text."""
-    from gate.data.normalize import invisible_ranges
+    """Every character strip_invisible removes or reads as a space whose class sets or
+    changes a direction (L, R, AL, AN, the explicit ones) makes the step look at the
+    text."""
+    from gate.data.normalize import _BLANK_LOOKALIKES, invisible_ranges
 
-    directing = {"R", "AL", "AN", "LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
+    directing = {"L", "R", "AL", "AN", "LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI"}
+    directing.add("PDI")
     invisible = [chr(c) for lo, hi in invisible_ranges() for c in range(lo, hi + 1)]
-    found = [c for c in [*invisible, "\u0640"] if unicodedata.bidirectional(c) in directing]
-    assert len(found) >= 20
+    invisible += [*_BLANK_LOOKALIKES, "\u0640"]
+    found = [c for c in invisible if unicodedata.bidirectional(c) in directing]
+    assert len(found) >= 35
     assert all(bidi.holds_bidi_formatting(c) for c in found), [
         hex(ord(c)) for c in found if not bidi.holds_bidi_formatting(c)
     ]
@@ -178,9 +204,11 @@ def test_the_right_to_left_blocks_hold_every_right_to_left_character() -> None:
 def test_an_answer_of_another_form_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """python-bidi's levels come from its debug answer; one the gate cannot read is an
     error, never a text read some other way."""
-    _, mirrors = bidi._bidi()
+    _, mirrors, _ = bidi._bidi()
     monkeypatch.setattr(
-        bidi, "_bidi", lambda: (lambda text, base_dir, debug: "levels: 0 1 1", mirrors)
+        bidi,
+        "_bidi",
+        lambda: (lambda text, base_dir, debug: "levels: 0 1 1", mirrors, lambda text: 0),
     )
     with pytest.raises(RuntimeError, match="python-bidi"):
         displayed_text(f"{RLO}cba{PDF}")

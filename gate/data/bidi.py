@@ -13,15 +13,19 @@ done here on those levels: white space at the end of the line and before a segme
 separator back at the paragraph's level (L1), every run at a level of at least k
 reversed, from the highest level down to the lowest odd one (L2), combining marks kept
 after their base (L3), and the characters of a right-to-left run that are drawn mirrored
-(L4: ``(`` is drawn as ``)``) replaced by their mirror. Each paragraph is one line: a
-renderer's line breaks depend on its width, which a text file does not have.
+(L4: ``(`` is drawn as ``)``) replaced by their mirror. A paragraph separator, a line
+separator or a form feed ends a line; a renderer's own line breaks depend on its width,
+which a text file does not have.
 
 A paragraph whose formatting characters change nothing a reader sees is left as it is
 (so a right-to-left text whose marks only place punctuation reads as the same text
 without them). Any other is replaced by the text a reader reads in its display: the
-displayed characters read in the algorithm's order again, without formatting characters,
-so that a left-to-right text reads left to right and a right-to-left one in its logical
-order.
+display itself where it holds no right-to-left letter, else the display laid out again
+at the paragraph's level, which gives a right-to-left text in its logical order. A
+renderer takes a paragraph's direction from its first strong character or sets it (a
+browser: left to right unless told): a paragraph whose first strong character is right
+to left is read as each displays it, one line each where the readings differ. Invisible
+characters of a strong direction (:data:`DIRECTING`) direct a layout as the marks do.
 """
 
 from __future__ import annotations
@@ -39,14 +43,20 @@ ALM, LRM, RLM = "\u061c", "\u200e", "\u200f"
 LRE, RLE, PDF, LRO, RLO = "\u202a", "\u202b", "\u202c", "\u202d", "\u202e"
 LRI, RLI, FSI, PDI = "\u2066", "\u2067", "\u2068", "\u2069"
 BIDI_FORMATTING = ALM + LRM + RLM + LRE + RLE + PDF + LRO + RLO + LRI + RLI + FSI + PDI
-_FORMATTING_CLASS = re.compile(f"[{BIDI_FORMATTING}]")
-# Right-to-left characters (classes AL and AN) that strip_invisible removes: the Arabic
-# number signs, tatweel, end of ayah, Syriac abbreviation mark, Arabic pound and piastre
-# marks and the Arabic superscript alef mark (a test checks every invisible one). Like
-# the marks, they set the direction of what is around them: a review hid a copy's words
-# in reverse order between U+070F.
-_INVISIBLE_RIGHT_TO_LEFT = "\u0600-\u0605\u0640\u06dd\u070f\u0890\u0891\u08e2"
-_DIRECTING = re.compile(f"[{BIDI_FORMATTING}{_INVISIBLE_RIGHT_TO_LEFT}]")
+# Characters strip_invisible removes, or reads as a space, whose class is strong (L, R,
+# AL) or an Arabic number (AN): the Arabic number signs, tatweel, end of ayah, Syriac
+# abbreviation mark, Arabic pound and piastre marks, Arabic superscript alef mark, Kaithi
+# number signs, Egyptian hieroglyph format controls, the braille blank and the Hangul
+# fillers (a test checks every one). Like the marks, they set the direction of what is
+# around them: reviews hid a copy's words in reverse order between U+070F, and a Hebrew
+# record's between braille blanks.
+_INVISIBLE_DIRECTING = (
+    "\u0600-\u0605\u0640\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u2800\u3164\uffa0"
+    "\U000110bd\U000110cd\U00013430-\U0001343f"
+)
+_BLANKS = str.maketrans(dict.fromkeys("\u115f\u1160\u2800\u3164\uffa0", " "))
+DIRECTING = f"[{BIDI_FORMATTING}{_INVISIBLE_DIRECTING}]"  # what directs a layout unseen
+_DIRECTING = re.compile(DIRECTING)
 # Where a line ends inside a paragraph (line separator, form feed): each line is laid out
 # on its own (L1-L4), as renderers break lines there.
 _LINE_ENDS = np.array([0x0C, 0x2028], dtype=np.uint32)
@@ -78,16 +88,16 @@ _PARAGRAPH_INFO = re.compile(r"ParagraphInfo \{\s*range: (\d+)\.\.(\d+),\s*level
 
 
 @functools.cache
-def _bidi() -> tuple[Callable[..., Any], tuple[np.ndarray, np.ndarray]]:
-    """python-bidi's layout function and its table of the characters drawn mirrored in a
-    right-to-left run (sorted code points, and the code point of each one's mirror),
-    imported on first use.
+def _bidi() -> tuple[Callable[..., Any], tuple[np.ndarray, np.ndarray], Callable[[str], int]]:
+    """python-bidi's layout function, its table of the characters drawn mirrored in a
+    right-to-left run (sorted code points, and the code point of each one's mirror) and
+    its paragraph level (P2-P3), imported on first use.
 
     Raises:
         RuntimeError: ``python-bidi`` is not installed.
     """
     try:
-        from bidi import get_display
+        from bidi import get_base_level, get_display
         from bidi.mirror import MIRRORED
     except ImportError as exc:
         raise RuntimeError(
@@ -95,10 +105,11 @@ def _bidi() -> tuple[Callable[..., Any], tuple[np.ndarray, np.ndarray]]:
             f"'python-bidi>=0.6,<0.7'): {exc}"
         ) from exc
     pairs = sorted((ord(char), ord(mirror)) for char, mirror in MIRRORED.items())
-    return get_display, (
+    mirrors = (
         np.array([char for char, _ in pairs], dtype=np.uint32),
         np.array([mirror for _, mirror in pairs], dtype=np.uint32),
     )
+    return get_display, mirrors, get_base_level
 
 
 def bidi_layout() -> None:
@@ -112,25 +123,23 @@ def bidi_layout() -> None:
 
 
 def holds_bidi_formatting(text: str) -> bool:
-    """Whether ``text`` holds a character of :data:`BIDI_FORMATTING` or an invisible
-    right-to-left one (:data:`DIRECTING`)."""
+    """Whether ``text`` holds a character of :data:`DIRECTING` (a formatting character
+    of :data:`BIDI_FORMATTING`, or an invisible one of a strong direction)."""
     return _DIRECTING.search(text) is not None
-
-
-DIRECTING = _DIRECTING.pattern  # a character class of what directs a layout unseen
 
 
 def displayed_text(text: str) -> str:
     """``text`` as a reader of its display reads it (module docstring), paragraph by
-    paragraph; a paragraph without formatting characters is left as it is.
+    paragraph; a paragraph without a character of :data:`DIRECTING` is left as it is.
 
     Args:
         text: Any text.
 
     Returns:
-        The text with each paragraph whose formatting characters change its display
-        replaced by what the display reads, without formatting characters; the paragraph
-        separators as they were.
+        The text with each paragraph whose directing characters change its display
+        replaced by what the display reads, without them (a paragraph displayed two ways,
+        by its first strong character's direction and left to right, by both readings,
+        one line each); the paragraph separators as they were.
 
     Raises:
         RuntimeError: ``python-bidi`` is not installed, or answered in a form this module
@@ -138,54 +147,47 @@ def displayed_text(text: str) -> str:
     """
     if not holds_bidi_formatting(text):
         return text
+    _, _, get_base_level = _bidi()
     # paragraphs at even places, separators at odd ones; a layout keeps both in place
     written = _PARAGRAPHS.split(text)
-    shown_text, levels = _layout(text)  # each paragraph at its first strong character's level
-    shown = _PARAGRAPHS.split(shown_text)
-    plain_text = _DIRECTING.sub("", text)
-    if _RIGHT_TO_LEFT.search(plain_text):
-        shown_plain_text, plain_levels = _layout(plain_text)
-    else:  # displayed as written, left to right
-        shown_plain_text, plain_levels = plain_text, [0] * len(levels)
-    plain_shown = _PARAGRAPHS.split(shown_plain_text)
-    for index in range(0, len(written), 2):
+    plain_text = _without_directing(text)
+    shown, plain_shown = {}, {}
+    firsts = {
+        index: int(get_base_level(written[index])) % 2
+        for index in range(0, len(written), 2)
+        if _DIRECTING.search(written[index])
+    }
+    for base in sorted(set(firsts.values()) | {0}):
+        shown[base] = _PARAGRAPHS.split(_without_directing(display_layout(text, base=base)))
+        plain_shown[base] = _PARAGRAPHS.split(
+            display_layout(plain_text, base=base)
+            if base == 1 or _RIGHT_TO_LEFT.search(plain_text)
+            else plain_text
+        )
+    again: dict[int, list[str]] = {}  # the displays laid out again, made when needed
+    for index, first in firsts.items():
         paragraph = written[index]
-        if not _DIRECTING.search(paragraph):
-            continue
-        level, plain_level = levels[index // 2], plain_levels[index // 2]
-        if level == plain_level:
-            written[index] = _reading(
-                paragraph, _DIRECTING.sub("", shown[index]), plain_shown[index], level
-            )
-            continue
-        # The characters that direct the layout decide the paragraph's direction: a
-        # renderer that takes it from the first strong character and one that sets it (a
-        # browser: left to right unless told) display it otherwise. Both are read.
-        plain = _DIRECTING.sub("", paragraph)
-        readings = [
-            _reading(
-                paragraph,
-                _DIRECTING.sub("", display_layout(paragraph, base=base)),
-                display_layout(plain, base=base),
-                base,
-            )
-            for base in (level, plain_level)
-        ]
-        written[index] = "\n".join(dict.fromkeys(readings))
+        readings: dict[str, str] = {}  # by what they read as once stripped
+        # as a renderer that takes the direction from the first strong character shows
+        # it, and as one that sets left to right (a browser, unless told) shows it
+        for base in dict.fromkeys((first, 0)):
+            if shown[base][index] == plain_shown[base][index]:
+                reading = paragraph
+            elif not _RIGHT_TO_LEFT.search(shown[base][index]):
+                reading = shown[base][index]
+            else:
+                if base not in again:
+                    again[base] = _PARAGRAPHS.split(display_layout("".join(shown[base]), base=base))
+                reading = again[base][index]
+            readings.setdefault(_without_directing(reading), reading)
+        written[index] = "\n".join(readings.values())
     return "".join(written)
 
 
-def _reading(paragraph: str, shown: str, plain_shown: str, level: int) -> str:
-    """What a reader of ``paragraph`` laid out at ``level`` reads: the paragraph as
-    written if its display is the display of its text without the characters that
-    direct the layout (``plain_shown``); else the display (``shown``), read left to
-    right where it holds no right-to-left character, and otherwise laid out again at
-    that level, which gives a right-to-left text in its logical order."""
-    if shown == plain_shown:
-        return paragraph
-    if not _RIGHT_TO_LEFT.search(shown):
-        return shown
-    return display_layout(shown, base=level)
+def _without_directing(text: str) -> str:
+    """``text`` without the characters that direct a layout unseen, its blank lookalikes
+    read as spaces (as ``strip_invisible`` reads them)."""
+    return _DIRECTING.sub("", text.translate(_BLANKS))
 
 
 def display_layout(text: str, *, base: int | None = None) -> str:
@@ -204,31 +206,19 @@ def display_layout(text: str, *, base: int | None = None) -> str:
         RuntimeError: ``python-bidi`` is not installed or answered in a form this module
             does not read.
     """
-    return _layout(text, base=base)[0]
-
-
-def _layout(text: str, *, base: int | None = None) -> tuple[str, list[int]]:
-    """:func:`display_layout`'s text, and the level of each paragraph (in the order of
-    ``_PARAGRAPHS.split(text)``'s paragraphs)."""
-    pieces = _PARAGRAPHS.split(text)
     if not text:
-        return text, [0] * ((len(pieces) + 1) // 2)
+        return text
     if base not in (None, 0, 1):
         raise ValueError(f"base must be None, 0 or 1, got {base!r}")
-    get_display, (mirror_of, mirror) = _bidi()
+    get_display, (mirror_of, mirror), _ = _bidi()
     direction = None if base is None else "LR"[base]
     answer = get_display(text, base_dir=direction, debug=True)
     codes, levels, paragraph = _resolved_levels(answer, text)
-    starts = np.cumsum([0] + [len(piece) for piece in pieces[:-1]])[::2]
-    paragraph_levels = [
-        int(paragraph[start]) if piece else 0
-        for start, piece in zip(starts, pieces[::2], strict=True)
-    ]
     points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     kept = ~np.isin(codes, _REMOVED)
     points, codes, levels, paragraph = points[kept], codes[kept], levels[kept], paragraph[kept]
     if len(points) == 0:
-        return "", paragraph_levels
+        return ""
     _reset_line_end_levels(codes, levels, paragraph, np.isin(points, _LINE_ENDS))
     order = _marks_after_base(_visual_order(levels), codes)
     shown = points[order]
@@ -236,7 +226,7 @@ def _layout(text: str, *, base: int | None = None) -> tuple[str, list[int]]:
     mirror_place = np.searchsorted(mirror_of, shown).clip(max=len(mirror_of) - 1)
     flipped = (levels[order] % 2 == 1) & (mirror_of[mirror_place] == shown)
     shown = np.where(flipped, mirror[mirror_place], shown)
-    return shown[drawn].astype(np.uint32).tobytes().decode("utf-32-le"), paragraph_levels
+    return shown[drawn].astype(np.uint32).tobytes().decode("utf-32-le")
 
 
 def _resolved_levels(answer: Any, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -336,7 +326,11 @@ def _marks_after_base(order: np.ndarray, codes: np.ndarray) -> np.ndarray:
     places = np.arange(len(codes))
     # a mark's base: the last character before it that is neither a mark nor a boundary
     # neutral (a zero-width joiner between them stays in the cluster, as W1 skips it)
-    attached = marks | (codes == _CODE_BN)
+    boundary = codes == _CODE_BN
+    # a boundary neutral is attached when the next character that is not one is a mark
+    next_other = np.where(boundary, len(codes), places)
+    next_other = np.minimum.accumulate(next_other[::-1])[::-1]
+    attached = marks | (boundary & np.append(marks, False)[next_other])
     base = np.maximum.accumulate(np.where(attached, 0, places))
     shown_at = np.empty_like(order)
     shown_at[order] = np.arange(len(order))

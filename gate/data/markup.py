@@ -155,52 +155,26 @@ def _read(html: str, *, depth: int) -> str:
     for node in removed:
         if not _inside(node, matched):
             node.decompose()
+    directed = {node.mem_id: node for node in tree.css("[dir], bdo, bdi") if _directs(node)}
     for node in tree.css(",".join(BLOCK_ELEMENTS)):
-        node.insert_before("\n")
-        node.insert_after("\n")
+        before, after = _line_breaks(node, directed)
+        node.insert_before(before)
+        node.insert_after(after)
     for node in tree.css(",".join(SPACED_ELEMENTS)):
         node.insert_before(" ")
         node.insert_after(" ")
     for node in tree.css(",".join(CELL_ELEMENTS)):
         node.insert_after("\t")
-    _mark_directions(tree)
+    _mark_directions(tree, directed)
     pieces = [tree.root.text(deep=True, separator="", strip=False)]
     pieces += [piece for piece in unshown if piece.strip()]
     text = "\n".join(pieces)
     return text.replace(_SENTINEL, "<") if escape == _SENTINEL else text
 
 
-def _mark_directions(tree: Any) -> None:
-    """The bidirectional formatting characters a browser's layout implies, put around
-    the elements (HTML's rendering): ``dir`` makes an element an isolate of that
-    direction (``ltr``, ``rtl`` or ``auto``, in any case, nothing else), ``bdi`` one of its
-    contents' direction, ``bdo`` overrides its contents' direction; and each block
-    element without a ``dir`` of its own is an isolate of its nearest directed
-    ancestor's direction (a line break ends every isolate, UAX #9 X8; a block inherits
-    the direction, not an override). :mod:`gate.data.bidi` then reads the text as it is
-    displayed."""
-    directed = {node.mem_id: node for node in tree.css("[dir], bdo, bdi")}
-    for node in directed.values():
-        opening, closing = _isolate(node)
-        if node.tag == "bdo":
-            opening += RLO if _direction(node) == "rtl" else LRO
-            closing = PDF + closing
-        target = tree.body if node.tag == "html" else node  # nothing goes beside the root
-        if target is not None:
-            target.insert_before(opening)
-            target.insert_after(closing)
-    if not directed:
-        return
-    for block in tree.css(",".join(BLOCK_ELEMENTS)):
-        if block.mem_id in directed:
-            continue
-        parent = block.parent
-        while parent is not None and parent.mem_id not in directed:
-            parent = parent.parent
-        if parent is not None:
-            opening, closing = _isolate(parent)
-            block.insert_before(opening)
-            block.insert_after(closing)
+def _directs(node: Any) -> bool:
+    """Whether ``node`` sets a direction: a ``bdo`` or ``bdi``, or a ``dir`` HTML reads."""
+    return node.tag in ("bdo", "bdi") or _direction(node) != ""
 
 
 def _direction(node: Any) -> str:
@@ -210,10 +184,59 @@ def _direction(node: Any) -> str:
     return value if value in ("ltr", "rtl", "auto") else ""
 
 
-def _isolate(node: Any) -> tuple[str, str]:
-    """The isolate a directed element is laid out in: of its ``dir``, or of its contents'
-    direction (``auto``, and ``bdi`` without a valid ``dir``)."""
-    return {"ltr": LRI, "rtl": RLI}.get(_direction(node), FSI), PDI
+def _controls(node: Any, *, override: bool = True) -> tuple[str, str]:
+    """The formatting characters that open and close a directed element's layout (HTML's
+    rendering): ``dir`` makes it an isolate of that direction (``auto``, and ``bdi``
+    without a ``dir``, of its contents' direction); ``bdo`` also overrides its contents'
+    direction, with its ``dir``, else with its nearest ancestor's (left to right without
+    one). A block inside inherits the direction, not the override (``override=False``)."""
+    direction = _direction(node)
+    opening, closing = {"ltr": LRI, "rtl": RLI}.get(direction, FSI), PDI
+    if node.tag == "bdo" and override:
+        parent = node.parent
+        while direction not in ("ltr", "rtl") and parent is not None:
+            direction, parent = _direction(parent), parent.parent
+        opening, closing = opening + (RLO if direction == "rtl" else LRO), PDF + closing
+    return opening, closing
+
+
+def _line_breaks(block: Any, directed: dict[int, Any]) -> tuple[str, str]:
+    """The line breaks around a block element, with its directed ancestors' layouts
+    closed before each and opened again after it (a line break ends every isolate and
+    override, UAX #9 X8, where HTML's blocks go on in their ancestors' direction): inside
+    the block their isolates only, after it their overrides too. Up to 125 ancestors, the
+    deepest level UAX #9 keeps."""
+    chain = []
+    parent = block.parent
+    while parent is not None:
+        if parent.mem_id in directed:
+            chain.append(parent)
+        parent = parent.parent
+    chain = chain[::-1][:125]  # outermost first
+    if not chain:
+        return "\n", "\n"
+    full = [_controls(node) for node in chain]
+    isolates = [_controls(node, override=False) for node in chain]
+    return (
+        "".join(closing for _, closing in reversed(full))
+        + "\n"
+        + "".join(opening for opening, _ in isolates),
+        "".join(closing for _, closing in reversed(isolates))
+        + "\n"
+        + "".join(opening for opening, _ in full),
+    )
+
+
+def _mark_directions(tree: Any, directed: dict[int, Any]) -> None:
+    """The formatting characters of each directed element's layout (:func:`_controls`)
+    put around it; the root's around the body (nothing can stand beside the root).
+    :mod:`gate.data.bidi` then reads the text as it is displayed."""
+    for node in directed.values():
+        opening, closing = _controls(node)
+        target = tree.body if node.tag == "html" else node
+        if target is not None:
+            target.insert_before(opening)
+            target.insert_after(closing)
 
 
 def _inside(node: Any, ids: set[int]) -> bool:
