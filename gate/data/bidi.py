@@ -88,16 +88,16 @@ _PARAGRAPH_INFO = re.compile(r"ParagraphInfo \{\s*range: (\d+)\.\.(\d+),\s*level
 
 
 @functools.cache
-def _bidi() -> tuple[Callable[..., Any], tuple[np.ndarray, np.ndarray], Callable[[str], int]]:
-    """python-bidi's layout function, its table of the characters drawn mirrored in a
-    right-to-left run (sorted code points, and the code point of each one's mirror) and
-    its paragraph level (P2-P3), imported on first use.
+def _bidi() -> tuple[Callable[..., Any], tuple[np.ndarray, np.ndarray]]:
+    """python-bidi's layout function and its table of the characters drawn mirrored in a
+    right-to-left run (sorted code points, and the code point of each one's mirror),
+    imported on first use.
 
     Raises:
         RuntimeError: ``python-bidi`` is not installed.
     """
     try:
-        from bidi import get_base_level, get_display
+        from bidi import get_display
         from bidi.mirror import MIRRORED
     except ImportError as exc:
         raise RuntimeError(
@@ -109,7 +109,7 @@ def _bidi() -> tuple[Callable[..., Any], tuple[np.ndarray, np.ndarray], Callable
         np.array([char for char, _ in pairs], dtype=np.uint32),
         np.array([mirror for _, mirror in pairs], dtype=np.uint32),
     )
-    return get_display, mirrors, get_base_level
+    return get_display, mirrors
 
 
 def bidi_layout() -> None:
@@ -147,23 +147,30 @@ def displayed_text(text: str) -> str:
     """
     if not holds_bidi_formatting(text):
         return text
-    _, _, get_base_level = _bidi()
     # paragraphs at even places, separators at odd ones; a layout keeps both in place
     written = _PARAGRAPHS.split(text)
-    plain_text = _without_directing(text)
-    shown, plain_shown = {}, {}
+    # each paragraph at its first strong character's direction, and that direction
+    shown_first, levels = _layout(text)
     firsts = {
-        index: int(get_base_level(written[index])) % 2
+        index: levels[index // 2] % 2
         for index in range(0, len(written), 2)
         if _DIRECTING.search(written[index])
     }
-    for base in sorted(set(firsts.values()) | {0}):
-        shown[base] = _PARAGRAPHS.split(_without_directing(display_layout(text, base=base)))
-        plain_shown[base] = _PARAGRAPHS.split(
-            display_layout(plain_text, base=base)
-            if base == 1 or _RIGHT_TO_LEFT.search(plain_text)
-            else plain_text
+    right_to_left = 1 in firsts.values()
+    shown = {1: _PARAGRAPHS.split(_without_directing(shown_first))}
+    shown[0] = (
+        shown[1]
+        if not right_to_left
+        else _PARAGRAPHS.split(_without_directing(display_layout(text, base=0)))
+    )
+    plain_text = _without_directing(text)
+    plain_shown = {
+        0: _PARAGRAPHS.split(
+            display_layout(plain_text, base=0) if _RIGHT_TO_LEFT.search(plain_text) else plain_text
         )
+    }
+    if right_to_left:
+        plain_shown[1] = _PARAGRAPHS.split(display_layout(plain_text, base=1))
     again: dict[int, list[str]] = {}  # the displays laid out again, made when needed
     for index, first in firsts.items():
         paragraph = written[index]
@@ -206,19 +213,31 @@ def display_layout(text: str, *, base: int | None = None) -> str:
         RuntimeError: ``python-bidi`` is not installed or answered in a form this module
             does not read.
     """
+    return _layout(text, base=base)[0]
+
+
+def _layout(text: str, *, base: int | None = None) -> tuple[str, list[int]]:
+    """:func:`display_layout`'s text, and the level of each paragraph, in the order of
+    ``_PARAGRAPHS.split(text)``'s paragraphs (0 for an empty one)."""
+    pieces = _PARAGRAPHS.split(text)[::2]
     if not text:
-        return text
+        return text, [0] * len(pieces)
     if base not in (None, 0, 1):
         raise ValueError(f"base must be None, 0 or 1, got {base!r}")
-    get_display, (mirror_of, mirror), _ = _bidi()
+    get_display, (mirror_of, mirror) = _bidi()
     direction = None if base is None else "LR"[base]
     answer = get_display(text, base_dir=direction, debug=True)
     codes, levels, paragraph = _resolved_levels(answer, text)
+    # the first character of each paragraph (separators sit between them)
+    starts = np.cumsum([0] + [len(piece) + 1 for piece in pieces[:-1]])
+    paragraph_levels = [
+        int(paragraph[start]) if piece else 0 for start, piece in zip(starts, pieces, strict=True)
+    ]
     points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     kept = ~np.isin(codes, _REMOVED)
     points, codes, levels, paragraph = points[kept], codes[kept], levels[kept], paragraph[kept]
     if len(points) == 0:
-        return ""
+        return "", paragraph_levels
     _reset_line_end_levels(codes, levels, paragraph, np.isin(points, _LINE_ENDS))
     order = _marks_after_base(_visual_order(levels), codes)
     shown = points[order]
@@ -226,7 +245,7 @@ def display_layout(text: str, *, base: int | None = None) -> str:
     mirror_place = np.searchsorted(mirror_of, shown).clip(max=len(mirror_of) - 1)
     flipped = (levels[order] % 2 == 1) & (mirror_of[mirror_place] == shown)
     shown = np.where(flipped, mirror[mirror_place], shown)
-    return shown[drawn].astype(np.uint32).tobytes().decode("utf-32-le")
+    return shown[drawn].astype(np.uint32).tobytes().decode("utf-32-le"), paragraph_levels
 
 
 def _resolved_levels(answer: Any, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -206,6 +206,8 @@ def _line_breaks(block: Any, directed: dict[int, Any]) -> tuple[str, str]:
     override, UAX #9 X8, where HTML's blocks go on in their ancestors' direction): inside
     the block their isolates only, after it their overrides too. Up to 125 ancestors, the
     deepest level UAX #9 keeps."""
+    if not directed:
+        return "\n", "\n"
     chain = []
     parent = block.parent
     while parent is not None:
