@@ -136,9 +136,10 @@ def _html_read(texts: pd.Series) -> pd.Series:
 
 
 def _displayed(texts: pd.Series) -> pd.Series:
-    """``texts`` with each that holds a bidirectional formatting character replaced by
-    the text its display reads (:func:`gate.data.bidi.displayed_text`); the others as
-    they are (found by one RE2 match each among the texts that are not ASCII)."""
+    """``texts`` with each that holds a character directing its layout
+    (:data:`gate.data.bidi.DIRECTING`) replaced by the text its display reads
+    (:func:`gate.data.bidi.displayed_text`); the others as they are (found by one RE2
+    match each among the texts that are not ASCII)."""
     if not len(texts):
         return texts
     values = pa.array(texts.array)

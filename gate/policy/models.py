@@ -172,9 +172,12 @@ class TextPolicy(StrictModel):
         True,
         description="Read a text that holds bidirectional formatting characters (the "
         "overrides, embeddings and isolates U+202A-U+202E and U+2066-U+2069, the marks "
-        "LRM, RLM and ALM) in the order it is displayed (Unicode's Bidirectional "
+        "LRM, RLM and ALM) or invisible characters of a strong direction (U+070F, tatweel, "
+        "the braille blank) in the order it is displayed (Unicode's Bidirectional "
         "Algorithm, UAX #9), where they change it: a text written backwards between "
-        "U+202E and U+202C is displayed, and read, forwards. Other texts are read as "
+        "U+202E and U+202C is displayed, and read, forwards. A paragraph whose first "
+        "strong character is right to left is read as that direction and as left to "
+        "right display it, one line each where they differ. Other texts are read as "
         "written.",
     )
     normalization: Literal["NFKC", "NFC", "none"] = Field(
