@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -31,6 +32,8 @@ from gate.data.bidi import (
 )
 from gate.data.normalize import normalize_text
 from gate.policy.models import TextPolicy
+
+from .conftest import check_args, unique_text, write_jsonl, write_policy
 
 
 @pytest.mark.parametrize(
@@ -212,6 +215,26 @@ def test_an_answer_of_another_form_is_an_error(monkeypatch: pytest.MonkeyPatch) 
     )
     with pytest.raises(RuntimeError, match="python-bidi"):
         displayed_text(f"{RLO}cba{PDF}")
+
+
+def test_a_layout_that_cannot_be_read_fails_the_check_closed(
+    tmp_path: Path, bundle_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that holds a formatting character, with python-bidi answering in a form
+    the gate does not read: the command exits 3 and writes no verdict (a text read some
+    other way could hide a copy and pass)."""
+    from gate.cli import main
+
+    release = write_jsonl(
+        tmp_path / "release.jsonl",
+        [{"record_id": f"s{i}", "text": f"{RLO}{unique_text(i)[::-1]}{PDF}"} for i in range(10)],
+    )
+    files = {**bundle_files, "synthetic": release, "policy": write_policy(tmp_path / "p.yaml")}
+    _, mirrors = bidi._bidi()
+    monkeypatch.setattr(bidi, "_bidi", lambda: (lambda text, base_dir, debug: "?", mirrors))
+    out = tmp_path / "out"
+    assert main([*check_args(files, out), "--no-mlflow"]) == 3
+    assert not (out / "report.json").exists()
 
 
 def test_a_missing_text_stays_missing() -> None:

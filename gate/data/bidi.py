@@ -275,7 +275,7 @@ def _resolved_levels(answer: Any, text: str) -> tuple[np.ndarray, np.ndarray, np
     codes = np.searchsorted(_CLASS_NAMES, names).clip(max=len(_CLASS_NAMES) - 1)
     known = _CLASS_NAMES[codes] == names
     values = "".join(answer[levels_at:paragraphs_at].split()[3::3])  # "0,0,1,"
-    levels = np.fromstring(values, dtype=np.int16, sep=",") if values else np.zeros(0)
+    levels = np.fromstring(values, dtype=np.int16, sep=",") if values else np.zeros(0, np.int16)
     ranges = _PARAGRAPH_INFO.findall(answer, paragraphs_at)
     paragraph = np.full(len(encoded), -1, dtype=np.int16)
     for first, end, level in ranges:
@@ -290,7 +290,7 @@ def _resolved_levels(answer: Any, text: str) -> tuple[np.ndarray, np.ndarray, np
     first_bytes = np.flatnonzero((encoded & 0xC0) != 0x80)
     return (
         codes.astype(np.int8)[first_bytes],
-        levels.astype(np.int16)[first_bytes],
+        levels[first_bytes],
         paragraph[first_bytes],
     )
 
@@ -305,14 +305,17 @@ def _reset_line_end_levels(
     separator = codes == _CODE_S
     ends_line = (codes == _CODE_B) | line_ends
     trailing = np.isin(codes, _TRAILING) & ~line_ends
-    places = np.arange(len(codes))
-    # the place of the first character at or after each that is not trailing white space
-    next_other = np.where(trailing, len(codes), places)
-    next_other = np.minimum.accumulate(next_other[::-1])[::-1]
-    ends = np.append(separator | ends_line, True)[next_other]
+    ends = np.append(separator | ends_line, True)[_next_outside(trailing)]
     reset = separator | (trailing & ends)
     levels[reset] = paragraph[reset]
     levels[ends_line] = 0
+
+
+def _next_outside(inside: np.ndarray) -> np.ndarray:
+    """For each place, the first place at or after it where ``inside`` is false
+    (``len(inside)`` where there is none)."""
+    places = np.where(inside, len(inside), np.arange(len(inside)))
+    return np.minimum.accumulate(places[::-1])[::-1]
 
 
 def _visual_order(levels: np.ndarray) -> np.ndarray:
@@ -347,9 +350,7 @@ def _marks_after_base(order: np.ndarray, codes: np.ndarray) -> np.ndarray:
     # neutral (a zero-width joiner between them stays in the cluster, as W1 skips it)
     boundary = codes == _CODE_BN
     # a boundary neutral is attached when the next character that is not one is a mark
-    next_other = np.where(boundary, len(codes), places)
-    next_other = np.minimum.accumulate(next_other[::-1])[::-1]
-    attached = marks | (boundary & np.append(marks, False)[next_other])
+    attached = marks | (boundary & np.append(marks, False)[_next_outside(boundary)])
     base = np.maximum.accumulate(np.where(attached, 0, places))
     shown_at = np.empty_like(order)
     shown_at[order] = np.arange(len(order))

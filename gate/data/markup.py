@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gate.data.bidi import FSI, LRI, LRO, PDF, PDI, RLI, RLO
@@ -193,9 +193,9 @@ def _controls(node: Any, *, override: bool = True) -> tuple[str, str]:
     direction = _direction(node)
     opening, closing = {"ltr": LRI, "rtl": RLI}.get(direction, FSI), PDI
     if node.tag == "bdo" and override:
-        parent = node.parent
-        while direction not in ("ltr", "rtl") and parent is not None:
-            direction, parent = _direction(parent), parent.parent
+        if direction not in ("ltr", "rtl"):
+            inherited = (_direction(a) for a in _ancestors(node))
+            direction = next((d for d in inherited if d in ("ltr", "rtl")), "ltr")
         opening, closing = opening + (RLO if direction == "rtl" else LRO), PDF + closing
     return opening, closing
 
@@ -208,13 +208,7 @@ def _line_breaks(block: Any, directed: dict[int, Any]) -> tuple[str, str]:
     deepest level UAX #9 keeps."""
     if not directed:
         return "\n", "\n"
-    chain = []
-    parent = block.parent
-    while parent is not None:
-        if parent.mem_id in directed:
-            chain.append(parent)
-        parent = parent.parent
-    chain = chain[::-1][:125]  # outermost first
+    chain = [node for node in _ancestors(block) if node.mem_id in directed][::-1][:125]
     if not chain:
         return "\n", "\n"
     full = [_controls(node) for node in chain]
@@ -243,9 +237,12 @@ def _mark_directions(tree: Any, directed: dict[int, Any]) -> None:
 
 def _inside(node: Any, ids: set[int]) -> bool:
     """Whether an ancestor of ``node`` is one of the nodes ``ids`` name."""
+    return any(parent.mem_id in ids for parent in _ancestors(node))
+
+
+def _ancestors(node: Any) -> Iterator[Any]:
+    """``node``'s parent, its parent's parent, ... up to the document."""
     parent = node.parent
     while parent is not None:
-        if parent.mem_id in ids:
-            return True
+        yield parent
         parent = parent.parent
-    return False
