@@ -329,9 +329,13 @@ def _policy(args: argparse.Namespace) -> int:
 
         found = validate_policy(args.path, engine=args.engine)
         _emit(
-            f"{args.path}: valid policy {found.name!r} (version {found.version}): "
-            f"{found.audits} audits, {found.checks} threshold checks; sha256 {found.sha256}"
+            one_line(
+                f"{args.path}: valid policy {found.name!r} (version {found.version}): "
+                f"{found.audits} audits, {found.checks} threshold checks; sha256 {found.sha256}"
+            )
         )
+        for note in found.notes:
+            _emit(one_line(f"note: {note}"))
     else:
         _emit(effective_policy_yaml(load_policy(args.path).policy), end="")
     return 0
@@ -410,7 +414,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise_interruption_behind(exc)  # replaced by an error of a failing cleanup
             raise
     except GateError as exc:  # InputError: 2; the others: 3
-        print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
+        for problem in exc.problems():  # a policy's several problems: a line each
+            print(f"gate: error: {one_line(problem)}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
         print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
@@ -438,3 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         forget_earlier_run(signals=in_main_thread)  # a later command or call starts afresh
+
+
+if __name__ == "__main__":  # python -m gate.cli (as python -m gate): never a silent exit 0
+    raise SystemExit(main())

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class GateError(Exception):
     """Base class of the gate's own errors."""
 
     exit_code = 3
+
+    def problems(self) -> list[str]:
+        """The problems the error reports, each shown on an error line of its own: one
+        (a newline in it is text, escaped where it is shown), or a policy's several."""
+        return [str(self)]
 
 
 class InputError(GateError):
@@ -19,7 +26,15 @@ class InputError(GateError):
 
 
 class PolicyError(InputError):
-    """The policy file is not valid YAML or does not match the policy schema."""
+    """The policy file is not valid YAML or does not match the policy schema; ``problems``
+    lists each problem found (its message joins them, a line each)."""
+
+    def __init__(self, message: str, *, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self._problems = list(problems)
+
+    def problems(self) -> list[str]:
+        return self._problems or [str(self)]
 
 
 class BundleError(InputError):

@@ -22,7 +22,9 @@ SILENT_LOGGERS = ("great_expectations",)
 # MONEY, ...): on generated text that is thousands of lines of nothing a user can act on.
 # matplotlib warns per font family when its font cache (shared by every installation of
 # one user) lists fonts that are gone, and draws the plots with another font all the same.
-ERROR_ONLY_LOGGERS = ("presidio-analyzer", "matplotlib.font_manager")
+# urllib3 warns at every retry of a connection (MLflow's client retries a tracking server
+# that does not answer up to 7 times); the gate's error says the server cannot be reached.
+ERROR_ONLY_LOGGERS = ("presidio-analyzer", "matplotlib.font_manager", "urllib3")
 
 
 class Py4JRootRecords(logging.Filter):

@@ -243,9 +243,16 @@ def test_source_file_needs_valid_split(tmp_path: Path, bundle_files: dict[str, P
         tmp_path / "b.jsonl", [{"text": "x", "split": "train"}, {"text": "y", "split": "public"}]
     )
     with pytest.raises(
-        BundleError, match=r"b.jsonl: line 2: 'split' must be 'train' or 'holdout'; found another"
+        BundleError, match=r"b.jsonl: line 2: 'split' must be 'train' or 'holdout', as written"
     ):
         load_bundle(membership=MEMBERSHIP, source=bad, synthetic=bundle_files["synthetic"])
+    # as written: a pipeline that trains on split == "train" skips "Train" and " train"
+    for value in ("Train", " train", "holdout\n", None):
+        odd = write_jsonl(
+            tmp_path / "o.jsonl", [{"text": "x", "split": "holdout"}, {"text": "y", "split": value}]
+        )
+        with pytest.raises(BundleError, match=r"o.jsonl: line 2: 'split' must be"):
+            load_bundle(membership=MEMBERSHIP, source=odd, synthetic=bundle_files["synthetic"])
     # the value is never quoted: it may be a record's text shifted into the column
     shifted = tmp_path / "c.csv"
     shifted.write_text("text,split\nhello,train\nJohn Smith, Zebulon\n")
@@ -440,6 +447,34 @@ def test_a_jsonl_file_read_in_chunks_is_the_file_read_whole(
             assert [repr(v) for v in frame[column]] == [repr(v) for v in former[column]]
     strings = gio.read_table(tmp_path / "mixed.jsonl").frame["record_id"]
     assert isinstance(strings.array, pd.arrays.ArrowStringArray)
+
+
+def test_parquet_strings_that_are_not_utf8_are_named_by_row_and_byte(tmp_path: Path) -> None:
+    """A Parquet writer may store any bytes as a string (a review's file passed them to
+    pandas, which failed with exit 3 and an error quoting the value): the column, the
+    data row of the first such value and the bytes, never the text."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gate.data.io import read_table
+
+    raw = [b"ok", b"fine", b"", b"private name \xc3\x28 here"] + [b"x"] * 3000
+    strings = pa.chunked_array(
+        [pa.array(raw[:2], pa.binary()), pa.array(raw[2:], pa.binary())]
+    ).cast(pa.binary())
+    table = pa.table({"text": pa.chunked_array([c.view(pa.string()) for c in strings.chunks])})
+    pq.write_table(table, tmp_path / "bad.parquet", row_group_size=2)
+    with pytest.raises(
+        BundleError,
+        match=r"bad.parquet: data row 4: 'text' holds bytes that are not UTF-8 "
+        r"at byte 13 of its value \(0xc3\); write its strings as UTF-8",
+    ) as caught:
+        read_table(tmp_path / "bad.parquet")
+    assert "private" not in str(caught.value)
+    nested = pa.array([[b"a"], [b"\xff"]], pa.list_(pa.binary())).view(pa.list_(pa.string()))
+    pq.write_table(pa.table({"text": ["a", "b"], "tags": nested}), tmp_path / "nested.parquet")
+    with pytest.raises(BundleError, match=r"a column holds bytes that are not UTF-8 \(in a list"):
+        read_table(tmp_path / "nested.parquet")
 
 
 def test_a_non_utf8_byte_is_named_by_its_line_and_file_offset(tmp_path: Path) -> None:

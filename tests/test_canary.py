@@ -508,3 +508,28 @@ def test_the_reference_generator_echoes_its_canaries_and_the_null_control_does_n
     for signal in ("bigram", "jaccard"):
         assert null[f"{signal}.auc_p_value"] >= 0.05
         assert null[f"{signal}.epsilon_lower"] == 0
+
+
+def test_a_private_canary_trainings_record_holds_no_loss() -> None:
+    """A review: the canary audit's record of a DP-SGD training gave its final loss (an
+    exact statistic of the train users its epsilon does not cover) and called its unit
+    a user, where a canary copy is an example of its own."""
+    from gate.canary.audit import _fit_summary
+    from gate.generators.base import FitReport, PrivacySpent
+
+    spent = PrivacySpent(
+        accountant="prv",
+        epsilon=4.0,
+        delta=1e-3,
+        noise_multiplier=1.1,
+        sample_rate=0.1,
+        steps=50,
+        max_grad_norm=1.0,
+        unit="user",
+    )
+    fit = FitReport(epochs=2, steps=50, losses=(3.2, 2.9), seconds=1.0, examples=40)
+    assert _fit_summary(fit)["final_loss"] == 2.9 and _fit_summary(fit)["privacy"] is None
+    private = _fit_summary(FitReport(**{**fit.__dict__, "privacy": spent}))
+    assert private["final_loss"] is None
+    assert private["privacy"]["unit"] == "example (a train user or a canary copy)"
+    assert private["privacy"]["epsilon"] == 4.0

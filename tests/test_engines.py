@@ -796,7 +796,9 @@ try:
             ["a b c"], ["a b c"], users=np.array([0]),
             config=NgramFeatures(n_min=1, n_max=2), progress=NullProgress(),
         )
+        calling = threading.Event()
         def call_the_jvm():  # killed with the command unread, the JVM resets Py4J's read
+            calling.set()
             try:
                 gateway.jvm.java.lang.System.nanoTime()
             except Exception as exc:
@@ -804,6 +806,7 @@ try:
         gateway.proc.send_signal(signal.SIGSTOP)
         caller = threading.Thread(target=call_the_jvm)
         caller.start()
+        calling.wait()  # a loaded machine can start the thread late: the call must be sent
         time.sleep(1)
         gateway.proc.kill()
         gateway.proc.wait()

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -48,6 +50,22 @@ def gate(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedPro
     return subprocess.run(
         [*GATE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def test_the_cli_module_runs_the_cli(tmp_path: Path) -> None:
+    """``python -m gate.cli`` is the command, as ``python -m gate`` is: a review found it
+    imported the module and exited 0 having checked nothing (a PASS to a CI script)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gate.cli", "check", "--policy", str(tmp_path / "none.yaml")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "gate check: error: the following arguments are required" in done.stderr
 
 
 def clean_release(files: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
@@ -1071,10 +1089,68 @@ def test_an_entity_type_no_recognizer_finds_is_refused_before_any_work(
     assert main(["policy", "validate", str(disabled)]) == 0
 
 
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("os", "is an installed package but not a spaCy pipeline"),
+        ("gate", "is an installed package but not a spaCy pipeline"),
+        ("os.path", "is not a package name"),
+        ("no_such_pipeline", "is not installed"),
+    ],
+)
+def test_a_spacy_model_that_is_no_pipeline_is_bad_input(
+    name: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review's `spacy_model: os` passed the check (an importable module), and spaCy
+    went to the network to download it, then ended the process with exit 1, the code of a
+    FAIL; `spacy` and `gate` were unexpected errors (exit 3)."""
+    policy = write_policy(
+        tmp_path / "p.yaml",
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        f"      - {{class: pii, engine: spacy, spacy_model: {name}, entities: [EMAIL_ADDRESS]}}\n"
+        "    thresholds: {max_epsilon: 1}\n",
+    )
+    assert main(["policy", "validate", str(policy)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"audits.disclosure.features[0].spacy_model: spaCy pipeline {name!r} {problem}" in (err)
+        or f"audits.disclosure.features[0].spacy_model: {name!r} {problem}" in err
+    ), err
+
+
+def test_a_local_workdir_that_is_no_directory_is_bad_input(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review's `engine.workdir: /etc/hostname` passed validation and failed the audit
+    (exit 3, a report written) once a corpus outgrew memory_mb."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for workdir in (a_file, tmp_path / "missing"):
+        policy = write_policy(
+            tmp_path / "w.yaml",
+            MINIMAL_POLICY.replace("version: 1\n", f"version: 1\nengine: {{workdir: {workdir}}}\n"),
+        )
+        expected = f"{policy}:2: engine.workdir: {workdir} is not a directory"
+        assert main(["policy", "validate", str(policy)]) == 2
+        assert expected in capsys.readouterr().err
+        out = tmp_path / "out"
+        assert main([*check_args({**bundle_files, "policy": policy}, out), "--no-mlflow"]) == 2
+        assert expected in capsys.readouterr().err and not out.exists()
+
+
 def test_a_typo_gets_a_suggestion(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = write_policy(tmp_path / "p.yaml", MINIMAL_POLICY.replace("max_epsilon", "max_epsilom"))
     assert main(["policy", "validate", str(policy)]) == 2
     assert "did you mean 'max_epsilon'?" in capsys.readouterr().err
+    # a key of another place is suggested for none (a review: "max_auc: unknown key; did
+    # you mean 'max_auc'?" under the disclosure audit's thresholds)
+    misplaced = write_policy(
+        tmp_path / "m.yaml",
+        MINIMAL_POLICY + "      max_auc: 0.6\n",
+    )
+    assert main(["policy", "validate", str(misplaced)]) == 2
+    err = capsys.readouterr().err
+    assert "thresholds.max_auc: unknown key" in err and "did you mean" not in err
 
 
 # ---------------------------------------------------------------- concurrency and slow failures
@@ -1179,6 +1255,8 @@ def test_an_unreachable_tracking_server_fails_within_the_deadline(
         in read_report(tmp_path / "out")["evidence_error"]
     )
     assert elapsed < 60, elapsed
+    # urllib3's "Retrying (Retry(total=6, ...)) after connection broken" lines (a review)
+    assert "Retrying" not in run.stderr and "urllib3" not in run.stderr, run.stderr
 
 
 def test_an_unwritable_sqlite_store_fails_fast(
@@ -1358,6 +1436,25 @@ def test_odd_policy_files_and_text_encodings_are_bad_input(
     )
     err = capsys.readouterr().err
     assert "(0xfc)" in err and "ller" not in err and SECRET not in err
+    # a Parquet writer can store any bytes as a string: converting them had been exit 3,
+    # and with --verbose Arrow's message quoted the value; now exit 2, row and bytes named
+    records = pd.read_json(bundle_files["synthetic"], lines=True, dtype=False)
+    texts = [t.encode() for t in records["text"]]
+    texts[4] = f"{SECRET} M".encode() + b"\xfcller"
+    for column in ("text", "notes"):
+        table = pa.table({**{c: records[c].astype(str) for c in records if c != "text"}})
+        strings = pa.array(texts, pa.binary()).view(pa.string())
+        table = table.append_column(column, strings)
+        if column == "notes":
+            table = table.append_column("text", pa.array(records["text"]))
+        parquet = tmp_path / f"bad-{column}.parquet"
+        pq.write_table(table, parquet)
+        argv = check_args({**bundle_files, "synthetic": parquet}, tmp_path / "o")
+        assert main(["--verbose", *argv, "--no-mlflow"]) == 2
+        err = capsys.readouterr().err
+        shown = "'text'" if column == "text" else "a column"
+        assert f"data row 5: {shown} holds bytes that are not UTF-8 at byte" in err, err
+        assert "(0xfc)" in err and "ller" not in err and SECRET not in err
     bom = tmp_path / "bom.jsonl"
     bom.write_bytes(b"\xef\xbb\xbf" + bundle_files["synthetic"].read_bytes())
     assert (
@@ -1385,6 +1482,26 @@ def test_out_and_data_docs_paths_are_checked_before_the_run(
     for what, args in cases.items():
         assert main([*args, "--no-mlflow"]) == 2, what
         assert capsys.readouterr().err.count("\n") == 1, what
+
+
+def test_a_run_refused_for_a_users_file_in_out_withdraws_the_earlier_verdict(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: a PASS in --out, a file of the user's put beside it, and the next run
+    refused (exit 2) had left report.json saying PASS. The earlier verdict's files go;
+    the user's file and the directories (plots) stay."""
+    out = tmp_path / "out"
+    passing = clean_release(bundle_files, tmp_path)
+    assert main([*check_args(passing, out), "--no-mlflow"]) == 0
+    (out / "notes.txt").write_text("mine")
+    assert main([*check_args(passing, out), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert "holds files that are not this command's output (notes.txt)" in err
+    assert "the earlier verdict there was removed" in err
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["notes.txt"]
+    assert main([*check_args(passing, out), "--no-mlflow"]) == 2  # nothing left to remove
+    assert "the earlier verdict there was removed" not in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_data_docs_directory_is_checked_like_out(
@@ -1544,6 +1661,12 @@ def test_one_out_directory_serves_one_run_at_a_time(
         assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 2
     assert "another gate run is writing there" in capsys.readouterr().err
     assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
+    # the run removes its lock file at its end (a review found one left by every run,
+    # a refused one too, beside --out)
+    assert not (tmp_path / ".out.lock").exists()
+    missing = {**bundle_files, "synthetic": tmp_path / "missing.jsonl"}
+    assert main([*check_args(missing, tmp_path / "x"), "--no-mlflow"]) == 2
+    assert not list(tmp_path.glob(".*.lock"))
 
 
 def test_a_timed_out_mlflow_run_never_gets_a_verdict(

@@ -255,6 +255,46 @@ def test_directions_html_sets_are_read_as_displayed() -> None:
         ), html
 
 
+def test_directed_text_reads_as_a_browser_lays_it_out() -> None:
+    """A line break or a tab in a directed element's text is a space on the screen, not
+    the end of its override; ``bdo dir=auto`` overrides in the direction of its first
+    strong character; a right-to-left table draws its cells from the right. Each had
+    shown a copy that read reversed."""
+    policy = TextPolicy(markup="html")
+    backwards = RECORD[::-1]  # "teertS kaO 21 ta sevil esoR lliJ"
+    broken = backwards.replace(" ", "\n", 2).replace(" ", "\t", 1)
+    words = RECORD.split()
+    cases = {
+        f"<bdo dir=rtl>{broken}</bdo>": RECORD,
+        "<p dir=rtl>" + "\n".join(f"<bdi>{w}</bdi>" for w in words[::-1]) + "</p>": RECORD,
+        f"<p>x <bdo dir=rtl>{broken}</bdo> y</p>": f"x {RECORD} y",
+        # dir=auto: the first strong character, here a right-to-left mark (the text of
+        # a bdi or of an element with a dir of its own does not count)
+        f"<bdo dir=auto><b dir=ltr>x</b>\u200f{backwards}</bdo>": RECORD + "x",
+        f"<bdo dir=auto>{backwards}</bdo>": backwards,
+        # the rows of an rtl table: as written, then as drawn
+        "<table dir=rtl><tr>" + "".join(f"<td>{w}</td>" for w in words[::-1]) + "</tr>": (
+            "\t".join(words[::-1]) + "\t\n" + "\t".join(words)
+        ),
+        "<div dir=rtl><table><tr><td>b</td><td>a</td></tr></table></div>": "b\ta\t\na\tb",
+        "<table dir=auto><tr><td>\u05d1</td><td>\u05d0</td></tr></table>": (
+            "\u05d1\t\u05d0\t\n\u05d0\t\u05d1"
+        ),
+    }
+    for html, shown in cases.items():
+        read = normalize_text(pd.Series([html]), policy).iloc[0]
+        assert shown in read.replace("  ", " "), (html, read)
+    # white space that a browser shows as written stays so; an ltr table is not mirrored
+    kept = {
+        f"<bdo dir=rtl><pre>{broken}</pre></bdo>": broken,
+        "<table dir=ltr><tr><td>b</td><td>a</td></tr></table><bdi>c</bdi>": "b\ta\t",
+    }
+    for html, shown in kept.items():
+        read = normalize_text(pd.Series([html]), policy).iloc[0]
+        lines = read.strip().split("\n")
+        assert lines[: shown.count("\n") + 1] == shown.split("\n"), (html, read)
+
+
 def test_nested_directions_cost_what_their_text_costs() -> None:
     """A block reopens at most 125 ancestors' directions, UAX #9's deepest level (a
     review timed 1,000 nested bdi around 1,000 paragraphs at 141 s, a text of 2 M

@@ -11,7 +11,7 @@ import pydantic
 import pytest
 import yaml
 
-from gate.api import policy_schema
+from gate.api import policy_schema, validate_policy
 from gate.audits.registry import policy_checks
 from gate.cli import main
 from gate.errors import PolicyError
@@ -53,8 +53,22 @@ def test_default_ngram_lengths_are_the_papers() -> None:
 
 @pytest.mark.parametrize("path", sorted((REPO / "policies").glob("*.yaml")))
 def test_shipped_policies_validate_and_every_key_is_commented(path: Path) -> None:
+    """`gate policy validate` accepts each (a review found canary.yaml refused: its
+    remediation block names the generator the canary audit trains, without the release
+    size only `gate remediate` needs, which is now a note)."""
     loaded = load_policy(path)
     assert policy_checks(loaded.policy)
+    found = validate_policy(path)
+    assert found.notes == (
+        (
+            f"gate remediate would refuse it: {path}:48: remediation.sample_size: gate "
+            "remediate needs a number of records per release, chosen without looking at the "
+            "data (null, as many as train has, would make a private round's release size the "
+            "exact count of train records, which its ε or η does not cover)",
+        )
+        if path.name == "canary.yaml"
+        else ()
+    )
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#") and ":" in stripped.split("#")[0]:
@@ -64,6 +78,22 @@ def test_shipped_policies_validate_and_every_key_is_commented(path: Path) -> Non
 def test_shipped_policies_include_the_three_named() -> None:
     names = {p.stem for p in (REPO / "policies").glob("*.yaml")}
     assert {"standard", "strict", "rewrite"} <= names
+
+
+def test_every_problem_of_a_policy_is_an_error_line_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review saw several problems joined by a literal backslash-n on one line."""
+    policy = tmp_path / "two.yaml"
+    policy.write_text(
+        HEAD + "audits:\n  disclosure:\n    features:\n      - {class: ngram, n_min: 0}\n"
+        "      - {class: ngram, n_max: 0}\n    thresholds: {max_epsilon: 0}\n"
+    )
+    assert main(["policy", "validate", str(policy)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"gate: error: {policy}:") for line in lines)
+    assert "features[0].n_min" in lines[0] and "features[1].n_max" in lines[1]
+    assert "\\n" not in "".join(lines)
 
 
 def test_error_names_yaml_path_line_expected_and_found() -> None:
@@ -171,6 +201,34 @@ def test_exponents_without_dot_or_sign_are_numbers(written: str, value: float) -
     # a string of that form is quoted by `gate policy show`, so its output reads back
     named = parse_policy(MINIMAL_POLICY.replace("name: test", 'name: "8271e42"'))
     assert parse_policy(effective_policy_yaml(named)) == named
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("010", 10),  # YAML 1.1: 8 (octal)
+        ("0o10", 8),
+        ("0x10", 16),
+        ("+7", 7),
+        (".5", 0.5),
+        ("1:00", "1:00"),  # YAML 1.1: 60 (sexagesimal)
+        ("1_000", "1_000"),  # YAML 1.1: 1000
+        ("0b1000", "0b1000"),  # YAML 1.1: 8
+    ],
+)
+def test_numbers_are_yaml_12s(written: str, read: object) -> None:
+    """A review: `max_epsilon: 1:00` was 60 (a threshold that never fails), `n_min: 010`
+    was 8, `seed: 1_000` was 1000. YAML 1.2 reads 010 as 10 and the others as strings,
+    which the models refuse; `gate policy show` quotes every such string."""
+    data = yaml.load(f"x: {written}\n", Loader=_UniqueKeyLoader)
+    assert data == {"x": read} and type(data["x"]) is type(read)
+    if isinstance(read, str):
+        assert f'found "{written}"' in error_of(MINIMAL_POLICY.replace("0.5", written))
+        if ":" not in written:  # not a name the schema allows
+            named = parse_policy(MINIMAL_POLICY.replace("name: test", f'name: "{written}"'))
+            assert parse_policy(effective_policy_yaml(named)) == named
+    with pytest.raises(PolicyError, match=r"is not a YAML 1\.2"):
+        parse_policy(MINIMAL_POLICY.replace("max_epsilon: 0.5", "max_epsilon: !!float 1:00"))
 
 
 def test_lists_are_read_as_tuples_and_their_items_strictly() -> None:

@@ -114,8 +114,13 @@ def test_out_of_an_earlier_run_is_replaced_and_a_foreign_directory_refused(
     ]
     (out / "notes.txt").write_text("mine")
     assert remediate(policy, corpus, out, "--no-mlflow") == 2
-    assert "not this command's output (notes.txt)" in capsys.readouterr().err
-    assert (out / "notes.txt").read_text() == "mine" and (out / "remediation.json").exists()
+    err = capsys.readouterr().err
+    assert "not this command's output (notes.txt)" in err
+    # refused, the run withdraws the earlier verdict (a review: a PASS had stayed beside
+    # the user's file); the user's file and the rounds stay
+    assert "the earlier verdict there was removed" in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "round-0", "round-1"]
+    assert (out / "notes.txt").read_text() == "mine"
     (out / "notes.txt").unlink()
     bad = write_policy(tmp_path / "bad.yaml", "version: 1\nname: bad\nalpha: x\n")
     assert remediate(bad, corpus, out, "--no-mlflow") == 2  # a review: the PASS had stayed
@@ -255,6 +260,25 @@ def test_rip_rounds_perturb_the_parameters(tmp_path: Path, corpus: Path) -> None
     # the noise perturbs round 0's model; the half-models share its initialisation seed
     assert rip["training_seed"] == report["rounds"][0]["seed"]["generator_seed"]
     assert report["rounds"][1]["fit"] == report["rounds"][0]["fit"]
+    # and samples with round 0's seed, which its record says (a review: it gave round 1's)
+    assert report["rounds"][1]["seed"]["sampling_seed"] == rip["training_seed"]
+    assert "sampling_seed" not in report["rounds"][0]["seed"]
+
+
+def test_rip_needs_random_halves(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """eta-RIP and Theorem 7's sigma are over random halves of the users: the rip method
+    with membership.p other than 1/2 is refused before training (a review)."""
+    text = policy_file(tmp_path).read_text()
+    assert "membership:" not in text
+    policy = write_policy(tmp_path / "p3.yaml", text + "membership: {p: 0.3}\n")
+    out = tmp_path / "out"
+    assert remediate(policy, corpus, out, "--no-mlflow", "--method", "rip") == 2
+    assert "membership.p: the rip method's eta-RIP is defined over random halves" in (
+        capsys.readouterr().err
+    )
+    assert not out.exists()
 
 
 def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
@@ -439,6 +463,7 @@ def test_a_ctrl_c_during_the_last_upload_withdraws_the_summary(
         assert remediate(policy_file(tmp_path), corpus, out, "--tracking-uri", uri) == 3
         assert sorted(p.name for p in out.iterdir()) == ["round-0", "round-1"], case
         assert "no remediation verdict was written" in capsys.readouterr().err
+        _assert_release_withdrawn(out / "round-1", case)
         client = mlflow.MlflowClient(tracking_uri=uri)
         runs = client.search_runs(
             [e.experiment_id for e in client.search_experiments()],
@@ -446,6 +471,40 @@ def test_a_ctrl_c_during_the_last_upload_withdraws_the_summary(
         )
         assert [r.info.status for r in runs] == ["KILLED"], case
     assert len(plots) == 2
+
+
+def _assert_release_withdrawn(round_dir: Path, case: str) -> None:
+    """The round passed; the run's error withdrew its release (a review: a step that
+    publishes round-*/release.jsonl found it, its round.json saying kept)."""
+    record = json.loads((round_dir / "round.json").read_text())
+    assert record["status"] == "pass", case
+    assert record["release"]["kept"] is False and record["release"]["path"] is None, case
+    assert record["release"]["withdrawn"].startswith("the run ended in an error") or (
+        "MLflow logging failed" in record["release"]["withdrawn"]
+    ), case
+    assert not (round_dir / "release.jsonl").exists(), case
+
+
+def test_a_failed_upload_of_the_summary_withdraws_the_kept_release(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow's logging of the summary fails after round 1 passed: the verdict is an
+    error and the release round 1 kept is withdrawn."""
+    from gate.evidence.mlflow_log import NestedRunLog
+
+    real_artifacts = NestedRunLog.artifacts
+
+    def artifacts(self, run_id, paths, *args, **kwargs):
+        if any(Path(path).name == "remediation.json" for path in paths):
+            raise ConnectionError("connection reset")
+        return real_artifacts(self, run_id, paths, *args, **kwargs)
+
+    monkeypatch.setattr(NestedRunLog, "artifacts", artifacts)
+    out = tmp_path / "out"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert remediate(policy_file(tmp_path), corpus, out, "--tracking-uri", uri) == 3
+    assert read(out)["status"] == "error" and read(out)["release"] is None
+    _assert_release_withdrawn(out / "round-1", "upload")
 
 
 @pytest.mark.parametrize(

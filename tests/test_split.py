@@ -200,7 +200,7 @@ def test_a_record_a_writer_cannot_write_leaves_no_split(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     rows = [json.dumps({"user_id": f"u{i}", "text": unique_text(i)}) for i in range(10)]
     bad.write_text("\n".join(rows) + '\n{"user_id": "x", "text": "t", "meta": ["\\ud800"]}\n')
-    with pytest.raises(BundleError, match=r"line 11: field 'meta' holds an unpaired surrogate"):
+    with pytest.raises(BundleError, match=r"line 11: a field holds an unpaired surrogate"):
         split_source(bad, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "o")
     assert not (tmp_path / "o").exists()
 
@@ -363,6 +363,78 @@ def test_split_refuses_what_gate_check_would_and_an_empty_side(
         )
 
 
+def test_a_split_overwrites_no_file_it_did_not_write(source: Path, tmp_path: Path) -> None:
+    """A review's `gate split --out dd` replaced the user's own train.jsonl and
+    canary-source.jsonl there (exit 0): a file of an output's name that no earlier split
+    wrote, or a split-manifest.json that is no manifest, is refused, and nothing changes.
+    A canary fraction that leaves no canary user is refused too (it had given none
+    without a word), and a manifest with a byte-order mark is read."""
+    out = tmp_path / "dd"
+    out.mkdir()
+    for name in ("train.jsonl", "split-manifest.json"):
+        (out / name).write_text('{"text": "mine"}\n')
+        with pytest.raises(BundleError, match=rf"--out .*dd: would overwrite {name}"):
+            split_source(source, p=0.5, seed=1, by="user_id", out_dir=out)
+        assert sorted(p.name for p in out.iterdir()) == [name], name
+        assert (out / name).read_text() == '{"text": "mine"}\n'
+        (out / name).unlink()
+    (out / "canary-source.jsonl").write_text("mine\n")
+    with pytest.raises(BundleError, match=r"would overwrite canary-source.jsonl, which no"):
+        split_source(source, p=0.5, seed=1, by="user_id", out_dir=out, canary_fraction=0.3)
+    with pytest.raises(BundleError, match=r"the split leaves no user in the canary source"):
+        split_source(source, p=0.5, seed=1, by="user_id", out_dir=out, canary_fraction=1e-4)
+    assert sorted(p.name for p in out.iterdir()) == ["canary-source.jsonl"]
+    done = split_source(source, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "fresh")
+    bom = done.manifest_path.with_name("bom.json")
+    bom.write_bytes(b"\xef\xbb\xbf" + done.manifest_path.read_bytes())
+    assert read_manifest(bom) == done.manifest
+
+
+def test_a_split_writes_each_value_as_the_source_holds_it(tmp_path: Path) -> None:
+    """A review: a JSON column of integers with a null became floating point through
+    pandas (12345678901234567 written 1.23456789012346e+16, 1 written 1.0), so the
+    generator trained on altered records. JSON Lines and Parquet keep every value."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [
+        {
+            "user_id": f"u{i}",
+            "text": unique_text(i),
+            "account": 12345678901234567 + i if i % 3 else None,
+            "score": 1 if i % 2 else 1.5,
+            "split": "ignored",
+        }
+        for i in range(60)
+    ]
+    source = write_jsonl(tmp_path / "extra.jsonl", rows)
+    split_source(source, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "j")
+    written = [
+        json.loads(line)
+        for name in ("train.jsonl", "holdout.jsonl")
+        for line in (tmp_path / "j" / name).read_text().splitlines()
+    ]
+    expected = {r["user_id"]: {k: v for k, v in r.items() if k != "split"} for r in rows}
+    assert len(written) == 60
+    for record in written:
+        assert record == expected[record["user_id"]]
+        assert type(record["score"]) is type(expected[record["user_id"]]["score"])
+    table = pa.table(
+        {
+            "user_id": [r["user_id"] for r in rows],
+            "text": [r["text"] for r in rows],
+            "account": pa.array([r["account"] for r in rows], pa.int64()),
+        }
+    )
+    pq.write_table(table, tmp_path / "extra.parquet")
+    split_source(tmp_path / "extra.parquet", p=0.5, seed=1, by="user_id", out_dir=tmp_path / "p")
+    halves = [pq.read_table(tmp_path / "p" / f"{n}.parquet") for n in ("train", "holdout")]
+    assert all(h.schema.field("account").type == pa.int64() for h in halves)
+    assert sorted(v for h in halves for v in h["account"].to_pylist() if v is not None) == sorted(
+        r["account"] for r in rows if r["account"] is not None
+    )
+
+
 def test_splitting_an_earlier_output_into_its_directory_keeps_that_file(
     source: Path, tmp_path: Path
 ) -> None:
@@ -386,15 +458,15 @@ def test_an_unusable_out_is_bad_input_and_a_failed_write_leaves_no_split(
         args = ["split", "--source", str(source), "--seed", "1", "--out", str(tmp_path / out)]
         assert main(args) == 2
         assert f"--out {tmp_path / out}: cannot write the split there" in capsys.readouterr().err
-    real, written = split_module.write_table, []
+    real, written = split_module.atomic_write, []
 
-    def full_disk(frame, path) -> None:
+    def full_disk(path, write) -> Path:
         if written:
             raise OSError(28, "No space left on device", str(path))
-        real(frame, path)
         written.append(path)
+        return real(path, write)
 
-    monkeypatch.setattr(split_module, "write_table", full_disk)
+    monkeypatch.setattr(split_module, "atomic_write", full_disk)
     out = tmp_path / "full"
     assert main(["split", "--source", str(source), "--seed", "1", "--out", str(out)]) == 3
     assert "No space left on device; no split was left there" in capsys.readouterr().err

@@ -119,7 +119,16 @@ def test_profile_properties(pairs) -> None:
     deltas = np.asarray(delta_at_epsilon(profile, epsilon=grid))
     assert ((deltas >= 0) & (deltas <= 1)).all()
     assert (np.diff(deltas) <= 1e-12).all()
-    assert deltas[-1] >= profile.delta_floor - 1e-12
+    # Theorem 5 as METHODS.md §5 writes it: the larger of the two sides' mass whose LBF
+    # exceeds ε (an infinite LBF included), computed here output by output
+    fx, fy = cx / cx.sum(), cy / cy.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lbf = np.log(fx) - np.log(fy)  # ±inf where one side is 0; nan where both are
+    lbf = np.where((fx == 0) & (fy == 0), 0.0, lbf)
+    for epsilon, delta in zip(grid, deltas, strict=True):
+        cut = epsilon + 1e-9
+        direct = max(fx[lbf > cut].sum(), fy[-lbf > cut].sum())
+        assert delta == pytest.approx(direct, abs=1e-9), epsilon
     eps = epsilon_at_delta(profile, delta=0.2) if profile.delta_floor <= 0.2 else math.inf
     if math.isfinite(eps):
         assert delta_at_epsilon(profile, epsilon=eps) <= 0.2 + 1e-12

@@ -689,6 +689,58 @@ def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
     assert again.values == detect_pii(texts[:600], processes=1, **kwargs).values  # type: ignore[arg-type]
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux's /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_workers_end_when_the_gate_is_killed_outright(tmp_path: Path) -> None:
+    """A gate process killed with SIGKILL (the out-of-memory killer) while its PII workers
+    wait or work: they end within seconds (a review found them alive, holding their
+    chunks of text and the gate's stdout, after 45 s; a CI job piping the gate through
+    tee would never have ended)."""
+    script = tmp_path / "busy.py"
+    script.write_text(
+        "import multiprocessing, sys\n"
+        "from gate.features.pii import detect_pii\n"
+        "texts = [f'Call {i:05d} at (555) 123-{i % 10000:04d}.' for i in range(3000)]\n"
+        "options = dict(engine='patterns', spacy_model='unused', entities=['PHONE_NUMBER'],\n"
+        "               score_threshold=0.35, normalize=True, processes=2)\n"
+        "if __name__ == '__main__':\n"
+        "    detect_pii(texts, **options)\n"
+        "    print(*[c.pid for c in multiprocessing.active_children()], flush=True)\n"
+        "    while True:\n"
+        "        detect_pii([t + ' ' for t in texts], **options)\n"
+    )
+    gate = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    workers: list[int] = []
+    try:
+        assert gate.stdout is not None
+        workers += [int(pid) for pid in gate.stdout.readline().split()]
+        assert workers and all(_alive(pid) for pid in workers)
+        time.sleep(1.0)
+        gate.kill()
+        gate.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)]
+        assert gate.stdout.read() == ""  # no process holds the pipe: end of file
+    finally:
+        gate.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_missing_spacy_model_is_a_clear_error() -> None:
     with pytest.raises(
         ModuleNotFoundError, match="spaCy pipeline 'no_such_model' is not installed"

@@ -22,6 +22,7 @@ class PolicyValidation:
     audits: int
     checks: int
     sha256: str
+    notes: tuple[str, ...] = ()  # what one command would still ask of it
 
 
 def policy_schema() -> dict[str, Any]:
@@ -50,10 +51,14 @@ def validate_policy(path: str | Path, *, engine: str | None = None) -> PolicyVal
     loaded = with_engine(load_policy(path), engine, None)  # an engine this installation has
     checks = policy_checks(loaded.policy)
     check_before_work(loaded)
+    notes: list[str] = []
     if loaded.policy.remediation is not None:
-        from gate.remediation.setup import remediation_setup
+        from gate.remediation.setup import missing_release_size, remediation_setup
 
-        remediation_setup(loaded, generator=None, method=None)
+        remediation_setup(loaded, generator=None, method=None, release_size=False)
+        missing = missing_release_size(loaded)  # the block may name a canary's generator only
+        if missing is not None:
+            notes.append(f"gate remediate would refuse it: {missing}")
     return PolicyValidation(
         path=loaded.path,
         name=loaded.policy.name,
@@ -61,4 +66,5 @@ def validate_policy(path: str | Path, *, engine: str | None = None) -> PolicyVal
         audits=len(loaded.policy.audits.enabled()),
         checks=len(checks),
         sha256=loaded.sha256,
+        notes=tuple(notes),
     )

@@ -6,6 +6,7 @@ and warnings about the split, unused caches and emulated bfloat16.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from gate.engines.base import uses_feature_caches
 from gate.errors import BundleError, InputError
 from gate.features.embeddings import native_bfloat16
 from gate.plugins import ENGINES
-from gate.policy.loader import LoadedPolicy
+from gate.policy.loader import LoadedPolicy, policy_location
 from gate.policy.models import (
     EngineSettings,
     MembershipPolicy,
@@ -162,6 +163,27 @@ def check_before_work(loaded: LoadedPolicy) -> None:
     """
     _check_audit_generators(loaded.policy)
     _check_pii_entities(loaded)
+    _check_local_workdir(loaded)
+
+
+def _check_local_workdir(loaded: LoadedPolicy) -> None:
+    """The local engine's ``workdir`` is a directory it can write in (a review's
+    ``/etc/hostname`` passed validation and failed the audit once a corpus outgrew
+    ``memory_mb``, after the work)."""
+    engine = loaded.policy.engine
+    if engine.name != "local" or engine.workdir is None:
+        return
+    workdir = Path(engine.workdir)
+    problem = (
+        "is not a directory"
+        if not workdir.is_dir()
+        else "is not a directory this user can write in"
+        if not os.access(workdir, os.W_OK | os.X_OK)
+        else None
+    )
+    if problem is not None:
+        at = policy_location(loaded, ("engine", "workdir"))
+        raise InputError(f"{at}: {engine.workdir} {problem}")
 
 
 def refuse_unused_canary_source(loaded: LoadedPolicy, canary_source: str | Path | None) -> None:

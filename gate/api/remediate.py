@@ -72,6 +72,7 @@ def remediate_release(
         is_remediation_output,
         overall_status,
         remove_remediation_report,
+        withdraw_kept_releases,
         write_remediation_report,
     )
     from gate.remediation.schedule import RoundPlan, plan_rounds
@@ -183,10 +184,13 @@ def remediate_release(
                 finished = tracking.finish(result, files)
                 if finished is not result:  # logging failed: the files must say error
                     result, files = finished, write_remediation_report(finished, out)
-        except BaseException:  # interrupted or failed: no summary of a run that did not end
+        except BaseException as exc:  # interrupted or failed: no summary of a run that did not end
             remove_remediation_report(out)
+            withdraw_kept_releases(out, reason=f"the run ended in an error: {type(exc).__name__}")
             if tracking is not None:
                 tracking.abandon()
             raise
+        if result.status != "pass":  # MLflow's logging failed after a round passed
+            withdraw_kept_releases(out, reason=result.first_error or "the run ended in an error")
         record_verdict(out)
     return replace(result, files=files)

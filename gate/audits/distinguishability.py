@@ -37,6 +37,7 @@ from gate.policy.models import DistinguishabilityAudit, SemanticFeatures
 from gate.redaction import feature_hash, mask, user_hash
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
+from gate.stats._validate import split_alpha
 from gate.stats.distinguishability import (
     distinguishability_epsilon,
     pick_candidates,
@@ -355,7 +356,7 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
         game = _game(bundle, config, context)
         attacks = [attack_plugin(name) for name in config.attacks]
         games = len(attacks) * len(config.transition_lambdas)
-        level = config.alpha_conf / games
+        level = split_alpha(config.alpha_conf, parts=games, split="(lambda, attack) games")
         k = config.candidates
         metrics: list[Metric] = []
         statements: dict[str, str] = {}

@@ -315,18 +315,27 @@ def reported_fprs(gated: TprAtFpr | None) -> list[float]:
     return sorted(fprs, reverse=True)
 
 
-def auc_chance(*, scores: np.ndarray, is_member: np.ndarray, thresholds: BaseModel) -> str:
+def auc_chance(
+    *,
+    scores: np.ndarray,
+    is_member: np.ndarray,
+    thresholds: BaseModel,
+    rng: np.random.Generator,
+) -> str:
     """The sentence of a subject's statement that gives the chance that a release leaking
     nothing has an AUC above the thresholds' ``max_auc`` (a point estimate, no level);
-    empty without ``max_auc``."""
+    empty without ``max_auc``. Its permutations draw from a child of ``rng``
+    (``Generator.spawn``), which leaves ``rng``'s own draws as they were."""
     max_auc = getattr(thresholds, "max_auc", None)
     if max_auc is None:
         return ""
-    chance = auc_exceedance_under_null(scores=scores, is_train=is_member, threshold=max_auc)
+    chance, method = auc_exceedance_under_null(
+        scores=scores, is_train=is_member, threshold=max_auc, rng=rng.spawn(1)[0]
+    )
     return (
         f"A release that leaks nothing has AUC > {max_auc:g} with probability {chance:.2g} "
-        "at these scores and numbers of members and non-members (Mann-Whitney null, normal "
-        "approximation). "
+        f"at these scores and numbers of members and non-members (Mann-Whitney null, "
+        f"{method}). "
     )
 
 
@@ -605,7 +614,9 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 "seconds": round(time.perf_counter() - started, 3),
             }
             auc = f"AUC {roc.auc:.4g} (one-sided p = {roc.p_value:.3g}, {roc.p_value_method}). "
-            auc += auc_chance(scores=scores, is_member=labels, thresholds=config.thresholds)
+            auc += auc_chance(
+                scores=scores, is_member=labels, thresholds=config.thresholds, rng=context.rng
+            )
             statements[name] = (
                 f"{auc}Each with probability >= {1 - context.alpha:g} over the random "
                 f"assignment of users (both together >= {1 - 2 * context.alpha:g}): the "

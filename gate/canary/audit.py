@@ -140,13 +140,21 @@ def insertion_map_sha256(canaries: tuple[str, ...], members: np.ndarray) -> str:
 
 
 def _fit_summary(fit: FitReport) -> dict[str, Any]:
+    """A training's record. A private training's loss is an exact statistic of the train
+    users its ε does not cover: not recorded (as for a remediation round). Its privacy
+    unit is an example: a train user, or one of the ``n_rep`` copies of a canary."""
+    private = fit.privacy is not None
     return {
         "epochs": fit.epochs,
         "steps": fit.steps,
         "examples": fit.examples,
         "seconds": round(fit.seconds, 2),
-        "final_loss": fit.losses[-1] if fit.losses else None,
-        "privacy": None if fit.privacy is None else fit.privacy.as_dict(),
+        "final_loss": fit.losses[-1] if fit.losses and not private else None,
+        "privacy": (
+            None
+            if fit.privacy is None
+            else {**fit.privacy.as_dict(), "unit": "example (a train user or a canary copy)"}
+        ),
     }
 
 
@@ -382,7 +390,9 @@ class CanaryAuditRunner(Audit[CanaryAudit]):
                 "auc_p_value_method": roc.p_value_method,
             }
             auc = f"AUC {roc.auc:.4g} (one-sided p = {roc.p_value:.3g}). "
-            auc += auc_chance(scores=scores, is_member=members, thresholds=config.thresholds)
+            auc += auc_chance(
+                scores=scores, is_member=members, thresholds=config.thresholds, rng=context.rng
+            )
             statements[name] = (
                 f"{auc}With probability >= {1 - context.alpha:g} over the random inclusion of "
                 f"the canaries, the training pipeline is not (epsilon, {config.delta:g})-DP "

@@ -256,13 +256,15 @@ def load_source(
                 f"{source}: no 'split' column; a single source file needs one with values "
                 "'train' or 'holdout' (or use `gate split` to make one)"
             )
-        split = table.frame["split"].astype(str).str.strip().str.lower()
-        bad = ~split.isin(["train", "holdout"])
+        # as written, as a training pipeline's filter on it reads it: " Train" is no value
+        bad = ~table.frame["split"].isin(["train", "holdout"]).to_numpy(dtype=bool)
         if bad.any():
-            line = first_line(table.frame, bad)
+            line = first_line(table.frame, pd.Series(bad, index=table.frame.index))
             raise BundleError(  # the value is not quoted: it may be text shifted there
-                f"{source}: line {line}: 'split' must be 'train' or 'holdout'; found another value"
+                f"{source}: line {line}: 'split' must be 'train' or 'holdout', as written (in "
+                "lower case, without spaces); found another value"
             )
+        split = table.frame["split"].astype(str)
         frame = _source_frame(table, split, id_prefix="")
     else:
         if (train is None) != (holdout is None):

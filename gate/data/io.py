@@ -105,7 +105,13 @@ def _reject_surrogates(path: str | Path, number: int, row: dict) -> None:
     for key, value in row.items():
         in_key = _SURROGATE.search(key) is not None
         if in_key or _holds_surrogate(value):
-            field = "a key" if in_key else f"field {key!r}"
+            field = (
+                "a key"
+                if in_key
+                else f"field {key!r}"
+                if key.casefold() in _KNOWN_COLUMNS
+                else "a field"
+            )
             raise BundleError(
                 f"{path}: line {number}: {field} holds an unpaired surrogate escape "
                 "(\\ud800-\\udfff), which is not Unicode text"
@@ -345,10 +351,65 @@ def _read_parquet(path: str | Path, raw: bytes) -> pd.DataFrame:
         table = pq.read_table(pa.BufferReader(raw))
     except (pa.ArrowInvalid, OSError) as exc:
         raise BundleError(f"{path}: not a readable Parquet file: {exc}") from None
+    _refuse_invalid_columns(path, table)
     frame = table.to_pandas()
     _refuse_reserved_columns(path, frame)
     frame["__line__"] = range(1, len(frame) + 1)
     return frame
+
+
+def _refuse_invalid_columns(path: str | Path, table: pa.Table) -> None:
+    """Every column of a Parquet file's table passes Arrow's full validation, which checks
+    that its strings (nested ones too) are UTF-8: a writer can store any bytes as a
+    string, and converting them failed later with an error that quoted the value. The
+    error names the column (a bundle column by name, another as "a column"), the data
+    row of a string column and the offending bytes in hex, never the text around them."""
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        shown = repr(name) if name.casefold() in _KNOWN_COLUMNS else "a column"
+        row = 0
+        for chunk in column.chunks:
+            try:
+                chunk.validate(full=True)
+            except pa.ArrowInvalid as exc:
+                if "UTF8" not in str(exc):
+                    raise BundleError(f"{path}: {shown} is not valid Arrow data: {exc}") from None
+                raise _not_utf8(path, shown, chunk, row) from None
+            row += len(chunk)
+
+
+def _not_utf8(path: str | Path, shown: str, chunk: pa.Array, row: int) -> BundleError:
+    """The error for a chunk of a column that holds bytes that are not UTF-8: for a
+    string column its first such value is found by halving (Arrow validates a slice
+    alone) and its bytes decoded to find the offset."""
+    kinds = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary()}
+    if chunk.type not in kinds:
+        return BundleError(
+            f"{path}: {shown} holds bytes that are not UTF-8 (in a {chunk.type} value); "
+            "write its strings as UTF-8"
+        )
+
+    def valid(start: int, stop: int) -> bool:
+        try:
+            chunk.slice(start, stop - start).validate(full=True)
+        except pa.ArrowInvalid:
+            return False
+        return True
+
+    low, high = 0, len(chunk)  # the first bad value is in [low, high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if valid(low, middle) else (low, middle)
+    value: bytes = chunk.view(kinds[chunk.type])[low].as_py()
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"at byte {exc.start} of its value (0x{value[exc.start : exc.end].hex()})"
+    else:  # the value alone decodes: Arrow found what Python does not
+        where = "in its value"
+    return BundleError(
+        f"{path}: data row {row + low + 1}: {shown} holds bytes that are not UTF-8 {where}; "
+        "write its strings as UTF-8"
+    )
 
 
 # columns of a bundle: a CSV header with these names (in any case) is safe to quote

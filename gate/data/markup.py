@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -59,6 +60,13 @@ SHOWN_ATTRIBUTES = (
     ("option", "label"),
     ("optgroup", "label"),
 )
+# Elements whose white space a browser shows as written (it collapses the rest)
+PREFORMATTED_ELEMENTS = ("pre", "textarea", "listing", "plaintext", "xmp")
+# What a browser shows as a space outside those: line breaks, tabs (and form feeds, not
+# drawn) would end every isolate and override (UAX #9 X8) or reset the level (L1)
+_COLLAPSED = str.maketrans("\n\r\t\f", "    ")
+# Elements whose text HTML's automatic direction (dir=auto) does not look at
+_AUTO_SKIPPED = ("bdi", "script", "style", "textarea")
 # Microsoft Office's namespaces in HTML it writes (Outlook's e-mails: <o:p>, <v:shape>).
 OFFICE_PREFIXES = ("o", "v", "w", "m", "x", "st1")
 MAX_DEPTH = 8  # documents within documents read as HTML; deeper ones are kept as written
@@ -156,6 +164,8 @@ def _read(html: str, *, depth: int) -> str:
         if not _inside(node, matched):
             node.decompose()
     directed = {node.mem_id: node for node in tree.css("[dir], bdo, bdi") if _directs(node)}
+    if directed:
+        _collapse_white_space(tree, directed)
     for node in tree.css(",".join(BLOCK_ELEMENTS)):
         before, after = _line_breaks(node, directed)
         node.insert_before(before)
@@ -166,6 +176,8 @@ def _read(html: str, *, depth: int) -> str:
     for node in tree.css(",".join(CELL_ELEMENTS)):
         node.insert_after("\t")
     _mark_directions(tree, directed)
+    if directed:
+        _mirror_right_to_left_rows(tree)
     pieces = [tree.root.text(deep=True, separator="", strip=False)]
     pieces += [piece for piece in unshown if piece.strip()]
     text = "\n".join(pieces)
@@ -191,6 +203,8 @@ def _controls(node: Any, *, override: bool = True) -> tuple[str, str]:
     direction, with its ``dir``, else with its nearest ancestor's (left to right without
     one). A block inside inherits the direction, not the override (``override=False``)."""
     direction = _direction(node)
+    if node.tag == "bdo" and direction == "auto":
+        direction = _first_strong_direction(node)
     opening, closing = {"ltr": LRI, "rtl": RLI}.get(direction, FSI), PDI
     if node.tag == "bdo" and override:
         if direction not in ("ltr", "rtl"):
@@ -198,6 +212,66 @@ def _controls(node: Any, *, override: bool = True) -> tuple[str, str]:
             direction = next((d for d in inherited if d in ("ltr", "rtl")), "ltr")
         opening, closing = opening + (RLO if direction == "rtl" else LRO), PDF + closing
     return opening, closing
+
+
+def _first_strong_direction(node: Any) -> str:
+    """The direction HTML's ``dir=auto`` gives ``node``: that of the first character of a
+    strong direction in its text, left out the text of ``bdi``, ``script``, ``style``,
+    ``textarea`` and elements with a ``dir`` of their own; left to right without one."""
+    skipped = _text_nodes(node, skip=lambda e: e.tag in _AUTO_SKIPPED or _direction(e) != "")
+    for text_node in skipped:
+        for character in text_node.text_content or "":
+            kind = unicodedata.bidirectional(character)
+            if kind in ("L", "R", "AL"):
+                return "ltr" if kind == "L" else "rtl"
+    return "ltr"
+
+
+def _collapse_white_space(tree: Any, directed: dict[int, Any]) -> None:
+    """Line breaks and tabs in the text of directed elements read as the spaces a browser
+    shows in their place, except in preformatted elements (:data:`PREFORMATTED_ELEMENTS`):
+    read as written, a line break in the source would end the element's override (UAX
+    #9 X8: ``<bdo dir=rtl>`` around a reversed text broken over two lines) and a tab
+    would split it (L1), where the browser's display reads as one line. One walk of the
+    document, its text nodes replaced after it."""
+    root = tree.root
+    pending = [
+        (root.iter(include_text=True), root.mem_id in directed, root.tag in PREFORMATTED_ELEMENTS)
+    ]
+    collapsed: list[tuple[Any, str]] = []
+    while pending:
+        children, inside, preformatted = pending[-1]
+        child = next(children, None)
+        if child is None:
+            pending.pop()
+        elif child.is_text_node:
+            text = child.text_content or ""
+            if inside and not preformatted and text != text.translate(_COLLAPSED):
+                collapsed.append((child, text.translate(_COLLAPSED)))
+        elif child.is_element_node:
+            pending.append(
+                (
+                    child.iter(include_text=True),
+                    inside or child.mem_id in directed,
+                    preformatted or child.tag in PREFORMATTED_ELEMENTS,
+                )
+            )
+    for child, text in collapsed:
+        child.replace_with(text)
+
+
+def _text_nodes(node: Any, *, skip: Callable[[Any], bool]) -> Iterator[Any]:
+    """The text nodes below ``node`` in the document's order, but none inside an element
+    ``skip`` is true of."""
+    pending = [node.iter(include_text=True)]
+    while pending:
+        child = next(pending[-1], None)
+        if child is None:
+            pending.pop()
+        elif child.is_text_node:
+            yield child
+        elif child.is_element_node and not skip(child):
+            pending.append(child.iter(include_text=True))
 
 
 def _line_breaks(block: Any, directed: dict[int, Any]) -> tuple[str, str]:
@@ -233,6 +307,43 @@ def _mark_directions(tree: Any, directed: dict[int, Any]) -> None:
         if target is not None:
             target.insert_before(opening)
             target.insert_after(closing)
+
+
+def _mirror_right_to_left_rows(tree: Any) -> None:
+    """Each row of a right-to-left table followed by a line of its cells in the order a
+    browser draws them, right to left (a copy written cell by cell from its end, in a
+    ``<table dir=rtl>``, is displayed, and read, as the copy). The row stays as written
+    too: a right-to-left reader's order. A table within a cell has rows of its own: the
+    line leaves it out."""
+    directions: dict[int, str] = {}
+    for row in tree.css("tr"):
+        table = next((a for a in _ancestors(row) if a.tag == "table"), None)
+        if table is None:
+            continue
+        if table.mem_id not in directions:
+            directions[table.mem_id] = _table_direction(table)
+        cells = [c for c in row.iter(include_text=False) if c.tag in CELL_ELEMENTS]
+        if directions[table.mem_id] == "rtl" and len(cells) > 1:
+            drawn = (_text_outside_tables(cell) for cell in cells[::-1])
+            row.insert_after("\n" + "\t".join(drawn))
+
+
+def _text_outside_tables(cell: Any) -> str:
+    """A table cell's text, without that of the tables within it."""
+    inner = _text_nodes(cell, skip=lambda element: element.tag == "table")
+    return "".join(node.text_content or "" for node in inner)
+
+
+def _table_direction(table: Any) -> str:
+    """The direction a table lays its columns out in: its own ``dir``, else its nearest
+    ancestor's (``auto``: of its first strong character), else left to right."""
+    for node in (table, *_ancestors(table)):
+        direction = _direction(node)
+        if direction == "auto":
+            return _first_strong_direction(node)
+        if direction:
+            return direction
+    return "ltr"
 
 
 def _inside(node: Any, ids: set[int]) -> bool:

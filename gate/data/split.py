@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -10,10 +11,12 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate._version import __version__
-from gate.atomic import atomic_write_text
+from gate.atomic import atomic_write, atomic_write_text
 from gate.data.io import (
     JSON_OBJECTS,
     DuplicateKeyError,
@@ -132,12 +135,15 @@ def split_source(
         canary = assign_members(
             units, p=canary_fraction, rng=np.random.default_rng([seed, CANARY_STREAM])
         )
-    for side, members in (("train", flags & ~canary), ("holdout", ~flags & ~canary)):
+    sides = [("train", flags & ~canary), ("holdout", ~flags & ~canary)]
+    if canary_fraction > 0:  # asked for, a canary source must not be missing without a word
+        sides.append(("the canary source", canary))
+    for side, members in sides:
         if not members.any():
             raise BundleError(
                 f"{source}: the split leaves no user in {side} ({np.unique(units).size} users, "
                 f"p = {p:g}, canary fraction {canary_fraction:g}, seed {seed}); audit more "
-                "users or choose p and the canary fraction so that both sides get some"
+                "users or choose p and the canary fraction so that each part gets some"
             )
     names = ("train", "holdout", "canary-source") if canary.any() else ("train", "holdout")
     out = Path(out_dir)
@@ -146,6 +152,14 @@ def split_source(
     if any(path.resolve() == Path(source).resolve() for path in outputs):
         raise BundleError(
             f"--out {out_dir}: would overwrite the source {source}; choose another directory"
+        )
+    earlier_split = _earlier_outputs(out / MANIFEST_NAME)
+    ours = earlier_split | {MANIFEST_NAME} if (out / MANIFEST_NAME).is_file() else set()
+    theirs = [p.name for p in outputs if (p.exists() or p.is_symlink()) and p.name not in ours]
+    if theirs:
+        raise BundleError(
+            f"--out {out_dir}: would overwrite {', '.join(theirs)}, which no earlier gate "
+            "split wrote there; choose another directory or move them"
         )
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -157,7 +171,7 @@ def split_source(
         ) from None
     earlier = {
         name
-        for name in _earlier_outputs(out / MANIFEST_NAME) - {path.name for path in outputs}
+        for name in earlier_split - {path.name for path in outputs}
         if (out / name).resolve() != Path(source).resolve()  # a file split again
     }
     body = frame.drop(columns=["split"], errors="ignore")
@@ -168,7 +182,7 @@ def split_source(
         for name in names:
             mask = masks[name]
             path = out / f"{name}{suffix}"
-            write_table(body[mask], path)
+            _write_side(Path(source), table.format, body, mask, path, sha256=table.sha256)
             entries[name] = FileEntry(
                 path=path.name,
                 sha256=sha256_file(path),
@@ -206,15 +220,58 @@ def split_source(
     return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
 
 
+def _write_side(
+    source: Path, fmt: str, body: pd.DataFrame, mask: np.ndarray, path: Path, *, sha256: str
+) -> None:
+    """The records of one side of the split, without the source's ``split`` column, each
+    value as the source holds it: a JSON Lines record is decoded and written again (Python
+    reads integers of any size exactly), a Parquet file is filtered as Arrow (its types
+    kept). Through pandas, a column of integers with a null became floating point, and
+    12345678901234567 was written 1.23456789012346e+16 (a review). CSV fields are
+    strings, written as read."""
+    if fmt == "jsonl":
+        wanted = set(body.loc[mask, "__line__"].tolist())
+
+        def write_jsonl(tmp: Path) -> None:
+            digest = hashlib.sha256()
+            with source.open("rb") as lines, tmp.open("w", encoding="utf-8") as out:
+                for number, raw in enumerate(lines, start=1):  # as read_table numbers them
+                    digest.update(raw)
+                    if number in wanted:
+                        record = JSON_OBJECTS.decode(raw.decode("utf-8").lstrip("\ufeff"))
+                        record.pop("split", None)
+                        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if digest.hexdigest() != sha256:
+                raise BundleError(f"{source}: the file changed while it was split; split again")
+
+        atomic_write(path, write_jsonl)
+    elif fmt == "parquet":
+        table = pq.read_table(source)
+        kept = table.filter(pa.array(mask)).drop_columns(
+            [name for name in table.column_names if name == "split"]
+        )
+        atomic_write(path, lambda tmp: pq.write_table(kept, tmp))
+    else:
+        write_table(body[mask], path)
+
+
 def _earlier_outputs(manifest_path: Path) -> set[str]:
     """The files an earlier ``gate split`` wrote next to ``manifest_path`` (names in the
-    directory; none if there is no readable manifest)."""
+    directory; none if there is no readable manifest).
+
+    Raises:
+        BundleError: a file of that name that is not a readable manifest (a split would
+            overwrite it).
+    """
     if not manifest_path.is_file():
         return set()
     try:
         earlier = read_manifest(manifest_path)
-    except BundleError:
-        return set()
+    except BundleError as exc:
+        raise BundleError(
+            f"--out {manifest_path.parent}: would overwrite {manifest_path.name}, which is "
+            f"not a gate split manifest ({exc}); choose another directory or move it"
+        ) from None
     entries = (earlier.train, earlier.holdout, earlier.canary_source)
     return {e.path for e in entries if e is not None and Path(e.path).name == e.path}
 
@@ -223,7 +280,7 @@ def read_manifest(path: str | Path) -> SplitManifest:
     p = Path(path)
     require_regular_file(p, "split manifest")
     try:
-        data = JSON_OBJECTS.decode(p.read_text(encoding="utf-8"))
+        data = JSON_OBJECTS.decode(p.read_text(encoding="utf-8-sig"))  # a BOM is no error
     except OSError as exc:
         raise BundleError(f"{p}: cannot read: {exc.strerror}") from None
     except DuplicateKeyError as exc:
@@ -238,4 +295,6 @@ def read_manifest(path: str | Path) -> SplitManifest:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(top level)"
-        raise BundleError(f"{p}: {where}: {first['msg']}") from None
+        found = first.get("input")
+        shown = f"; found {found!r}" if isinstance(found, int | float | bool) else ""
+        raise BundleError(f"{p}: {where}: {first['msg']}{shown}") from None

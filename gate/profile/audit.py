@@ -45,6 +45,7 @@ from gate.profile.ngram_lbf import (
     synthetic_lbf,
 )
 from gate.results import AuditResult, Curve
+from gate.stats._validate import split_alpha
 from gate.stats.one_run import (
     one_run_delta,
     one_run_delta_ceiling,
@@ -196,7 +197,7 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
             raise AuditError(
                 f"the profile audit's delta bound needs membership.p = 0.5; found {context.p}"
             )
-        level = context.alpha / max(1, attacks)
+        level = split_alpha(context.alpha, parts=attacks, split="attacks")
         declared = self.declared_metrics(config)
         labels = bundle.user_is_train
         metrics: list[Metric] = []

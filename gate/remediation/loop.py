@@ -431,6 +431,8 @@ class RemediationRun:
         t0 = time.perf_counter()
         generator, fit, privacy, rip = self._train(plan, gen_seed)
         seconds["train"] = time.perf_counter() - t0
+        if plan.method == "rip":  # round 0's model, noised: it samples with round 0's seed
+            seed_info["sampling_seed"] = self._rip_seed
         rip_planned = any(p.method == "rip" for p in self.plans)
         if plan.method == "none" and rip_planned:
             # RIP releases this model plus noise: its losses are not released either

@@ -95,7 +95,10 @@ PRIVACY_SCOPE = (
     "training of that round's generator and the release sampled from it, taken alone. The "
     "run as a whole is not differentially private: round 0 trained without DP, every "
     "round's release was gated on the raw train and holdout records, and whether a round is "
-    "released, and which, depends on those records."
+    "released, and which, depends on those records. The number of train users is taken as "
+    "public: a DP-SGD round's sample rate, steps and default delta (1/users) are computed "
+    "from it. At a delta of 1/users a mechanism that publishes one user's records outright "
+    "has the same (0, delta): set remediation.dpsgd.delta well below it for a stronger claim."
 )
 
 
@@ -257,6 +260,24 @@ n_rep times, not a user.</p>
 {image}
 </body></html>
 """
+
+
+def withdraw_kept_releases(out: Path, *, reason: str) -> None:
+    """Delete the release a passing round kept in ``out`` and record in its
+    ``round.json`` that it was withdrawn (``kept: false``, ``withdrawn: reason``): the run
+    ended in an error after that round passed, so it approves nothing, and a step that
+    publishes ``round-*/release.jsonl`` must find none. A generator trained with DP,
+    which may be kept, stays."""
+    for round_file in sorted(out.glob(f"round-*/{ROUND_FILE}")):
+        record = json.loads(round_file.read_text(encoding="utf-8"))
+        release = record.get("release") or {}
+        if not release.get("kept"):
+            continue
+        (round_file.parent / RELEASE_NAME).unlink(missing_ok=True)
+        record["release"] = {**release, "kept": False, "path": None, "withdrawn": reason}
+        atomic_write_text(
+            round_file, json.dumps(record, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        )
 
 
 def remove_remediation_report(out: Path) -> None:

@@ -4,6 +4,7 @@ class and its validated configuration, and the MLflow parent run."""
 
 from __future__ import annotations
 
+import math
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -185,10 +186,36 @@ class RemediationTracking:
             self.log.end(self.run_id, status="KILLED", tags={"gate.status": "error"})
 
 
+def missing_release_size(loaded: LoadedPolicy) -> str | None:
+    """Why ``gate remediate`` cannot run the policy without ``remediation.sample_size``
+    (naming the YAML path), or None when it is set."""
+    remediation = loaded.policy.remediation or Remediation()
+    if remediation.sample_size is not None:
+        return None
+    at = policy_location(loaded, ("remediation", "sample_size"))
+    return (
+        f"{at}: gate remediate needs a number of records per release, "
+        "chosen without looking at the data (null, as many as train has, would make a "
+        "private round's release size the exact count of train records, which its ε or "
+        "η does not cover)"
+    )
+
+
 def remediation_setup(
-    loaded: LoadedPolicy, *, generator: str | None, method: str | None
+    loaded: LoadedPolicy,
+    *,
+    generator: str | None,
+    method: str | None,
+    release_size: bool = True,
 ) -> RemediationSetup:
     """The effective settings, checked before anything trains.
+
+    Args:
+        loaded: the policy.
+        generator, method: ``--generator`` and ``--method``, where given.
+        release_size: require ``sample_size`` (:func:`missing_release_size`), as ``gate
+            remediate`` does; ``gate policy validate`` notes its absence instead, since a
+            ``remediation`` block may only name the generator a canary audit trains.
 
     Raises:
         InputError: an unknown method or generator, a generator configuration its model
@@ -219,20 +246,22 @@ def remediation_setup(
         raise InputError(
             f"{at}: {describe_setting_error(first, generator_cls.config_model)}"
         ) from None
-    if remediation.sample_size is None:
-        at = policy_location(loaded, ("remediation", "sample_size"))
-        raise InputError(
-            f"{at}: gate remediate needs a number of records per release, "
-            "chosen without looking at the data (null, as many as train has, would make a "
-            "private round's release size the exact count of train records, which its ε or "
-            "η does not cover)"
-        )
+    missing = missing_release_size(loaded) if release_size else None
+    if missing is not None:
+        raise InputError(missing)
     _refuse_unremediable_checks(loaded)
     canary = loaded.policy.audits.canary
     if chosen == "rip" and canary is not None and canary.enabled:
         raise InputError(
             f"{loaded.path}: audits.canary: the canary audit retrains the generator and "
             "cannot reproduce RIP noise; use method dpsgd or disable the canary audit"
+        )
+    p = loaded.policy.membership.p
+    if chosen == "rip" and not math.isclose(p, 0.5):
+        at = policy_location(loaded, ("membership", "p"))
+        raise InputError(
+            f"{at}: the rip method's eta-RIP is defined over random halves of the users "
+            f"(Theorem 7's sigma too); found p = {p:g}: split with p = 0.5 or use dpsgd"
         )
     if chosen == "rip" and not generator_cls.supports_parameter_noise():
         raise InputError(

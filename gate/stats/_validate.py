@@ -68,6 +68,20 @@ def check_alpha(alpha: float) -> float:
     return value
 
 
+def split_alpha(alpha: float, *, parts: int, split: str) -> float:
+    """``alpha / parts``, the level of each of ``parts`` statements that share ``alpha``
+    (Bonferroni), checked as a level: the error names the split (``split``: what the
+    parts are) and the smallest ``alpha`` it allows, not only a level never passed."""
+    check_alpha(alpha)
+    level = alpha / max(1, parts)
+    if level < MIN_ALPHA:
+        raise StatsError(
+            f"alpha / {parts} {split} = {level:g} is below the smallest level, "
+            f"{MIN_ALPHA:g}; found alpha = {alpha!r}, needs >= {MIN_ALPHA * parts:g}"
+        )
+    return level
+
+
 def check_weights(weights: Any, multiplicities: Any) -> tuple[np.ndarray, np.ndarray]:
     """Distinct positive integer weights and their multiplicities (>= 1), 1-d, one length."""
     w = check_integers("weights", weights)

@@ -219,7 +219,8 @@ def exact_rate_lower_bound(
     lo = min(max(start, 0.0), 1.0)
     hi = 1.0
     # The saddlepoint root at a level a hair below alpha is, in practice, a rejected rate
-    # within ~1e-4 (relative, in level) of the exact bound: one exact evaluation verifies it.
+    # within ~1e-4 (relative, in level) of the exact bound: one exact evaluation verifies
+    # it, and keeps it if its tail is within 1e-3 of alpha (_ACCEPTED_LOG_EXCESS).
     predicted = saddlepoint_rate(
         weights=weights,
         multiplicities=mult,

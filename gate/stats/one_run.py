@@ -26,6 +26,7 @@ from gate.stats._validate import (
     check_count,
     check_probability,
     check_scores,
+    split_alpha,
 )
 
 DEFAULT_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
@@ -236,7 +237,7 @@ def one_run_epsilon_from_scores(
         return bounds[i], outcomes[i]
 
     if selection == "bonferroni":
-        level = alpha / max(1, len(_grid(s.size, fractions)))
+        level = split_alpha(alpha, parts=len(_grid(s.size, fractions)), split="grid points")
         eps, o = best(np.arange(s.size), level)
         return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, s.size, selection, alpha)
 
