@@ -1502,6 +1502,15 @@ def test_a_run_refused_for_a_users_file_in_out_withdraws_the_earlier_verdict(
     assert main([*check_args(passing, out), "--no-mlflow"]) == 2  # nothing left to remove
     assert "the earlier verdict there was removed" not in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "mine"
+    # a --data-docs refused for a user's file: --out's earlier PASS goes first (a review)
+    other = tmp_path / "other"
+    assert main([*check_args(passing, other), "--no-mlflow"]) == 0
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.txt").write_text("mine")
+    argv = [*check_args(passing, other), "--no-mlflow", "--data-docs", str(docs)]
+    assert main(argv) == 2
+    assert "--data-docs" in capsys.readouterr().err and not other.exists()
 
 
 def test_data_docs_directory_is_checked_like_out(
@@ -1530,7 +1539,8 @@ def test_data_docs_directory_is_checked_like_out(
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and f"--data-docs {docs}: " in err, what
         assert message in err, what
-        assert read_report(out)["status"] == "fail", what  # refused before anything changed
+        # --out is cleared first, as for any refused input: its earlier verdict goes
+        assert not out.exists(), what
     assert (mine / "notes.txt").read_text() == "mine" and a_file.read_text() == "<p>mine</p>"
     assert (fake / "index.html").read_text() == "<p>my own index</p>"
     site = tmp_path / "site"
@@ -1656,17 +1666,19 @@ def test_one_out_directory_serves_one_run_at_a_time(
     import fcntl
 
     out = tmp_path / "out"
-    with open(tmp_path / ".out.lock", "a") as handle:
+    (tmp_path / ".out.lock").write_text("a user's file")  # not the gate's lock: kept
+    with open(tmp_path / ".out.gate-lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # as a running gate would hold it
         assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 2
     assert "another gate run is writing there" in capsys.readouterr().err
     assert main([*check_args(bundle_files, out), "--no-mlflow"]) == 1
     # the run removes its lock file at its end (a review found one left by every run,
     # a refused one too, beside --out)
-    assert not (tmp_path / ".out.lock").exists()
+    assert not (tmp_path / ".out.gate-lock").exists()
     missing = {**bundle_files, "synthetic": tmp_path / "missing.jsonl"}
     assert main([*check_args(missing, tmp_path / "x"), "--no-mlflow"]) == 2
-    assert not list(tmp_path.glob(".*.lock"))
+    assert not list(tmp_path.glob(".*.gate-lock"))
+    assert (tmp_path / ".out.lock").read_text() == "a user's file"
 
 
 def test_a_timed_out_mlflow_run_never_gets_a_verdict(

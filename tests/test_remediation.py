@@ -121,6 +121,9 @@ def test_out_of_an_earlier_run_is_replaced_and_a_foreign_directory_refused(
     assert "the earlier verdict there was removed" in err
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "round-0", "round-1"]
     assert (out / "notes.txt").read_text() == "mine"
+    record = json.loads((out / "round-1" / "round.json").read_text())
+    assert record["release"]["kept"] is False and "refused" in record["release"]["withdrawn"]
+    assert not (out / "round-1" / "release.jsonl").exists()
     (out / "notes.txt").unlink()
     bad = write_policy(tmp_path / "bad.yaml", "version: 1\nname: bad\nalpha: x\n")
     assert remediate(bad, corpus, out, "--no-mlflow") == 2  # a review: the PASS had stayed

@@ -385,6 +385,13 @@ def test_a_split_overwrites_no_file_it_did_not_write(source: Path, tmp_path: Pat
         split_source(source, p=0.5, seed=1, by="user_id", out_dir=out, canary_fraction=1e-4)
     assert sorted(p.name for p in out.iterdir()) == ["canary-source.jsonl"]
     done = split_source(source, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "fresh")
+    # a file of the earlier split that the user has since replaced is the user's (a review)
+    mine = done.manifest_path.with_name("train.jsonl")
+    mine.write_text('{"user_id": "mine", "text": "my own records"}\n')
+    with pytest.raises(BundleError, match=r"would overwrite train.jsonl, which no earlier"):
+        split_source(source, p=0.5, seed=2, by="user_id", out_dir=tmp_path / "fresh")
+    assert "my own records" in mine.read_text()
+    done = split_source(source, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "fresh2")
     bom = done.manifest_path.with_name("bom.json")
     bom.write_bytes(b"\xef\xbb\xbf" + done.manifest_path.read_bytes())
     assert read_manifest(bom) == done.manifest
@@ -419,6 +426,23 @@ def test_a_split_writes_each_value_as_the_source_holds_it(tmp_path: Path) -> Non
     for record in written:
         assert record == expected[record["user_id"]]
         assert type(record["score"]) is type(expected[record["user_id"]]["score"])
+    # a record without a split member is written as it stands (every number's text); a
+    # number JSON cannot write back is refused (a review: 1e400 came out as Infinity)
+    exact = tmp_path / "exact.jsonl"
+    exact.write_text(
+        "".join(
+            f'{{"user_id": "u{i}", "text": "{unique_text(i)}", "score": 0.10000000000000000555}}\n'
+            for i in range(40)
+        )
+    )
+    split_source(exact, p=0.5, seed=1, by="user_id", out_dir=tmp_path / "e")
+    lines = (tmp_path / "e" / "train.jsonl").read_text().splitlines()
+    assert lines and all(line.endswith('"score": 0.10000000000000000555}') for line in lines)
+    huge = write_jsonl(tmp_path / "huge.jsonl", [*rows[:3]])
+    huge.write_text(huge.read_text().replace('"score": 1.5', '"score": 1e400'))
+    with pytest.raises(BundleError, match=r"huge.jsonl: line \d: a number beyond JSON's range"):
+        split_source(huge, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "h")
+    assert not (tmp_path / "h").exists() or not list((tmp_path / "h").iterdir())
     table = pa.table(
         {
             "user_id": [r["user_id"] for r in rows],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -390,8 +390,11 @@ def _check_files(
 
     progress = progress or NullProgress()
     require_mlflow_timeout(mlflow_timeout)
-    with out_dir_lock(Path(out_dir)) as out, _data_docs_site(data_docs, out) as site:
+    with ExitStack() as held:
+        out = held.enter_context(out_dir_lock(Path(out_dir)))
         prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
+        # --data-docs is checked after: refused, it had left --out's earlier PASS (a review)
+        site = held.enter_context(_data_docs_site(data_docs, out))
         loaded = with_engine(load_policy(policy), engine, spark_master)
         if only is not None:
             loaded = only_audit(loaded, only)

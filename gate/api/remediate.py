@@ -88,7 +88,12 @@ def remediate_release(
     with (
         tempfile.TemporaryDirectory(prefix="gate-feature-caches-") as feature_caches,
         out_dir_lock(
-            Path(out_dir), is_own=is_remediation_output, is_output=is_remediation_dir
+            Path(out_dir),
+            is_own=is_remediation_output,
+            is_output=is_remediation_dir,
+            on_withdraw=lambda earlier: withdraw_kept_releases(
+                earlier, reason="a later run into this --out was refused, its verdict removed"
+            ),
         ) as out,
     ):
         prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run

@@ -166,8 +166,10 @@ def _read(html: str, *, depth: int) -> str:
     directed = {node.mem_id: node for node in tree.css("[dir], bdo, bdi") if _directs(node)}
     if directed:
         _collapse_white_space(tree, directed)
+    # each directed element's controls, once (dir=auto reads its text: per block, quadratic)
+    controls = {key: (_controls(n), _controls(n, override=False)) for key, n in directed.items()}
     for node in tree.css(",".join(BLOCK_ELEMENTS)):
-        before, after = _line_breaks(node, directed)
+        before, after = _line_breaks(node, controls)
         node.insert_before(before)
         node.insert_after(after)
     for node in tree.css(",".join(SPACED_ELEMENTS)):
@@ -175,7 +177,7 @@ def _read(html: str, *, depth: int) -> str:
         node.insert_after(" ")
     for node in tree.css(",".join(CELL_ELEMENTS)):
         node.insert_after("\t")
-    _mark_directions(tree, directed)
+    _mark_directions(tree, directed, controls)
     if directed:
         _mirror_right_to_left_rows(tree)
     pieces = [tree.root.text(deep=True, separator="", strip=False)]
@@ -274,19 +276,21 @@ def _text_nodes(node: Any, *, skip: Callable[[Any], bool]) -> Iterator[Any]:
             pending.append(child.iter(include_text=True))
 
 
-def _line_breaks(block: Any, directed: dict[int, Any]) -> tuple[str, str]:
+def _line_breaks(
+    block: Any, controls: dict[int, tuple[tuple[str, str], tuple[str, str]]]
+) -> tuple[str, str]:
     """The line breaks around a block element, with its directed ancestors' layouts
     closed before each and opened again after it (a line break ends every isolate and
     override, UAX #9 X8, where HTML's blocks go on in their ancestors' direction): inside
     the block their isolates only, after it their overrides too. Up to 125 ancestors, the
     deepest level UAX #9 keeps."""
-    if not directed:
+    if not controls:
         return "\n", "\n"
-    chain = [node for node in _ancestors(block) if node.mem_id in directed][::-1][:125]
+    chain = [node for node in _ancestors(block) if node.mem_id in controls][::-1][:125]
     if not chain:
         return "\n", "\n"
-    full = [_controls(node) for node in chain]
-    isolates = [_controls(node, override=False) for node in chain]
+    full = [controls[node.mem_id][0] for node in chain]
+    isolates = [controls[node.mem_id][1] for node in chain]
     return (
         "".join(closing for _, closing in reversed(full))
         + "\n"
@@ -297,12 +301,16 @@ def _line_breaks(block: Any, directed: dict[int, Any]) -> tuple[str, str]:
     )
 
 
-def _mark_directions(tree: Any, directed: dict[int, Any]) -> None:
+def _mark_directions(
+    tree: Any,
+    directed: dict[int, Any],
+    controls: dict[int, tuple[tuple[str, str], tuple[str, str]]],
+) -> None:
     """The formatting characters of each directed element's layout (:func:`_controls`)
     put around it; the root's around the body (nothing can stand beside the root).
     :mod:`gate.data.bidi` then reads the text as it is displayed."""
     for node in directed.values():
-        opening, closing = _controls(node)
+        opening, closing = controls[node.mem_id][0]
         target = tree.body if node.tag == "html" else node
         if target is not None:
             target.insert_before(opening)
@@ -316,12 +324,13 @@ def _mirror_right_to_left_rows(tree: Any) -> None:
     too: a right-to-left reader's order. A table within a cell has rows of its own: the
     line leaves it out."""
     directions: dict[int, str] = {}
+    automatic: dict[int, str] = {}  # each dir=auto element's direction, read once
     for row in tree.css("tr"):
         table = next((a for a in _ancestors(row) if a.tag == "table"), None)
         if table is None:
             continue
         if table.mem_id not in directions:
-            directions[table.mem_id] = _table_direction(table)
+            directions[table.mem_id] = _table_direction(table, automatic)
         cells = [c for c in row.iter(include_text=False) if c.tag in CELL_ELEMENTS]
         if directions[table.mem_id] == "rtl" and len(cells) > 1:
             drawn = (_text_outside_tables(cell) for cell in cells[::-1])
@@ -334,13 +343,16 @@ def _text_outside_tables(cell: Any) -> str:
     return "".join(node.text_content or "" for node in inner)
 
 
-def _table_direction(table: Any) -> str:
+def _table_direction(table: Any, automatic: dict[int, str]) -> str:
     """The direction a table lays its columns out in: its own ``dir``, else its nearest
-    ancestor's (``auto``: of its first strong character), else left to right."""
+    ancestor's (``auto``: of its first strong character, kept in ``automatic``), else
+    left to right."""
     for node in (table, *_ancestors(table)):
         direction = _direction(node)
         if direction == "auto":
-            return _first_strong_direction(node)
+            if node.mem_id not in automatic:
+                automatic[node.mem_id] = _first_strong_direction(node)
+            return automatic[node.mem_id]
         if direction:
             return direction
     return "ltr"

@@ -238,21 +238,46 @@ def _write_side(
                 for number, raw in enumerate(lines, start=1):  # as read_table numbers them
                     digest.update(raw)
                     if number in wanted:
-                        record = JSON_OBJECTS.decode(raw.decode("utf-8").lstrip("\ufeff"))
-                        record.pop("split", None)
-                        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        out.write(_without_split(source, number, raw))
             if digest.hexdigest() != sha256:
                 raise BundleError(f"{source}: the file changed while it was split; split again")
 
         atomic_write(path, write_jsonl)
     elif fmt == "parquet":
-        table = pq.read_table(source)
+        raw = source.read_bytes()
+        if hashlib.sha256(raw).hexdigest() != sha256:
+            raise BundleError(f"{source}: the file changed while it was split; split again")
+        table = pq.read_table(pa.BufferReader(raw))
         kept = table.filter(pa.array(mask)).drop_columns(
             [name for name in table.column_names if name == "split"]
         )
         atomic_write(path, lambda tmp: pq.write_table(kept, tmp))
     else:
         write_table(body[mask], path)
+
+
+def _without_split(source: Path, number: int, raw: bytes) -> str:
+    """Line ``number`` of a JSON Lines source as a line of a side: as written when it has
+    no ``split`` member (every number's text kept); else decoded and written again without
+    it, which keeps every value a JSON reader reads (integers of any size, each float's
+    double). A number JSON cannot write back (``1e400``, read as infinity) is refused:
+    ``Infinity`` is no JSON.
+
+    Raises:
+        BundleError: such a number, naming the line.
+    """
+    text = raw.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
+    record = JSON_OBJECTS.decode(text)
+    if "split" not in record:
+        return text + "\n"
+    del record["split"]
+    try:
+        return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        raise BundleError(
+            f"{source}: line {number}: a number beyond JSON's range (NaN, Infinity, 1e400) "
+            "that a side cannot hold as written; write it as a string"
+        ) from None
 
 
 def _earlier_outputs(manifest_path: Path) -> set[str]:
@@ -273,7 +298,14 @@ def _earlier_outputs(manifest_path: Path) -> set[str]:
             f"not a gate split manifest ({exc}); choose another directory or move it"
         ) from None
     entries = (earlier.train, earlier.holdout, earlier.canary_source)
-    return {e.path for e in entries if e is not None and Path(e.path).name == e.path}
+    return {  # by name and content: a file the user has since replaced is the user's
+        e.path
+        for e in entries
+        if e is not None
+        and Path(e.path).name == e.path
+        and (manifest_path.parent / e.path).is_file()
+        and sha256_file(manifest_path.parent / e.path) == e.sha256
+    }
 
 
 def read_manifest(path: str | Path) -> SplitManifest:

@@ -187,10 +187,13 @@ def out_dir_lock(
     is_own: Callable[[str], bool] = is_gate_report_file,
     is_output: Callable[[Path], bool] = is_gate_report_dir,
     option: str = "--out",
+    on_withdraw: Callable[[Path], None] | None = None,
 ) -> Iterator[Path]:
     """Hold ``out_dir`` for one gate run (yields the checked, symlink-resolved path): a
     second run on the same ``--out`` is refused instead of mixing its files or deleting
-    this run's staging directory. ``option`` names the directory in messages.
+    this run's staging directory. ``option`` names the directory in messages. A run refused
+    for files the command did not write withdraws an earlier output's verdict there, then
+    calls ``on_withdraw`` with the directory.
 
     Raises:
         InputError: another gate run holds the directory, or ``out_dir`` is unusable
@@ -198,16 +201,22 @@ def out_dir_lock(
     """
     import fcntl
 
-    foreign: ForeignFilesError | None = None
     try:
         out = check_out_dir(out_dir, is_own=is_own, is_output=is_output, option=option)
-    except ForeignFilesError as exc:  # refused, once the lock says no run writes there
-        out, foreign = exc.out, exc
-    lock_path = out.parent / f".{out.name}.lock"
+    except ForeignFilesError as exc:  # decided again once the lock says no run writes there
+        out = exc.out
+    lock_path = out.parent / f".{out.name}.gate-lock"  # a name no user file has
     handle = _locked(lock_path, out_dir=out_dir, option=option)
     try:
+        foreign: ForeignFilesError | None = None
+        try:  # a run that held the lock may have ended meanwhile (its temporary files gone)
+            check_out_dir(out_dir, is_own=is_own, is_output=is_output, option=option)
+        except ForeignFilesError as exc:
+            foreign = exc
         if foreign is not None:
-            if _withdraw_earlier_verdict(out, is_own=is_own, is_output=is_output):
+            if _withdraw_earlier_verdict(out, is_own=is_own):
+                if on_withdraw is not None:  # what else of the output the verdict approved
+                    on_withdraw(out)
                 raise InputError(
                     f"{foreign} (the earlier verdict there was removed: a refused run "
                     "leaves none behind)"
@@ -255,16 +264,14 @@ def _locked(lock_path: Path, *, out_dir: Path, option: str) -> IO[str]:
         handle.close()
 
 
-def _withdraw_earlier_verdict(
-    out: Path, *, is_own: Callable[[str], bool], is_output: Callable[[Path], bool]
-) -> bool:
+def _withdraw_earlier_verdict(out: Path, *, is_own: Callable[[str], bool]) -> bool:
     """Remove the files of an earlier output of the command in ``out`` (its report, not
     its directories: plots, rounds), leaving the files it did not write; whether there
     were any. A run refused for those files would otherwise leave an earlier PASS in
     place."""
     own = [p for p in out.iterdir() if is_own(p.name) and p.is_file() and not p.is_symlink()]
-    if not own or not is_output(out):
-        return False
+    if not any(p.suffix == ".json" and is_gate_report_json(p) for p in own):
+        return False  # no report the gate wrote (a user's own report.json is not one)
     for path in own:
         path.unlink(missing_ok=True)
     return True
@@ -330,12 +337,14 @@ def prepare_out_dir(out: Path) -> None:
     leave part of it, say an old ``junit.xml`` PASS without its ``report.json``.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
+    # the gate's own marker: `.{name}.*.tmp` also matched the live staging directory of a
+    # run on another --out whose name starts so (`rep.v2` beside `rep`; a review)
+    for stale in out.parent.glob(f".{glob.escape(out.name)}.gate-*.tmp"):
         if stale.is_dir():  # a staging directory of a killed run (the lock says none is live)
             shutil.rmtree(stale, ignore_errors=True)
     if not out.is_dir():
         return
-    trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", suffix=".tmp", dir=out.parent))
+    trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.gate-old-", suffix=".tmp", dir=out.parent))
     os.replace(out, trash / "report")
     shutil.rmtree(trash, ignore_errors=True)
 
@@ -344,7 +353,9 @@ def make_staging_dir(target: Path) -> Path:
     """A new directory beside ``target`` to build its content in before it is put in
     place (:func:`prepare_out_dir` removes those a killed run left)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{target.name}.gate-staging-", suffix=".tmp", dir=target.parent)
+    )
     os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; a report is not
     return staging
 

@@ -387,12 +387,15 @@ def analyze_texts(
 _PARENT_POLL_SECONDS = 0.5
 
 
-def _worker_init() -> None:
+def _worker_init(parent: int) -> None:
+    """A worker's start: quiet libraries, and the watch on ``parent`` (the gate's process,
+    its id given by the parent: read here, after the imports, it could already be the
+    reaper's of a parent killed meanwhile)."""
     from gate.quiet import quiet_libraries
 
     quiet_libraries(verbose=False)
     watch = threading.Thread(
-        target=_exit_with_parent, args=(os.getppid(),), name="gate-parent-watch", daemon=True
+        target=_exit_with_parent, args=(parent,), name="gate-parent-watch", daemon=True
     )
     watch.start()
 
@@ -506,6 +509,7 @@ def _worker_pool(workers: int) -> ProcessPoolExecutor:
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init,
+            initargs=(os.getpid(),),
         )
         atexit.register(pool.shutdown, wait=True, cancel_futures=True)
         _POOLS[workers] = pool
