@@ -976,12 +976,15 @@ def check_manifest(policy: Path, split_dir: Path, release: Path, out: Path) -> i
 
 
 def test_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None:
-    """U+2028 is valid inside a JSON string; `gate split` writes it raw and `gate check`
-    reads it back (JSON Lines splits on \\n only)."""
+    """U+2028 is valid inside a JSON string; `gate split` writes it raw, as the source
+    does, and `gate check` reads it back (JSON Lines splits on \\n only)."""
     rows = [
         {"user_id": f"u{i}", "text": f"line one\u2028line two {unique_text(i)}"} for i in range(40)
     ]
-    source = write_jsonl(tmp_path / "all.jsonl", rows)
+    source = tmp_path / "all.jsonl"
+    source.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     assert split(source, tmp_path / "s", seed=3) == 0
     assert "\u2028" in (tmp_path / "s" / "train.jsonl").read_text(encoding="utf-8")
     release = write_jsonl(tmp_path / "r.jsonl", [{"text": "nothing copied here at all"}])
