@@ -191,9 +191,9 @@ def remediate_release(
                     result, files = finished, write_remediation_report(finished, out)
         except BaseException as exc:  # interrupted or failed: no summary of a run that did not end
             remove_remediation_report(out)
-            withdraw_kept_releases(out, reason=f"the run ended in an error: {type(exc).__name__}")
             if tracking is not None:
                 tracking.abandon()
+            withdraw_kept_releases(out, reason=f"the run ended in an error: {type(exc).__name__}")
             raise
         if result.status != "pass":  # MLflow's logging failed after a round passed
             withdraw_kept_releases(out, reason=result.first_error or "the run ended in an error")

@@ -182,7 +182,15 @@ def split_source(
         for name in names:
             mask = masks[name]
             path = out / f"{name}{suffix}"
-            _write_side(Path(source), table.format, body, mask, path, sha256=table.sha256)
+            _write_side(
+                Path(source),
+                table.format,
+                body,
+                mask,
+                path,
+                sha256=table.sha256,
+                has_split="split" in frame.columns,
+            )
             entries[name] = FileEntry(
                 path=path.name,
                 sha256=sha256_file(path),
@@ -221,14 +229,22 @@ def split_source(
 
 
 def _write_side(
-    source: Path, fmt: str, body: pd.DataFrame, mask: np.ndarray, path: Path, *, sha256: str
+    source: Path,
+    fmt: str,
+    body: pd.DataFrame,
+    mask: np.ndarray,
+    path: Path,
+    *,
+    sha256: str,
+    has_split: bool,
 ) -> None:
     """The records of one side of the split, without the source's ``split`` column, each
     value as the source holds it: a JSON Lines record is decoded and written again (Python
     reads integers of any size exactly), a Parquet file is filtered as Arrow (its types
     kept). Through pandas, a column of integers with a null became floating point, and
     12345678901234567 was written 1.23456789012346e+16 (a review). CSV fields are
-    strings, written as read."""
+    strings, written as read. ``has_split``: whether any record has a ``split`` member
+    (without one, no line is decoded again)."""
     if fmt == "jsonl":
         wanted = set(body.loc[mask, "__line__"].tolist())
 
@@ -238,7 +254,7 @@ def _write_side(
                 for number, raw in enumerate(lines, start=1):  # as read_table numbers them
                     digest.update(raw)
                     if number in wanted:
-                        out.write(_without_split(source, number, raw))
+                        out.write(_without_split(source, number, raw, has_split=has_split))
             if digest.hexdigest() != sha256:
                 raise BundleError(f"{source}: the file changed while it was split; split again")
 
@@ -256,7 +272,7 @@ def _write_side(
         write_table(body[mask], path)
 
 
-def _without_split(source: Path, number: int, raw: bytes) -> str:
+def _without_split(source: Path, number: int, raw: bytes, *, has_split: bool) -> str:
     """Line ``number`` of a JSON Lines source as a line of a side: as written when it has
     no ``split`` member (every number's text kept); else decoded and written again without
     it, which keeps every value a JSON reader reads (integers of any size, each float's
@@ -267,6 +283,8 @@ def _without_split(source: Path, number: int, raw: bytes) -> str:
         BundleError: such a number, naming the line.
     """
     text = raw.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
+    if not has_split:
+        return text + "\n"
     record = JSON_OBJECTS.decode(text)
     if "split" not in record:
         return text + "\n"

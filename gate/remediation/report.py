@@ -269,11 +269,12 @@ def withdraw_kept_releases(out: Path, *, reason: str) -> None:
     publishes ``round-*/release.jsonl`` must find none. A generator trained with DP,
     which may be kept, stays."""
     for round_file in sorted(out.glob(f"round-*/{ROUND_FILE}")):
+        # only a kept release outlives its gate: deleted first, whatever its record says
+        (round_file.parent / RELEASE_NAME).unlink(missing_ok=True)
         record = json.loads(round_file.read_text(encoding="utf-8"))
         release = record.get("release") or {}
         if not release.get("kept"):
             continue
-        (round_file.parent / RELEASE_NAME).unlink(missing_ok=True)
         record["release"] = {**release, "kept": False, "path": None, "withdrawn": reason}
         atomic_write_text(
             round_file, json.dumps(record, indent=2, allow_nan=False, ensure_ascii=False) + "\n"

@@ -73,22 +73,21 @@ def auc_exceedance_under_null(
     s, y = _checked_groups(scores, is_train)
     n, n1 = s.size, int(y.sum())
     n0 = n - n1
-    distinct = np.unique(s)
-    if distinct.size == 1:
-        return (0.0 if threshold >= 0.5 else 1.0), "all tied"
-    if distinct.size == 2:
+    design, distinct = _null_design(s)
+    if design == "all tied":
+        return (0.0 if threshold >= 0.5 else 1.0), design
+    if design == "exact":
         top = int((s == distinct[1]).sum())
         trained = np.arange(max(0, top - n0), min(top, n1) + 1)  # train users on top
         above = trained * (n0 - top + trained)  # pairs with the train user on top
         tied = trained * (top - trained) + (n1 - trained) * (n0 - top + trained)
         exceeds = (above + 0.5 * tied) / (n1 * n0) > threshold
-        return float(stats.hypergeom.pmf(trained[exceeds], n, n1, top).sum()), "exact"
-    higher = s > distinct[0]
-    if distinct.size < n and int(higher.sum()) <= PERMUTATION_LIMIT:
+        return float(stats.hypergeom.pmf(trained[exceeds], n, n1, top).sum()), design
+    if design == "permutation":
         if rng is None:
             raise StatsError("rng is required for the permutation estimate of tied scores")
         bound = threshold * n1 * n0 + n1 * (n1 + 1) / 2.0  # the rank sum at that AUC
-        sums = _permuted_rank_sums(s, y, higher, rng)
+        sums = _permuted_rank_sums(s, y, s > distinct[0], rng)
         tolerance = 1e-9 * max(1.0, abs(bound))
         return float((sums > bound + tolerance).mean()), f"permutation ({PERMUTATIONS} draws)"
     _, ties = np.unique(s, return_counts=True)
@@ -129,22 +128,34 @@ def auc_p_value(
       asymptotic with tie correction).
     """
     s, y = _checked_groups(scores, is_train)
-    distinct = np.unique(s)
-    if distinct.size == 1:
-        return 1.0, "all tied"
+    design, distinct = _null_design(s)
+    if design == "all tied":
+        return 1.0, design
     n, n1 = s.size, int(y.sum())
-    if distinct.size == 2:
+    if design == "exact":
         top = s == distinct[1]
         observed = int((top & y).sum())
-        return float(stats.hypergeom.sf(observed - 1, n, n1, int(top.sum()))), "exact"
-    above = s > distinct[0]
-    m = int(above.sum())
-    if distinct.size < n and m <= PERMUTATION_LIMIT:
+        return float(stats.hypergeom.sf(observed - 1, n, n1, int(top.sum()))), design
+    if design == "permutation":
         if rng is None:
             raise StatsError("rng is required for the permutation p-value of tied scores")
-        return _permutation_p_value(s, y, above, rng), f"permutation ({PERMUTATIONS} draws)"
+        p_value = _permutation_p_value(s, y, s > distinct[0], rng)
+        return p_value, f"permutation ({PERMUTATIONS} draws)"
     p = stats.mannwhitneyu(s[y], s[~y], alternative="greater", method="auto").pvalue
     return float(p), "mann-whitney"
+
+
+def _null_design(s: np.ndarray) -> tuple[str, np.ndarray]:
+    """How the null distribution of the AUC is computed for scores ``s`` (one choice for
+    the p-value and the chance of exceeding a threshold), and the distinct scores:
+    ``all tied``; ``exact`` (two distinct scores); ``permutation`` (ties, and at most
+    ``PERMUTATION_LIMIT`` users above the lowest score); else ``asymptotic``."""
+    distinct = np.unique(s)
+    if distinct.size <= 2:
+        return ("all tied" if distinct.size == 1 else "exact"), distinct
+    if distinct.size < s.size and int((s > distinct[0]).sum()) <= PERMUTATION_LIMIT:
+        return "permutation", distinct
+    return "asymptotic", distinct
 
 
 def _permutation_p_value(
