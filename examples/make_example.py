@@ -11,6 +11,7 @@ train records, writes the candidate synthetic release.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def main() -> None:
     public = out / "canary-source.jsonl"
     with open(public, "w", encoding="utf-8") as handle:
         for record in support_records(
-            args.public_users, rng=public_rng, fake=make_faker(args.seed + 1)
+            args.public_users,
+            rng=public_rng,
+            fake=make_faker(args.seed + 1, today=datetime.date(2026, 11, 25)),
         ):
             record = {**record, "user_id": "public-" + record["user_id"]}
             record["record_id"] = "public-" + record["record_id"]

@@ -15,7 +15,7 @@ import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gate._version import __version__
 from gate.errors import GateError
@@ -55,8 +55,35 @@ def _seconds(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error on one line (its usage block had filled a CI log's
+    error view)."""
+
+    def error(self, message: str) -> NoReturn:
+        # an option after a command that it does not take is reported by the top parser
+        hint = (
+            "`gate --help` lists the commands, `gate <command> --help` their options"
+            if self.prog == "gate"
+            else f"`{self.prog} --help` lists the options"
+        )
+        print(f"{self.prog}: error: {one_line(message)} ({hint})", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _command(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A command of ``commands`` (a subparsers action) that also takes ``--verbose``."""
+    command: argparse.ArgumentParser = commands.add_parser(name, **kwargs)
+    command.add_argument(
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="as gate --verbose: other libraries' warnings and an unexpected error's traceback",
+    )
+    return command
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gate", description="Pre-release privacy gate for synthetic text releases."
     )
     parser.add_argument("--version", action="version", version=f"gate {__version__}")
@@ -67,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    check = sub.add_parser("check", help="gate a synthetic release against a policy")
+    check = _command(sub, "check", help="gate a synthetic release against a policy")
     check.add_argument("--policy", required=True, help="policy YAML file")
     check.add_argument("--synthetic", required=True, help="synthetic release (jsonl/csv/parquet)")
     _add_bundle_and_run_options(check, out="gate-report")
@@ -87,14 +114,16 @@ def _parser() -> argparse.ArgumentParser:
         help="spark engine: local[N], spark://host:port or sc://host:port (default: local[2])",
     )
 
-    canary = sub.add_parser(
+    canary = _command(
+        sub,
         "canary",
         help="plant canaries, train the generator, and test membership from its release alone",
     )
     canary.add_argument("--policy", required=True, help="policy YAML file with audits.canary")
     _add_bundle_and_run_options(canary, out="gate-canary")
 
-    remediate = sub.add_parser(
+    remediate = _command(
+        sub,
         "remediate",
         help="retrain the generator privately (DP-SGD or RIP noise) until a release passes",
     )
@@ -112,7 +141,9 @@ def _parser() -> argparse.ArgumentParser:
         "--canary-source",
         help="canary-source records when the policy has audits.canary (default: the manifest's)",
     )
-    remediate.add_argument("--out", default="gate-remediation", help="output directory")
+    remediate.add_argument(
+        "--out", default="gate-remediation", help="output directory (gate-remediation/)"
+    )
     remediate.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
     remediate.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
     remediate.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
@@ -128,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds each gate run's MLflow logging may take, in (0, 3600] (30)",
     )
 
-    split = sub.add_parser("split", help="reproducible Bernoulli(p) train/holdout split by user")
+    split = _command(sub, "split", help="reproducible Bernoulli(p) train/holdout split by user")
     split.add_argument("--source", required=True, help="source records (jsonl/csv/parquet)")
     split.add_argument("--p", type=float, default=0.5, help="train probability (0.5)")
     split.add_argument("--seed", type=_seed, required=True, help="seed of the assignment")
@@ -142,20 +173,21 @@ def _parser() -> argparse.ArgumentParser:
         "canary source (0)",
     )
 
-    policy = sub.add_parser("policy", help="validate, show or describe policies")
+    policy = _command(sub, "policy", help="validate, show or describe policies")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
-    validate = policy_sub.add_parser("validate", help="check a policy file")
+    validate = _command(policy_sub, "validate", help="check a policy file")
     validate.add_argument("path")
     validate.add_argument(
         "--engine",
         help="validate as if run with this engine (a policy naming a cluster's engine, "
         "checked where that engine is not installed)",
     )
-    show = policy_sub.add_parser("show", help="print the effective policy (after defaults)")
+    show = _command(policy_sub, "show", help="print the effective policy (after defaults)")
     show.add_argument("path")
-    policy_sub.add_parser("schema", help="print the policy JSON Schema")
+    _command(policy_sub, "schema", help="print the policy JSON Schema")
 
-    sub.add_parser(
+    _command(
+        sub,
         "audits",
         help="list the installed audits, disclosure classes, scorers, rewrite attacks, "
         "generators and engines",

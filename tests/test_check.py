@@ -132,6 +132,39 @@ def test_usage_error_exits_2(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["check", "--policy", "p.yaml"])
     assert info.value.code == 2
+    # one line naming what is missing, not argparse's usage block
+    assert capsys.readouterr().err.splitlines() == [
+        "gate check: error: the following arguments are required: --synthetic "
+        "(`gate check --help` lists the options)"
+    ]
+
+
+def test_a_missing_source_option_is_answered_before_the_policy_is_read(
+    tmp_path: Path, capsys
+) -> None:
+    """A review waited 8 s (the policy's checks load Presidio) to learn that --holdout was
+    missing; the policy here does not even exist."""
+    args = ["check", "--policy", str(tmp_path / "none.yaml"), "--synthetic", "s.jsonl"]
+    assert main([*args, "--train", "t.jsonl", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "gate: error: --train is given without --holdout: give both (or --source)"
+    ]
+
+
+def test_verbose_is_taken_after_the_command_too(capsys) -> None:
+    """A review: `gate check --verbose ...` was an unrecognised argument, while every
+    error's hint says to run with --verbose."""
+    from gate.cli import _parser
+
+    assert _parser().parse_args(["policy", "schema", "--verbose"]).verbose is True
+    assert _parser().parse_args(["audits", "--verbose"]).verbose is True
+    assert _parser().parse_args(["--verbose", "audits"]).verbose is True
+    assert _parser().parse_args(["audits"]).verbose is False
+    assert main(["policy", "schema", "--verbose"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["audits", "--noisy"])
+    assert info.value.code == 2
 
 
 class RaisingAudit(DisclosureAuditRunner):

@@ -88,6 +88,8 @@ def test_light_edits_are_re_identified(tmp_path: Path, corpus) -> None:
     audit = report["audits"]["distinguishability"]
     m = audit["metrics"]
     assert m["max_epsilon_emp"] > 2
+    # alpha_conf null: 2 x the policy's alpha (0.05), over 2 lambdas x 2 attacks
+    assert audit["details"]["level_per_game"] == pytest.approx(0.1 / 4)
     for subject in ("embedding_lambda_m10000", "lexical_lambda_0"):
         assert m[f"{subject}.success_rate"] > 0.9
         assert m[f"{subject}.epsilon_emp"] <= m[f"{subject}.epsilon_ceiling"]
@@ -205,6 +207,41 @@ def test_bad_settings_name_their_yaml_path(tmp_path: Path, block: str, message: 
     with pytest.raises(PolicyError, match=message) as err:
         load_policy(path)
     assert "audits.distinguishability" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("alpha", "block", "level"),
+    [(0.001, "", 0.002), (0.001, "alpha_conf: 0.3", 0.3), (0.5, "alpha_conf: 0.05", 0.05)],
+)
+def test_the_level_of_the_games_follows_the_policy_alpha(
+    tmp_path: Path, alpha: float, block: str, level: float
+) -> None:
+    """The audit uses the lower end of a two-sided interval: with alpha_conf null the
+    interval is at 2 x alpha, so the bound is at the policy's level; a set alpha_conf wins."""
+    path = write_policy(
+        tmp_path / "p.yaml",
+        HEAD
+        + f"alpha: {alpha}\naudits:\n  distinguishability:\n    {block}\n"
+        + "    thresholds: {max_epsilon: 1}\n",
+    )
+    game = load_policy(path).policy.audits.distinguishability
+    assert game is not None and game.alpha_conf == pytest.approx(level)
+
+
+def test_an_alpha_of_one_half_needs_its_own_interval_level(tmp_path: Path) -> None:
+    path = write_policy(
+        tmp_path / "p.yaml",
+        HEAD + "alpha: 0.5\naudits:\n  distinguishability:\n    thresholds: {max_epsilon: 1}\n",
+    )
+    with pytest.raises(PolicyError, match=r"alpha_conf: null takes 2 x alpha.*found alpha = 0.5"):
+        load_policy(path)
+    disabled = write_policy(
+        tmp_path / "d.yaml",
+        HEAD + "alpha: 0.5\naudits:\n  distinguishability:\n    enabled: false\n"
+        "    thresholds: {max_epsilon: 1}\n"
+        "  disclosure: {features: [{class: ngram}], thresholds: {max_epsilon: 1}}\n",
+    )
+    assert load_policy(disabled).policy.audits.distinguishability.alpha_conf is None
 
 
 def test_the_bundled_rewrite_example_is_re_identified() -> None:

@@ -19,7 +19,7 @@ from gate.cli import main
 from gate.engines.base import create_engine
 from gate.engines.local import LocalEngine
 from gate.engines.spark_session import default_parallelism
-from gate.errors import InputError
+from gate.errors import EngineError, InputError
 from gate.features.ngram import NgramDisclosures
 from gate.policy.models import EngineSettings, NgramFeatures
 from gate.progress import NullProgress
@@ -103,6 +103,14 @@ def test_unknown_engine_is_bad_input(bundle_files: dict[str, Path], tmp_path: Pa
     args = check_args(bundle_files, tmp_path / "out", **{"spark-master": "local[1]"})
     assert main(args) == 2
     assert "--spark-master applies to the spark engine" in capsys.readouterr().err
+    args = check_args(
+        bundle_files, tmp_path / "out", engine="spark", **{"spark-master": "local[0]"}
+    )
+    assert main(args) == 2
+    err = capsys.readouterr().err  # the flag that is wrong, in the gate's words
+    assert (
+        "gate: error: --spark-master: must be local, local[N]" in err and "Value error" not in err
+    )
     policy = bundle_files["policy"]
     policy.write_text(policy.read_text() + "engine:\n  name: nope\n")
     assert main(check_args(bundle_files, tmp_path / "out")) == 2
@@ -192,6 +200,21 @@ def test_spark_matches_local_on_random_corpora(
     assert found.record_counts.tolist() == counts and found.user_counts.tolist() == user_counts
     assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
     assert_same(found, expected)
+
+
+@pytest.mark.parametrize(("source", "synthetic"), [(["a b c"], []), ([], ["a b c"])])
+def test_spark_matches_local_on_an_empty_side(spark_engine, source, synthetic) -> None:
+    """A review: Spark raised CANNOT_INFER_EMPTY_SCHEMA where the local engine counts 0."""
+    users = np.zeros(len(source), dtype=np.int64)
+    config = NgramFeatures(n_min=1, n_max=2, max_users=1)
+    found, expected = (
+        engine.ngram_disclosures(
+            source, synthetic, users=users, config=config, progress=NullProgress()
+        )
+        for engine in (spark_engine, LocalEngine(EngineSettings()))
+    )
+    assert_same(found, expected)
+    assert found.disclosed_features == 0 and found.user_counts.sum() == 0
 
 
 def test_bundled_example_same_verdict_on_spark(tmp_path: Path, spark_engine) -> None:
@@ -420,6 +443,51 @@ def test_spark_names_the_dataset_it_cannot_read(tmp_path: Path, spark_engine) ->
     # a local file is read as the local engine reads it: its bytes are the fingerprint
     example = EXAMPLE / "synthetic.jsonl"
     assert spark_engine.read_table(example).sha256 == read_table(example).sha256
+
+
+def test_a_databricks_commit_is_finished_once_committed() -> None:
+    """Databricks' committer leaves _started_<id> and, once committed, _committed_<id>
+    beside it (a review: every such dataset had been refused)."""
+    from gate.data.io import refuse_unfinished_dataset
+    from gate.errors import BundleError
+
+    done = ["_SUCCESS", "_started_57", "_committed_57", "part-00000-tid-57-c000.json"]
+    refuse_unfinished_dataset("ds", done)
+    refuse_unfinished_dataset("ds", ["day/_started_1", "day/_committed_1", "day/p.json"])
+    for running in (["_started_57", "part-00000-tid-57-c000.json"], ["day/_started_1"]):
+        with pytest.raises(BundleError, match=r"_started_.*output of a job that has not"):
+            refuse_unfinished_dataset("ds", running)
+
+
+def test_spark_refuses_a_dataset_whose_job_has_not_committed(tmp_path: Path, spark_engine) -> None:
+    """A review gated a release whose clean part was committed and whose leaky part was
+    still in _temporary/ (Spark's listing leaves it out): PASS. Uncommitted output, and a
+    committer's part files without its _SUCCESS, are now refused."""
+    from gate.errors import BundleError
+
+    release = tmp_path / "release.jsonl"
+    attempt = release / "_temporary" / "0" / "_temporary" / "attempt_1"
+    attempt.mkdir(parents=True)
+    (release / "part-00000.json").write_text('{"text": "committed"}\n')
+    (attempt / "part-00001.json").write_text('{"text": "not yet"}\n')
+    for named in (release, release.as_uri()):
+        with pytest.raises(BundleError, match=r"_temporary: output of a job that has not"):
+            spark_engine.read_table(named)
+    # Hadoop's own listing, as for a dataset on HDFS or S3: hidden entries included
+    listed = spark_engine._listing(str(release), release.as_uri())
+    assert sorted(listed) == [
+        "_temporary/0/_temporary/attempt_1/part-00001.json",
+        "part-00000.json",
+    ]
+    (attempt / "part-00001.json").unlink()
+    for folder in (attempt, attempt.parent, attempt.parent.parent, release / "_temporary"):
+        folder.rmdir()
+    spark_part = release / "part-00001-0b3c9a1e-5d2f-4c8e-9a7b-1c2d3e4f5a6b-c000.json"
+    spark_part.write_text('{"text": "a failed job\'s committed task"}\n')
+    with pytest.raises(BundleError, match=r"no _SUCCESS marker"):
+        spark_engine.read_table(release)
+    (release / "_SUCCESS").write_text("")
+    assert len(spark_engine.read_table(release).frame) == 2
 
 
 def _free_port() -> int:
@@ -744,6 +812,23 @@ def test_an_out_of_memory_answer_is_an_error_that_says_what_to_change() -> None:
         failing(missing)(engine)
 
 
+def test_a_python_worker_that_dies_is_an_error_that_says_so(spark_engine) -> None:
+    """A review killed a task's Python worker: the error was a Py4JJavaError whose
+    message the gate withholds (it may quote data), which said nothing of the cause."""
+    from gate.engines.spark import _explain_lost_jvm
+
+    def step(engine) -> None:
+        def die(batches):
+            os._exit(1)
+            yield from batches
+
+        engine.session.range(4, numPartitions=1).mapInPandas(die, "id long").collect()
+
+    with pytest.raises(EngineError, match="a Python worker running a task of step died"):
+        _explain_lost_jvm(step)(spark_engine)
+    assert spark_engine.session.range(3).count() == 3  # the session goes on
+
+
 def _run_python(
     code: str,
     *args: str,
@@ -765,6 +850,34 @@ def _run_python(
     )
     assert done.returncode == 0, done.stderr
     return done
+
+
+def test_a_failed_start_leaves_no_jvm_and_no_broken_context(tmp_path: Path) -> None:
+    """A review: after a start that failed, PySpark's JVM stayed up and its broken context
+    active, so a later engine with right settings in the same process could not start.
+    In its own process: this one's session is the module's."""
+    code = """
+import os, subprocess
+from gate.engines.spark import SparkEngine
+from gate.errors import EngineError
+from gate.policy.models import EngineSettings
+
+wrong = {"spark.memory.fraction": "7"}
+bad = SparkEngine(EngineSettings(name="spark", spark_master="local[1]", spark_conf=wrong))
+try:
+    bad.session
+    raise SystemExit("a session started with spark.memory.fraction 7")
+except EngineError as exc:
+    assert "spark.memory.fraction should be between 0 and 1" in str(exc), exc
+bad.close()
+children = subprocess.run(
+    ["ps", "--ppid", str(os.getpid()), "-o", "comm="], capture_output=True, text=True
+).stdout.split()
+assert "java" not in children, children
+with SparkEngine(EngineSettings(name="spark", spark_master="local[1]")) as good:
+    assert good.session.range(3).count() == 3
+"""
+    _run_python(code, cwd=tmp_path, timeout=240)
 
 
 @pytest.mark.parametrize("cli", [False, True])

@@ -267,6 +267,104 @@ def test_unreachable_tracking_server_is_an_error(
     assert "MLflow logging to http://127.0.0.1:9/ failed" in report["evidence_error"]
 
 
+def test_a_verdict_still_in_flight_when_the_gate_gives_up_is_withdrawn(
+    bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the request carrying gate.passed=true, slow to land, landed after the
+    gate had given up on the run and tagged it an error, so the run said passed. The gate
+    now waits for that request before withdrawing the verdict."""
+    from mlflow import MlflowClient
+
+    check(bundle, "clean", tmp_path / "warm")  # creates the SQLite store first
+    timeout = 6.0
+    sent = {"verdicts": 0}
+
+    def slow_when_passing(method):
+        def call(self, run_id, *args, **kwargs):
+            tags = kwargs.get("tags") or []
+            passing = any(t.key == "gate.passed" and t.value == "true" for t in tags)
+            if passing or args[:2] == ("gate.passed", "true"):
+                sent["verdicts"] += 1
+                time.sleep(timeout)  # lands after the gate's deadline
+            return method(self, run_id, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(MlflowClient, "log_batch", slow_when_passing(MlflowClient.log_batch))
+    monkeypatch.setattr(MlflowClient, "set_tag", slow_when_passing(MlflowClient.set_tag))
+    outcome = check(bundle, "clean", tmp_path / "out", mlflow_timeout=timeout)
+    assert sent["verdicts"] == 1 and outcome.result.exit_code == 3
+    assert "did not answer" in outcome.result.evidence_error
+    monkeypatch.undo()
+    time.sleep(timeout + 1)  # the slow request has landed by now, withdrawn or not
+    run = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(
+        outcome.mlflow_run_id
+    )
+    assert run.data.tags["gate.passed"] == "false" and run.data.tags["gate.status"] == "error"
+    assert run.info.status == "FAILED"
+
+
+def test_a_withdrawal_withdraws_the_verdict_before_its_slow_uploads(
+    bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run FINISHED with a PASS whose evidence then could not be put in place is
+    withdrawn within ABANDON_SECONDS: a review's slow store spent them on the error's
+    files, and the run kept gate.passed=true."""
+    from mlflow import MlflowClient
+
+    from gate.evidence.mlflow_log import GateRunLog
+    from gate.evidence.writer import ABANDON_SECONDS, _abandon
+
+    outcome = check(bundle, "clean", tmp_path / "out")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=store)
+    assert client.get_run(outcome.mlflow_run_id).data.tags["gate.passed"] == "true"
+    log = GateRunLog(store)
+    log.client, log.run_id = client, outcome.mlflow_run_id
+    real = MlflowClient.log_artifact
+
+    def slow(self, *args, **kwargs):
+        time.sleep(ABANDON_SECONDS / 2 + 1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_artifact", slow)
+    replacements = {n: tmp_path / "out" / n for n in ("report.json", "junit.xml")}
+    _abandon(log, "FAILED", replacements)
+    run = client.get_run(outcome.mlflow_run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["gate.passed"] == "false" and run.data.tags["gate.status"] == "error"
+
+
+def test_an_infinite_epsilon_is_logged_and_named(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from gate.evidence.mlflow_log import _log_batches
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = client.create_run(client.create_experiment("x")).info.run_id
+    metrics = {"a.epsilon": float("inf"), "a.auc": float("nan"), "a.count": 3.0}
+    _log_batches(client, run_id, metrics, {})
+    data = client.get_run(run_id).data
+    assert data.metrics == {"a.epsilon": pytest.approx(1.7976931348623157e308), "a.count": 3.0}
+    assert data.tags["gate.infinite_metrics"] == "a.epsilon"
+    assert data.tags["gate.undefined_metrics"] == "a.auc"
+
+
+def test_junit_stays_xml_whatever_an_error_message_holds(bundle, tmp_path: Path) -> None:
+    """A tracking server's error message with ESC and NUL had made junit.xml unparseable."""
+    import dataclasses
+
+    from gate.evidence.junit import junit_xml
+
+    result = check(bundle, "clean", tmp_path / "out", mlflow=False).result
+    failed = dataclasses.replace(
+        result, status="error", evidence_error="server said \x1b[31mno\x00 \ud800 \ufffe"
+    )
+    root = ET.fromstring(junit_xml(failed))
+    (error,) = root.iter("error")
+    assert error.get("message") == "server said \\x1b[31mno\\x00 \\ud800 \\ufffe"
+
+
 def test_no_file_leaks_the_raw_text(bundle, tmp_path: Path) -> None:
     """Redaction on (the default): no artifact, suite, Data Docs page or MLflow field holds
     a token of a source record (every token of this corpus is a rare feature's part)."""
@@ -307,7 +405,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.timeout(240)
-def test_against_a_real_mlflow_server(bundle, tmp_path: Path) -> None:
+def test_against_a_real_mlflow_server(bundle, tmp_path: Path, capsys) -> None:
     from mlflow import MlflowClient
 
     port = _free_port()
@@ -351,6 +449,9 @@ def test_against_a_real_mlflow_server(bundle, tmp_path: Path) -> None:
                 time.sleep(0.5)
         outcome = check(bundle, "leaky", tmp_path / "out", tracking_uri=uri)
         assert outcome.result.exit_code == 1 and outcome.mlflow_run_id
+        # MLflow's "View run" link stays out of the gate's output (a review: with a closed
+        # stdout, ending every run had failed)
+        assert "View run" not in capsys.readouterr().out
         client = MlflowClient(tracking_uri=uri)
         run = client.get_run(outcome.mlflow_run_id)
         assert run.data.tags["gate.status"] == "fail"

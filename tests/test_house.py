@@ -174,6 +174,28 @@ def test_the_feature_store_computes_each_configuration_once(
     assert CountedClass.computed == [1, 2]
 
 
+class FailingClass(CountedClass):
+    """Fails as a Spark job that lost a worker does; counts its attempts."""
+
+    def disclosures(self, bundle, config, store) -> ClassDisclosures:
+        self.computed.append(config.weight)
+        raise RuntimeError("the job failed")
+
+
+def test_the_feature_store_fails_a_failed_configuration_again_at_once(
+    bundle_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the membership audit re-ran the disclosure audit's failed n-gram job,
+    doubling the time to fail."""
+    monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "counted", FailingClass)
+    CountedClass.computed.clear()
+    store = FeatureStore(bundle_of(bundle_files), NullProgress())
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="the job failed"):
+            store.disclosures(CountedFeatures())
+    assert CountedClass.computed == [1]
+
+
 def test_an_in_process_class_is_gated_like_a_builtin(
     bundle_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

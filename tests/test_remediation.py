@@ -592,6 +592,18 @@ def test_bad_schedules_exit_2(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_policy_without_a_remediation_block_says_what_to_add(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: the error named remediation.sample_size at the file's first line, with
+    no word of the missing block."""
+    policy = write_policy(tmp_path / "policy.yaml", GATE_BLOCK)
+    assert remediate(policy, corpus, tmp_path / "out", "--no-mlflow") == 2
+    err = capsys.readouterr().err
+    assert f"{policy}: remediation: the policy has no remediation block" in err
+    assert "with sample_size" in err and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("delta", ["0", "1", "1.5", "-0.1", "true"])
 def test_impossible_delta_exits_2(
     tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str], delta: str

@@ -60,12 +60,31 @@ def test_delta_at_the_one_run_epsilon_is_the_policy_delta(kp, km, v, m, delta) -
     assert at == pytest.approx(delta, rel=1e-2)
 
 
-def test_one_run_delta_curve_is_vectorised_and_non_increasing() -> None:
+def _appendix_d_delta(*, epsilon: float, guesses: int, correct: int, scored: int, alpha: float):
+    """Steinke, Nasr and Jagielski (2023), App. D: the p-value loop as the paper writes
+    it, one term at a time, inverted in δ by hand (the p-value is affine in δ)."""
+    from scipy.stats import binom
+
+    q = math.exp(epsilon) / (1 + math.exp(epsilon))
+    beta = binom.sf(correct - 1, guesses, q)
+    slope = total = 0.0
+    for i in range(1, correct + 1):
+        total += binom.pmf(correct - i, guesses, q)
+        if total > i * slope:
+            slope = total / i
+    return (alpha - beta) / (2 * scored * slope) if beta < alpha else 0.0
+
+
+def test_one_run_delta_curve_is_vectorised_non_increasing_and_the_paper_s() -> None:
     grid = np.linspace(0, 3, 31)
     kw = {"k_plus": 40, "k_minus": 40, "correct": 72, "alpha": 0.05, "scored": 300}
     curve = one_run_delta(epsilon=grid, **kw)
     assert np.all(np.diff(curve) <= 1e-15)
-    assert curve == pytest.approx([one_run_delta(epsilon=e, **kw) for e in grid])
+    assert curve[0] > 0 and curve[-1] == 0  # the grid crosses the rejection's edge
+    reference = [
+        _appendix_d_delta(epsilon=e, guesses=80, correct=72, scored=300, alpha=0.05) for e in grid
+    ]
+    assert curve == pytest.approx(reference, rel=1e-9, abs=1e-15)
 
 
 def test_null_scores_give_positive_delta_at_most_alpha_of_the_time() -> None:

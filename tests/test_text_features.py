@@ -456,13 +456,13 @@ def test_detector_key_changes_with_everything_the_detections_depend_on(monkeypat
             m.setattr(pii_cache, name, value)
             return pii_cache.detector_key(**base)
 
-    version = pii_cache._version
+    version = pii_cache.distribution_version
     for distribution in ("presidio-analyzer", "phonenumbers", "spacy", "tldextract", "regex"):
 
         def bumped(d: str, bump: str = distribution) -> str | None:
             return "0.0" if d == bump else version(d)
 
-        assert another("_version", bumped) != key, distribution
+        assert another("distribution_version", bumped) != key, distribution
     assert another("__version__", "0.0.0") != key
     assert another("detection_code_digest", lambda: "0" * 64) != key
     assert another("pipeline_digest", lambda model: "0" * 64) != key

@@ -31,7 +31,7 @@ from gate.api.preflight import (
 from gate.audits.base import AuditContext, describe_exception
 from gate.audits.feature_store import FeatureStore
 from gate.audits.registry import audit_checks, create_audit
-from gate.data.bundle import Bundle, load_bundle
+from gate.data.bundle import Bundle, load_bundle, refuse_source_combination
 from gate.engines.base import Engine, create_engine
 from gate.errors import InputError, missing_dependency_message
 from gate.interrupts import raise_interruption_behind, record_verdict
@@ -395,6 +395,8 @@ def _check_files(
         prepare_out_dir(out)  # before anything can fail: no earlier verdict survives this run
         # --data-docs is checked after: refused, it had left --out's earlier PASS (a review)
         site = held.enter_context(_data_docs_site(data_docs, out))
+        # a usage mistake answered before the policy's checks load Presidio (seconds)
+        refuse_source_combination(train=train, holdout=holdout, source=source, manifest=manifest)
         loaded = with_engine(load_policy(policy), engine, spark_master)
         if only is not None:
             loaded = only_audit(loaded, only)

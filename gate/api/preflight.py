@@ -94,16 +94,18 @@ def precision_warnings(policy: Policy) -> tuple[str, ...]:
     )
 
 
-def _pii_classes(node: object, path: str) -> Iterator[tuple[str, PiiFeatures]]:
+def _pii_classes(
+    node: object, path: tuple[int | str, ...]
+) -> Iterator[tuple[tuple[int | str, ...], PiiFeatures]]:
     """Every ``pii`` class configuration in a policy (sub)tree, with its YAML path."""
     if isinstance(node, PiiFeatures):
         yield path, node
     elif isinstance(node, BaseModel):
         for name in type(node).model_fields:
-            yield from _pii_classes(getattr(node, name), f"{path}.{name}" if path else name)
+            yield from _pii_classes(getattr(node, name), (*path, name))
     elif isinstance(node, list | tuple):
         for i, item in enumerate(node):
-            yield from _pii_classes(item, f"{path}[{i}]")
+            yield from _pii_classes(item, (*path, i))
 
 
 def _check_pii_entities(loaded: LoadedPolicy) -> None:
@@ -117,16 +119,17 @@ def _check_pii_entities(loaded: LoadedPolicy) -> None:
     from gate.features.pii import unsearchable_entities
 
     enabled = loaded.policy.audits.enabled().items()
-    found = (found for name, audit in enabled for found in _pii_classes(audit, f"audits.{name}"))
+    found = (found for name, audit in enabled for found in _pii_classes(audit, ("audits", name)))
     for path, config in found:
         try:
             problem = unsearchable_entities(
                 engine=config.engine, spacy_model=config.spacy_model, entities=config.entities
             )
         except ModuleNotFoundError as exc:
-            raise InputError(f"{loaded.path}: {path}.spacy_model: {exc.msg}") from None
+            at = policy_location(loaded, (*path, "spacy_model"))
+            raise InputError(f"{at}: {exc.msg}") from None
         if problem:
-            raise InputError(f"{loaded.path}: {path}.entities: {problem}")
+            raise InputError(f"{policy_location(loaded, (*path, 'entities'))}: {problem}")
 
 
 def _check_audit_generators(policy: Policy) -> None:
@@ -260,10 +263,12 @@ def with_engine(loaded: LoadedPolicy, engine: str | None, spark_master: str | No
         try:
             settings = EngineSettings.model_validate({**settings.model_dump(), **update})
         except ValidationError as exc:
-            flags = " / ".join(
-                f"--{key.replace('name', 'engine').replace('_', '-')}" for key in update
-            )
-            raise InputError(f"{flags}: {exc.errors()[0]['msg']}") from exc
+            first = exc.errors()[0]
+            flags = {"name": "--engine", "spark_master": "--spark-master"}
+            field = str(first["loc"][0]) if first["loc"] else ""
+            flag = flags.get(field, " / ".join(flags[key] for key in update))
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise InputError(f"{flag}: {message}") from exc
         loaded = replace(loaded, policy=loaded.policy.model_copy(update={"engine": settings}))
     if settings.name not in ENGINES.names():
         where = "--engine" if engine is not None else f"{loaded.path}: engine.name"

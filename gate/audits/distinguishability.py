@@ -50,7 +50,10 @@ if TYPE_CHECKING:
     from gate.progress import Progress
 
 _TEDA = "Li et al. (2026), TeDA, App. A eq. 11"
-_CONF = "lower confidence bound: Clopper-Pearson at alpha_conf / (lambdas x attacks), two-sided"
+_CONF = (
+    "lower confidence bound: the lower end of the two-sided Clopper-Pearson interval at "
+    "alpha_conf / (lambdas x attacks) (alpha_conf null: 2 x the policy's alpha)"
+)
 CHART = "distinguishability: empirical epsilon by attack and lambda"
 
 GAME_METRICS = (
@@ -87,7 +90,7 @@ WORST = MetricSpec(
     "largest empirical epsilon over every lambda and attack",
     "higher",
     _TEDA,
-    _CONF + "; all games hold together with probability >= 1 - alpha_conf",
+    _CONF + "; the lower bounds of all games hold together with probability >= 1 - alpha_conf / 2",
     kind="epsilon",
 )
 
@@ -356,6 +359,8 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
         game = _game(bundle, config, context)
         attacks = [attack_plugin(name) for name in config.attacks]
         games = len(attacks) * len(config.transition_lambdas)
+        if config.alpha_conf is None:
+            raise AuditError("audits.distinguishability.alpha_conf is unset; the policy fills it")
         level = split_alpha(config.alpha_conf, parts=games, split="(lambda, attack) games")
         k = config.candidates
         metrics: list[Metric] = []

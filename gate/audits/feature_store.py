@@ -219,6 +219,10 @@ class FeatureStore:
         self.progress = progress
         self._engine = engine
         self._disclosures: dict[tuple[str, str], ClassDisclosures] = {}
+        # a class whose computation failed fails again at once for the next audit that
+        # asks (a review: the membership audit re-ran a failed Spark job, doubling the
+        # time to fail)
+        self._failed: dict[tuple[str, str], Exception] = {}
         self._embeddings: dict[tuple[str | None, str, str, float | None], Embeddings] = {}
         self._indexes: dict[tuple[Any, ...], SemanticIndex] = {}
         self._densities: dict[tuple[Any, ...], tuple[np.ndarray, KnnSearch]] = {}
@@ -236,6 +240,8 @@ class FeatureStore:
     def disclosures(self, config: FeatureClassConfig) -> ClassDisclosures:
         """Disclosures of the class ``config`` configures."""
         key = (config.feature_class, config.model_dump_json())
+        if key in self._failed:
+            raise self._failed[key]
         if key not in self._disclosures:
             plugin = DISCLOSURE_CLASSES.get(config.feature_class)
             if not (isinstance(plugin, type) and issubclass(plugin, DisclosureClass)):
@@ -243,7 +249,11 @@ class FeatureStore:
                     f"disclosure class {config.feature_class!r} is registered as {plugin!r}, "
                     "which is not a gate.audits.feature_store.DisclosureClass"
                 )
-            self._disclosures[key] = plugin().disclosures(self.bundle, config, self)
+            try:
+                self._disclosures[key] = plugin().disclosures(self.bundle, config, self)
+            except Exception as exc:
+                self._failed[key] = exc
+                raise
         return self._disclosures[key]
 
     def semantic_index(self, config: SemanticFeatures, *, k: int) -> SemanticIndex:

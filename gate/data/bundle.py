@@ -213,6 +213,35 @@ class SourceRecords:
     canary_source: pd.DataFrame | None = None
 
 
+def refuse_source_combination(
+    *,
+    train: str | Path | None,
+    holdout: str | Path | None,
+    source: str | Path | None,
+    manifest: str | Path | None,
+) -> None:
+    """Refuse a combination of source options that names no train and holdout, or names
+    them twice, before anything is read (a usage mistake is answered at once).
+
+    Raises:
+        BundleError: what is missing or given twice, by option.
+    """
+    if manifest is not None and source is not None:
+        raise BundleError("give either --source or --manifest, not both")
+    if source is not None and (train is not None or holdout is not None):
+        raise BundleError("give either --source or --train/--holdout, not both")
+    if manifest is None and source is None:
+        if (train is None) != (holdout is None):
+            given, missing = (
+                ("--train", "--holdout") if holdout is None else ("--holdout", "--train")
+            )
+            raise BundleError(f"{given} is given without {missing}: give both (or --source)")
+        if train is None:
+            raise BundleError(
+                "source records are missing: give --train and --holdout, --source, or --manifest"
+            )
+
+
 def load_source(
     *,
     membership: MembershipPolicy,
@@ -230,12 +259,11 @@ def load_source(
     Raises:
         BundleError: the files are missing, unreadable or inconsistent.
     """
+    refuse_source_combination(train=train, holdout=holdout, source=source, manifest=manifest)
     split_manifest: SplitManifest | None = None
     canary_sha256: str | None = None  # when the canary source is the manifest's
     user_column = "user_id"  # the column that defines users; a manifest names its own
     if manifest is not None:
-        if source is not None:
-            raise BundleError("give either --source or --manifest, not both")
         split_manifest = read_manifest(manifest)
         base = Path(manifest).parent
         train = train if train is not None else base / split_manifest.train.path
@@ -247,8 +275,6 @@ def load_source(
 
     tables: dict[str, RawTable] = {}
     if source is not None:
-        if train is not None or holdout is not None:
-            raise BundleError("give either --source or --train/--holdout, not both")
         table = read(source)
         tables["source"] = table
         if "split" not in table.frame.columns:
@@ -267,15 +293,8 @@ def load_source(
         split = table.frame["split"].astype(str)
         frame = _source_frame(table, split, id_prefix="")
     else:
-        if (train is None) != (holdout is None):
-            given, missing = (
-                ("--train", "--holdout") if holdout is None else ("--holdout", "--train")
-            )
-            raise BundleError(f"{given} is given without {missing}: give both (or --source)")
-        if train is None or holdout is None:
-            raise BundleError(
-                "source records are missing: give --train and --holdout, --source, or --manifest"
-            )
+        if train is None or holdout is None:  # refused above unless a manifest gave them
+            raise BundleError("the manifest names no train or holdout file")
         tables["train"] = read(train)
         tables["holdout"] = read(holdout)
         if tables["train"].sha256 == tables["holdout"].sha256:

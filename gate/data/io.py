@@ -742,6 +742,67 @@ def refuse_broken_links(name: str, directory: Path) -> None:
                 )
 
 
+# what a job writing a dataset leaves while it runs, or after it failed: Hadoop's and
+# Spark's committers' uncommitted output
+_UNCOMMITTED = re.compile(r"(?:^|/)(?:_temporary|\.spark-staging-[^/]*)(?:/|$)")
+# Databricks' transactional commit: _started_<id> when a write begins, _committed_<id>
+# beside it once it is committed (both stay)
+_STARTED = re.compile(r"(?:^|/)_started_([^/]+)$")
+# part files named by a Hadoop committer (Spark: part-00000-<job uuid>…; MapReduce:
+# part-r-00000), which writes _SUCCESS into the dataset once every file is committed
+_COMMITTED_PART = re.compile(
+    r"(?:^|/)part-(?:\d{5}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[mr]-\d{5})"
+)
+
+
+def refuse_unfinished_dataset(name: str, listing: Sequence[str]) -> None:
+    """Refuse a dataset that a job is still writing, or that a failed job left part-way:
+    Spark's listing leaves out hidden and ``_``-prefixed entries, so the audit would read
+    what happens to be committed (a review gated 200 clean records of a release whose
+    leaky part was still in ``_temporary/``: PASS).
+
+    Args:
+        name: the dataset as the user named it.
+        listing: every file and directory below it, relative to it, hidden ones included.
+
+    Raises:
+        BundleError: an uncommitted job's output (a Databricks ``_started_<id>``
+            without its ``_committed_<id>`` included), or part files of a Hadoop committer
+            without its ``_SUCCESS`` marker.
+    """
+    present = set(listing)
+    for entry in sorted(present):
+        started = _STARTED.search(entry)
+        uncommitted = _UNCOMMITTED.search(entry) is not None or (
+            started is not None
+            and entry[: started.start(1) - len("_started_")] + "_committed_" + started[1]
+            not in present
+        )
+        if uncommitted:
+            raise BundleError(
+                f"{name}: {entry}: output of a job that has not committed it (still "
+                "writing, or failed); gate the dataset once the job that writes it has "
+                "finished"
+            )
+    if "_SUCCESS" not in present and any(_COMMITTED_PART.search(e) for e in present):
+        raise BundleError(
+            f"{name}: no _SUCCESS marker, which Spark and Hadoop write once a job has "
+            "committed all of its part files: the job may have failed part-way. If it "
+            "finished and writes no marker (mapreduce.fileoutputcommitter."
+            "marksuccessfuljobs=false), create an empty _SUCCESS file in the dataset"
+        )
+
+
+def local_listing(directory: Path) -> list[str]:
+    """Every file and directory below ``directory`` (linked folders followed), relative to
+    it, hidden ones included."""
+    found = []
+    for folder, subfolders, files in os.walk(directory, followlinks=True):
+        base = Path(folder).relative_to(directory)
+        found += [(base / entry).as_posix() for entry in (*subfolders, *files)]
+    return found
+
+
 def _folders_below(root: str, name: str) -> list[str]:
     """The folders of the file ``name`` below the dataset ``root`` (after the last folder
     named as the root's own last component; the file's parent alone when the listing

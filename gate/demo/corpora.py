@@ -13,6 +13,7 @@ caller's ``numpy.random.Generator``.
 
 from __future__ import annotations
 
+import datetime
 from collections import defaultdict
 from typing import Any
 
@@ -42,10 +43,27 @@ CLOSERS = [
 ]
 
 
-def make_faker(seed: int) -> Any:
+def make_faker(seed: int, *, today: datetime.date = datetime.date(2026, 11, 22)) -> Any:
+    """A seeded en_US Faker whose dates (``date_this_year``, ``date_of_birth``) count from
+    ``today``, not from the day it runs: the same seed writes the same records on any day
+    (the bundled example's were written on 2026-11-22, its canary source on 2026-11-25)."""
     from faker import Faker
+    from faker.providers import BaseProvider
+    from faker.providers.date_time import change_year
+
+    class FixedToday(BaseProvider):  # Faker's own two methods, with today fixed
+        def date_this_year(self) -> datetime.date:
+            start = today.replace(month=1, day=1)
+            return self.generator.date_between_dates(start, today)
+
+        def date_of_birth(self, *, minimum_age: int, maximum_age: int) -> datetime.date:
+            start = change_year(today, -(maximum_age + 1))
+            end = change_year(today, -minimum_age)
+            born = self.generator.date_time_ad(start_datetime=start, end_datetime=end).date()
+            return born if born != start else born + datetime.timedelta(days=1)
 
     fake = Faker("en_US")
+    fake.add_provider(FixedToday)
     fake.seed_instance(seed)
     return fake
 

@@ -39,8 +39,10 @@ from gate.data.io import (
     dataset_table,
     is_uri,
     local_dataset_directory,
+    local_listing,
     read_table,
     refuse_broken_links,
+    refuse_unfinished_dataset,
 )
 from gate.engines.base import Engine
 from gate.engines.spark_rows import longer_ngram_rows, ngram_rows, row_schema
@@ -52,6 +54,7 @@ from gate.engines.spark_session import (
     default_parallelism,
     lost_jvm,
     out_of_memory,
+    python_worker_died,
     root_cause,
     run_cancellable,
     start_session,
@@ -86,10 +89,17 @@ def _explain_lost_jvm(step: Callable[..., T]) -> Callable[..., T]:
             return step(self, *args, **kwargs)
         except Exception as exc:
             lost, memory = lost_jvm(exc), out_of_memory(exc)
+            log = f" Spark's log: {self._log}." if self._log is not None else ""
+            if not (lost or memory) and python_worker_died(exc):
+                raise EngineError(
+                    f"Spark ({self.settings.spark_master}): a Python worker running a task "
+                    f"of {step.__name__} died (it crashed, or was killed from outside: by the "
+                    "system's out-of-memory killer when memory ran short; the PII and "
+                    f"embedding models are loaded in every worker).{log}"
+                ) from exc
             if not (lost or memory):
                 raise
             self._failed = True
-            log = f" Spark's log: {self._log}." if self._log is not None else ""
             what = (
                 f"stopped answering during {step.__name__} ({type(exc).__name__}). If its "
                 "JVM ran out of memory, raise"
@@ -244,7 +254,33 @@ class SparkEngine(Engine):
         if directory is not None:
             refuse_broken_links(name, directory)
         fmt = dataset_format(name)
+        listing = local_listing(directory) if directory else self._listing(name, location)
+        if listing is not None:  # before the files' bytes come: a refusal comes at once
+            refuse_unfinished_dataset(name, listing)
         return dataset_table(name, self._data_files(name, location), fmt=fmt)
+
+    @_explain_lost_jvm
+    @_cancellable
+    def _listing(self, name: str, location: str) -> list[str] | None:
+        """Every file below ``location`` relative to it, hidden ones included, listed by
+        Hadoop's file system in the gate's JVM; None through Spark Connect, whose client
+        has no JVM (the unfinished-job check then does not run)."""
+        if self.settings.spark_master.startswith("sc://"):
+            return None
+        context = self.session.sparkContext
+        root = context._jvm.org.apache.hadoop.fs.Path(location)
+        try:
+            system = root.getFileSystem(context._jsc.hadoopConfiguration())
+            prefix = str(system.makeQualified(root).toString()).rstrip("/") + "/"
+            found = []
+            files = system.listFiles(root, True)
+            while files.hasNext():
+                path = str(files.next().getPath().toString())
+                found.append(path.removeprefix(prefix))
+        except answered_errors() as exc:  # a listing error, not a lost JVM
+            raise_if_interrupted()
+            raise BundleError(f"{name}: Spark cannot read the dataset: {root_cause(exc)}") from None
+        return found
 
     @_explain_lost_jvm
     @_cancellable
@@ -409,6 +445,12 @@ class SparkEngine(Engine):
             max_users=config.max_users,
         )
         n_records = len(source_texts)
+        if n_records == 0 or len(synthetic_texts) == 0:  # nothing to join: Spark cannot
+            from gate.engines.local import LocalEngine  # infer a schema without rows
+
+            return LocalEngine(self.settings).ngram_disclosures(
+                source_texts, synthetic_texts, users=users, config=config, progress=progress
+            )
         n_users = int(users.max()) + 1 if users.size else 0
         options: dict[str, Any] = {
             **config.tokenizer_options(),

@@ -88,6 +88,12 @@ def out_of_memory(exc: BaseException) -> str | None:
     return next((marker for marker in OUT_OF_MEMORY_MARKERS if marker in text), None)
 
 
+def python_worker_died(exc: BaseException) -> bool:
+    """Whether a Java exception the JVM answered with says a Python worker of a task died
+    (crashed, or killed from outside: the out-of-memory killer)."""
+    return isinstance(exc, answered_errors()) and "Python worker exited unexpectedly" in str(exc)
+
+
 SESSION_DEFAULTS = {
     "spark.driver.memory": "4g",  # local[N] runs the tasks in the driver
     # the driver fetches the datasets' files and the embeddings (3 GB at 1M + 1M + 1M
@@ -152,6 +158,9 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     for key, value in {**SESSION_DEFAULTS, **conf}.items():
         builder = builder.config(key, value)
     received: list[int] = []
+    from pyspark import SparkContext
+
+    had_jvm = SparkContext._gateway is not None
     with tempfile.NamedTemporaryFile(prefix="gate-spark-", suffix=".log", delete=False) as log:
         saved = os.dup(2)
         try:
@@ -159,6 +168,7 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
             with signals_deferred(received):
                 session = builder.getOrCreate()
         except Exception as exc:
+            _forget_failed_start(stop_jvm=not had_jvm)
             _deliver(received)  # a signal that came during a failed start comes first
             reason = _logged_reason(Path(log.name)) or root_cause(exc)
             raise EngineError(
@@ -179,6 +189,31 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     session.sparkContext.setLogLevel("ERROR")
     _accumulator_errors_to_log(session.sparkContext, Path(log.name))
     return session, Path(log.name)
+
+
+def _forget_failed_start(*, stop_jvm: bool) -> None:
+    """After a failed start: stop the SparkContext it may have left active (a later
+    session in this process would be handed that broken context back) and, if this start
+    launched the JVM, end it (PySpark keeps its gateway's JVM for the life of the
+    process)."""
+    from pyspark import SparkContext
+
+    with contextlib.suppress(Exception):
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+    SparkContext._active_spark_context = None
+    gateway = SparkContext._gateway
+    if not stop_jvm or gateway is None:
+        return
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        with contextlib.suppress(Exception):
+            process.kill()
+            process.wait(timeout=30)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 def _accumulator_errors_to_log(context: Any, log: Path) -> None:

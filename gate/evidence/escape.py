@@ -19,6 +19,18 @@ def one_line(text: str) -> str:
     return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+# what XML 1.0 does not allow in a document at all, even as a character reference
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with each character XML 1.0 forbids written as its escape (``\\x1b``): an
+    error message from a tracking server could otherwise make ``junit.xml`` unreadable."""
+    return _NOT_XML.sub(
+        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text
+    )
+
+
 def markdown_cell(text: str) -> str:
     """``text`` on one line for a Markdown table cell: ``|`` would end the cell, ``<`` could
     open HTML (an image that a pull-request page would load)."""

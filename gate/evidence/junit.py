@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
+from gate.evidence.escape import xml_text
+
 if TYPE_CHECKING:
     from gate.results import GateResult
 
@@ -18,9 +20,8 @@ def junit_xml(result: GateResult) -> str:
             case = ET.SubElement(
                 suite, "testcase", classname=f"gate.{name}", name="audit completes"
             )
-            ET.SubElement(
-                case, "error", message=outcome.error, type="AuditError"
-            ).text = outcome.error
+            error = xml_text(outcome.error)
+            ET.SubElement(case, "error", message=error, type="AuditError").text = error
             cases, errors = 1, 1
         for check in outcome.checks:
             cases += 1
@@ -43,8 +44,8 @@ def junit_xml(result: GateResult) -> str:
                     f"({spec.spec.confidence}{level})"
                 )
                 ET.SubElement(
-                    case, "failure", message=message, type="ThresholdExceeded"
-                ).text = check.spec.description
+                    case, "failure", message=xml_text(message), type="ThresholdExceeded"
+                ).text = xml_text(check.spec.description)
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
@@ -53,7 +54,8 @@ def junit_xml(result: GateResult) -> str:
             suites, "testsuite", name="gate.evidence", tests="1", failures="0", errors="1"
         )
         case = ET.SubElement(suite, "testcase", classname="gate.evidence", name="evidence recorded")
-        ET.SubElement(case, "error", message=result.evidence_error, type="EvidenceError")
+        error = xml_text(result.evidence_error)
+        ET.SubElement(case, "error", message=error, type="EvidenceError").text = error
     ET.indent(suites)
     return (
         '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

@@ -7,6 +7,7 @@ Default store: a local SQLite database (``sqlite:///<cwd>/mlflow.db``) with arti
 
 from __future__ import annotations
 
+import functools
 import glob
 import logging
 import math
@@ -82,8 +83,38 @@ def run_params(result: GateResult) -> dict[str, str]:
     return params
 
 
-def _finite(metrics: dict[str, float]) -> dict[str, float]:
-    return {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+INFINITE_TAG = "gate.infinite_metrics"
+UNDEFINED_TAG = "gate.undefined_metrics"
+
+
+def _metric_batch(metrics: dict[str, float]) -> tuple[list[Any], list[Any]]:
+    """MLflow metrics and tags for ``metrics``. An infinite value (an epsilon no finite
+    bound holds) is logged, which MLflow stores as ±1.797e308, and named in the tag
+    ``gate.infinite_metrics``; NaN (a statistic the data left undefined, e.g. an AUC
+    without holdout users) is not logged and is named in ``gate.undefined_metrics``."""
+    from mlflow.entities import Metric, RunTag
+
+    now = int(time.time() * 1000)
+    values = {k: float(v) for k, v in metrics.items()}
+    tags = []
+    for tag, names in (
+        (INFINITE_TAG, sorted(k for k, v in values.items() if math.isinf(v))),
+        (UNDEFINED_TAG, sorted(k for k, v in values.items() if math.isnan(v))),
+    ):
+        if names:
+            tags.append(RunTag(tag, ",".join(names)[:5000]))
+    logged = [Metric(k, v, now, 0) for k, v in values.items() if not math.isnan(v)]
+    return logged, tags
+
+
+def _quiet_mlflow() -> None:
+    """MLflow's table-creation chatter stays off stderr, and the "View run" link it prints
+    to stdout on ending a run stays out of the gate's output (a closed stdout would make
+    ending every run fail)."""
+    for noisy in ("mlflow", "alembic"):
+        logger = logging.getLogger(noisy)
+        logger.setLevel(max(logging.WARNING, logger.level))
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
 
 class RunCancelled(Exception):
@@ -104,15 +135,37 @@ class GateRunLog:
     def __init__(self, uri: str) -> None:
         import mlflow  # noqa: F401  (an ImportError here names the missing extra)
 
-        for noisy in ("mlflow", "alembic"):  # table-creation chatter on stderr
-            logger = logging.getLogger(noisy)
-            logger.setLevel(max(logging.WARNING, logger.level))
+        _quiet_mlflow()
         self.uri = uri
         self.client: Any = None
         self.run_id: str | None = None
+        # held by open() and finish(), which run in a thread the gate may stop waiting
+        # for: abandon() waits for it, so a request still in flight lands before the
+        # verdict is withdrawn, not after
+        self._working = threading.Lock()
 
     def open(
-        self, result: GateResult, *, experiment: str | None, parent_run_id: str | None = None
+        self,
+        result: GateResult,
+        *,
+        experiment: str | None,
+        cancelled: threading.Event,
+        parent_run_id: str | None = None,
+    ) -> str:
+        """Create the run and its audits' runs and log what they hold, stopping between
+        requests once ``cancelled`` is set."""
+        with self._working:
+            return self._open(
+                result, experiment=experiment, cancelled=cancelled, parent_run_id=parent_run_id
+            )
+
+    def _open(
+        self,
+        result: GateResult,
+        *,
+        experiment: str | None,
+        cancelled: threading.Event,
+        parent_run_id: str | None,
     ) -> str:
         import mlflow
 
@@ -138,9 +191,12 @@ class GateRunLog:
         for audit, outcome in result.audits.items():
             if outcome.result is not None:
                 metrics.update({f"{audit}.{k}": v for k, v in outcome.result.metric_values.items()})
+        _stop_if(cancelled)
         self._log(run_id, metrics, run_params(result))
+        _stop_if(cancelled)
         self.client.log_inputs(run_id, datasets=_dataset_inputs(result))
         for audit, outcome in result.audits.items():
+            _stop_if(cancelled)
             child = self.client.create_run(
                 experiment_id,
                 run_name=audit,
@@ -176,13 +232,7 @@ class GateRunLog:
                 self.client.log_dict(child, jsonable(outcome.result.details), "details.json")
 
     def _log(self, run_id: str, metrics: dict[str, float], params: dict[str, str]) -> None:
-        from mlflow.entities import Metric, Param
-
-        now = int(time.time() * 1000)
-        finite = [Metric(k, v, now, 0) for k, v in _finite(metrics).items()]
-        pairs = [Param(k, v) for k, v in params.items()]
-        for i in range(0, max(len(finite), len(pairs)), 100):  # MLflow's batch limits
-            self.client.log_batch(run_id, metrics=finite[i : i + 100], params=pairs[i : i + 100])
+        _log_batches(self.client, run_id, metrics, params)
 
     def finish(
         self,
@@ -191,39 +241,90 @@ class GateRunLog:
         plots: list[Path],
         cancelled: threading.Event,
     ) -> None:
-        """Every evidence file (report.json last), then the verdict tags, then FINISHED."""
-        run_id = self._require_run()
-        uploads: list[tuple[Path, str | None]] = [
-            (p, None) for key, p in files.items() if key != "report"
-        ]
-        uploads += [(p, "plots") for p in plots] + [(files["report"], None)]
-        for path, folder in uploads:
-            if cancelled.is_set():
-                raise RunCancelled("the gate stopped waiting for MLflow")
-            self.client.log_artifact(run_id, str(path), artifact_path=folder)
-        if cancelled.is_set():
-            raise RunCancelled("the gate stopped waiting for MLflow")
-        self.client.set_tag(run_id, "gate.passed", str(result.passed).lower())
-        self.client.set_tag(run_id, "gate.status", result.status)
-        self.client.set_terminated(run_id, "FINISHED")
+        """Every evidence file (report.json last), then the verdict tags (one request),
+        then FINISHED."""
+        from mlflow.entities import RunTag
 
-    def abandon(self, status: str, replacements: dict[str, Path] | None = None) -> None:
-        """End a run the gate gave up on (``FAILED`` or ``KILLED``), tagged as an error (a
-        verdict it was already given, before its evidence failed, is withdrawn), then
-        upload ``replacements``, the error run's own files, over the ones of the same
-        name uploaded before the failure (which may say PASS)."""
+        with self._working:
+            run_id = self._require_run()
+            uploads: list[tuple[Path, str | None]] = [
+                (p, None) for key, p in files.items() if key != "report"
+            ]
+            uploads += [(p, "plots") for p in plots] + [(files["report"], None)]
+            for path, folder in uploads:
+                _stop_if(cancelled)
+                self.client.log_artifact(run_id, str(path), artifact_path=folder)
+            _stop_if(cancelled)
+            verdict = [
+                RunTag("gate.passed", str(result.passed).lower()),
+                RunTag("gate.status", result.status),
+            ]
+            self.client.log_batch(run_id, tags=verdict)
+            _stop_if(cancelled)
+            self.client.set_terminated(run_id, "FINISHED")
+
+    def abandon(
+        self, status: str, replacements: dict[str, Path] | None = None, *, wait: float
+    ) -> None:
+        """Withdraw a run the gate gave up on: wait up to ``wait`` seconds for a request
+        of :meth:`open` or :meth:`finish` still in flight, tag it ``gate.passed=false``,
+        ``gate.status=error`` (first: the withdrawal's time is bounded, and a slow store
+        must not leave a verdict standing while files upload), end it ``FAILED`` or
+        ``KILLED``, then upload ``replacements`` (the error run's own files) over the files
+        of the same name uploaded before the failure (which may say PASS). Each step is
+        tried whatever the one before did; the first failure is raised at the end."""
+        from mlflow.entities import RunTag
+
         run_id = self._require_run()
-        if "gate.passed" in self.client.get_run(run_id).data.tags:
-            self.client.set_tag(run_id, "gate.passed", "false")
-        self.client.set_tag(run_id, "gate.status", "error")
-        self.client.set_terminated(run_id, status)
-        for path in (replacements or {}).values():
-            self.client.log_artifact(run_id, str(path))
+        withdrawn = [RunTag("gate.passed", "false"), RunTag("gate.status", "error")]
+        steps: list[Callable[[], object]] = [
+            lambda: self.client.log_batch(run_id, tags=withdrawn),
+            lambda: self.client.set_terminated(run_id, status),
+        ]
+        steps += [
+            functools.partial(self.client.log_artifact, run_id, str(path))
+            for path in (replacements or {}).values()
+        ]
+        settled = self._working.acquire(timeout=wait)
+        failures: list[Exception] = []
+        try:
+            for step in steps:
+                try:
+                    step()
+                except Exception as exc:
+                    failures.append(exc)
+        finally:
+            if settled:
+                self._working.release()
+        if failures:
+            raise failures[0]
 
     def _require_run(self) -> str:
         if self.run_id is None:
             raise RunCancelled("the MLflow run was never created")
         return self.run_id
+
+
+def _stop_if(cancelled: threading.Event) -> None:
+    if cancelled.is_set():
+        raise RunCancelled("the gate stopped waiting for MLflow")
+
+
+def _log_batches(
+    client: Any, run_id: str, metrics: dict[str, float], params: dict[str, str]
+) -> None:
+    """``metrics`` and ``params`` in batches of MLflow's limits (100 of each per call)."""
+    from mlflow.entities import Param
+
+    entities, tags = _metric_batch(metrics)
+    pairs = [Param(k, str(v)[:PARAM_LENGTH]) for k, v in params.items()]
+    for i in range(0, max(len(entities), len(pairs), len(tags)), 100):
+        client.log_batch(
+            run_id,
+            metrics=entities[i : i + 100],
+            params=pairs[i : i + 100],
+            tags=tags if i == 0 else [],
+        )
 
 
 def _experiment_id(client: Any, name: str, uri: str) -> str:
@@ -349,9 +450,7 @@ class NestedRunLog:
     def __init__(self, uri: str, *, experiment: str, timeout: float) -> None:
         import mlflow
 
-        for noisy in ("mlflow", "alembic"):
-            logger = logging.getLogger(noisy)
-            logger.setLevel(max(logging.WARNING, logger.level))
+        _quiet_mlflow()
         self.uri = uri
         self.timeout = timeout
 
@@ -391,19 +490,7 @@ class NestedRunLog:
         metrics: dict[str, float] | None = None,
         params: dict[str, str] | None = None,
     ) -> None:
-        from mlflow.entities import Metric, Param
-
-        now = int(time.time() * 1000)
-        finite = [Metric(k, v, now, 0) for k, v in _finite(metrics or {}).items()]
-        pairs = [Param(k, str(v)[:PARAM_LENGTH]) for k, v in (params or {}).items()]
-
-        def batches() -> None:
-            for i in range(0, max(len(finite), len(pairs)), 100):
-                self.client.log_batch(
-                    run_id, metrics=finite[i : i + 100], params=pairs[i : i + 100]
-                )
-
-        self._bounded(batches)
+        self._bounded(lambda: _log_batches(self.client, run_id, metrics or {}, params or {}))
 
     def artifacts(self, run_id: str, paths: list[Path], *, folder: str | None = None) -> None:
         def upload() -> None:
@@ -413,11 +500,11 @@ class NestedRunLog:
         self._bounded(upload)
 
     def end(self, run_id: str, *, status: str, tags: dict[str, str]) -> None:
-        """Tags (the verdict) first, then the run's end state."""
+        """Tags (the verdict, one request) first, then the run's end state."""
+        from mlflow.entities import RunTag
 
         def finish() -> None:
-            for key, value in tags.items():
-                self.client.set_tag(run_id, key, value)
+            self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
             self.client.set_terminated(run_id, status)
 
         self._bounded(finish)

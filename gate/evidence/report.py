@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gate._version import __version__
+from gate.environment import environment
 
 if TYPE_CHECKING:
     from gate.results import AuditOutcome, GateResult
@@ -63,10 +64,16 @@ def jsonable(value: Any) -> Any:
 
 
 def report_dict(result: GateResult) -> dict[str, Any]:
+    from gate.policy.models import PiiFeatures
+
     policy = result.policy
+    pipelines = sorted(
+        {pii.spacy_model for pii in policy.settings_of(PiiFeatures) if pii.engine == "spacy"}
+    )
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "gate_version": __version__,
+        "environment": environment(extra=pipelines),
         "passed": result.passed,
         "status": result.status,
         "exit_code": result.exit_code,

@@ -450,6 +450,7 @@ def _log_to_mlflow(
             lambda: opened.open(
                 result,
                 experiment=result.policy.evidence.mlflow.experiment,
+                cancelled=cancelled,
                 parent_run_id=parent_run_id,
             ),
         )
@@ -483,7 +484,12 @@ def _log_to_mlflow(
         raise
 
 
-ABANDON_SECONDS = 5.0
+ABANDON_SECONDS = 10.0
+# of which waiting for a request the abandoned logging still has in flight; after a signal
+# less, so that a CI runner's SIGKILL (GitHub's comes 7.5 s after its SIGTERM) finds the
+# run withdrawn
+ABANDON_WAIT_SECONDS = 5.0
+ABANDON_WAIT_AFTER_SIGNAL_SECONDS = 1.0
 
 
 def _abandon(log: Any, status: str, replacements: dict[str, Path] | None = None) -> None:
@@ -498,7 +504,13 @@ def _abandon(log: Any, status: str, replacements: dict[str, Path] | None = None)
         with_deadline(
             time.monotonic() + ABANDON_SECONDS,
             threading.Event(),
-            lambda: log.abandon(status, replacements),
+            lambda: log.abandon(
+                status,
+                replacements,
+                wait=ABANDON_WAIT_AFTER_SIGNAL_SECONDS
+                if status == "KILLED"
+                else ABANDON_WAIT_SECONDS,
+            ),
         )
 
 

@@ -21,11 +21,11 @@ import json
 import os
 from collections.abc import Sequence
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 
 from gate._version import __version__
 from gate.digests import sha256_tree
+from gate.environment import distribution_version
 from gate.features.sqlite_cache import SqliteCache, text_keys
 
 Detection = tuple[str, int, int]  # entity type, start, end
@@ -39,13 +39,6 @@ _DETECTION_CODE = (
     "phone_forms.py",
 )
 _VERSIONED = ("presidio-analyzer", "phonenumbers", "spacy", "thinc", "tldextract", "regex")
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 @cache
@@ -99,7 +92,7 @@ def detector_key(
         else {"package": spacy_model, "files": pipeline_digest(spacy_model)},
         "entities": list(entities),
         "score_threshold": float(score_threshold),
-        "versions": {"gate": __version__, **{d: _version(d) for d in _VERSIONED}},
+        "versions": {"gate": __version__, **{d: distribution_version(d) for d in _VERSIONED}},
         "detection_code": detection_code_digest(),
         "suffix_lists": os.environ.get("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", ""),
     }

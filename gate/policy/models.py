@@ -701,12 +701,13 @@ class DistinguishabilityAudit(AuditConfig):
         "sampling, embedding attack); null = the disclosure audit's semantic class, else "
         "bundled MiniLM.",
     )
-    alpha_conf: float = Field(
-        0.05,
+    alpha_conf: float | None = Field(
+        None,
         gt=0,
         lt=1,
         description="Two-sided Clopper-Pearson level, divided by the number of (lambda, "
-        "attack) games (Bonferroni) so the worst epsilon keeps it.",
+        "attack) games (Bonferroni) so the worst epsilon keeps it; null = 2 x the policy's "
+        "alpha, so that the lower bound the audit uses is at the policy's level.",
     )
     delta: float = Field(0.0, ge=0, lt=1, description="delta of the empirical epsilon.")
     thresholds: DistinguishabilityThresholds = Field(default_factory=DistinguishabilityThresholds)
@@ -1178,6 +1179,28 @@ class Policy(StrictModel):
         audits = self.audits.model_copy(update=update)
         # pydantic models are frozen and a top-level after-validator must return self, so
         # the filled-in audits are set in place (validation is not finished: no reader yet)
+        object.__setattr__(self, "audits", audits)
+        return self
+
+    @model_validator(mode="after")
+    def _distinguishability_level(self) -> Policy:
+        """Fill the distinguishability audit's ``alpha_conf: null`` with 2 x ``alpha``: the
+        audit uses the lower end of a two-sided interval, so its bound is then at the
+        policy's level like every other audit's."""
+        rewrite = self.audits.distinguishability
+        if rewrite is None or rewrite.alpha_conf is not None:
+            return self
+        if 2 * self.alpha >= 1:
+            if not rewrite.enabled:  # never run: left unset
+                return self
+            raise ValueError(
+                "audits.distinguishability.alpha_conf: null takes 2 x alpha as the two-sided "
+                f"Clopper-Pearson level, which must be < 1; found alpha = {self.alpha:g}. "
+                "Set alpha below 0.5 or alpha_conf in (0, 1)"
+            )
+        filled = rewrite.model_copy(update={"alpha_conf": 2 * self.alpha})
+        # see _share_feature_settings: set in place during validation
+        audits = self.audits.model_copy(update={"distinguishability": filled})
         object.__setattr__(self, "audits", audits)
         return self
 

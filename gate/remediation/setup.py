@@ -189,8 +189,14 @@ class RemediationTracking:
 def missing_release_size(loaded: LoadedPolicy) -> str | None:
     """Why ``gate remediate`` cannot run the policy without ``remediation.sample_size``
     (naming the YAML path), or None when it is set."""
-    remediation = loaded.policy.remediation or Remediation()
-    if remediation.sample_size is not None:
+    if loaded.policy.remediation is None:
+        return (
+            f"{loaded.path}: remediation: the policy has no remediation block; gate "
+            "remediate needs one with sample_size, the number of records per release, "
+            "chosen without looking at the data (policies/remediate.yaml in the gate's "
+            "repository has one)"
+        )
+    if loaded.policy.remediation.sample_size is not None:
         return None
     at = policy_location(loaded, ("remediation", "sample_size"))
     return (
