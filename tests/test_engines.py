@@ -880,7 +880,8 @@ with SparkEngine(EngineSettings(name="spark", spark_master="local[1]")) as good:
     _run_python(code, cwd=tmp_path, timeout=240)
 
 
-@pytest.mark.parametrize("cli", [False, True])
+# the CLI's variant (its quieting run first) in the slow run: the default run's time
+@pytest.mark.parametrize("cli", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path, cli: bool) -> None:
     """The JVM of a session the engine started is killed (as the kernel's OOM killer or
     the JVM's own OutOfMemoryError would end it): the step raises one error that names
@@ -1095,7 +1096,7 @@ def _ctrl_c_probe(master: str, tmp_path: Path, *, timeout: float, **environ: str
     return lines
 
 
-@pytest.mark.parametrize("pinned", ["true", "false"])
+@pytest.mark.parametrize("pinned", [pytest.param("true", marks=pytest.mark.slow), "false"])
 def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path, pinned: str) -> None:
     """A SIGINT during a query of minutes is raised within seconds, through PySpark's Arrow
     collect (whose C++ reader retried the interrupted read until the query ended) and
@@ -1111,6 +1112,7 @@ def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path, pinned: str) -> 
     assert "JOBS LATER []" in lines
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_cancels_a_spark_connect_query_at_once(
     connect_server: str, tmp_path: Path
 ) -> None:

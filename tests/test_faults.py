@@ -1218,6 +1218,7 @@ def test_concurrent_checks_share_one_new_sqlite_store(
     assert len(run_ids) == processes
 
 
+@pytest.mark.slow
 def test_a_run_stopped_while_creating_the_sqlite_store_leaves_no_broken_store(
     bundle_files: dict[str, Path], tmp_path: Path
 ) -> None:

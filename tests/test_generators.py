@@ -99,6 +99,7 @@ def test_cosine_schedule_reaches_the_optimizer(private: bool) -> None:
     assert np.isfinite(b.parameter_vector()).all()
 
 
+@pytest.mark.slow
 def test_dp_noise_is_secret_unless_seeded() -> None:
     """Without a noise seed, two DP fits of one generator seed differ (the noise and the
     Poisson batches come from the operating system's entropy, which no record holds); with
