@@ -4,6 +4,7 @@ distributions' metadata: nothing is imported)."""
 
 from __future__ import annotations
 
+import functools
 import platform
 import sys
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ DISTRIBUTIONS = (
 )
 
 
+@functools.cache  # read once a process: the report and each PII detector's key ask
 def distribution_version(name: str) -> str | None:
     """The installed version of distribution ``name``, None if it is not installed."""
     try:

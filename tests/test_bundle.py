@@ -926,7 +926,7 @@ def test_csv_files_that_are_refused_say_why(
 def test_a_dataset_with_a_link_to_a_missing_file_is_refused(tmp_path: Path) -> None:
     """Spark's listing leaves such a file out without a word: the dataset is refused,
     also when the link is in a linked folder; names Spark does not list are skipped."""
-    from gate.data.io import local_dataset_directory, refuse_broken_links
+    from gate.data.io import local_dataset_directory, local_listing, refuse_broken_links
 
     dataset, elsewhere = tmp_path / "train.jsonl", tmp_path / "elsewhere"
     dataset.mkdir()
@@ -935,11 +935,11 @@ def test_a_dataset_with_a_link_to_a_missing_file_is_refused(tmp_path: Path) -> N
     (dataset / "_temporary.json").symlink_to(tmp_path / "gone.json")
     (dataset / ".hidden").mkdir()
     (dataset / ".hidden" / "part-00009.json").symlink_to(tmp_path / "gone.json")
-    refuse_broken_links("train.jsonl", dataset)
+    refuse_broken_links("train.jsonl", dataset, local_listing(dataset))
     (dataset / "more").symlink_to(elsewhere)
     (elsewhere / "part-00001.json").symlink_to(tmp_path / "gone.json")
     with pytest.raises(BundleError, match=r"^train.jsonl: .*/more/part-00001.json is a symbolic"):
-        refuse_broken_links("train.jsonl", dataset)
+        refuse_broken_links("train.jsonl", dataset, local_listing(dataset))
     for named in (str(dataset), dataset.as_uri(), f"file://localhost{dataset}"):
         assert local_dataset_directory(named) == dataset
     assert local_dataset_directory("hdfs://cluster/train.jsonl") is None

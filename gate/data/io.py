@@ -723,23 +723,25 @@ def local_dataset_directory(path: str) -> Path | None:
     return directory if directory.is_dir() else None
 
 
-def refuse_broken_links(name: str, directory: Path) -> None:
+def refuse_broken_links(name: str, directory: Path, listing: Sequence[str]) -> None:
     """Refuse a local dataset with a data file that is a symbolic link to nothing:
     Spark's listing leaves such a file out without a word, and the audit would read a
-    dataset without its records. Linked folders are followed; hidden and ``_``-prefixed
-    names are not data files, as Spark lists them.
+    dataset without its records. ``listing`` is the directory's :func:`local_listing`
+    (linked folders followed); hidden and ``_``-prefixed names are not data files, as
+    Spark lists them.
 
     Raises:
         BundleError: names the dataset, the link and where it points.
     """
-    for folder, subfolders, files in os.walk(directory, followlinks=True):
-        subfolders[:] = sorted(d for d in subfolders if not d.startswith(("_", ".")))
-        for entry in sorted(Path(folder) / f for f in files if not f.startswith(("_", "."))):
-            if entry.is_symlink() and not entry.exists():
-                raise BundleError(
-                    f"{name}: {entry} is a symbolic link to a missing file "
-                    f"({os.readlink(entry)}); Spark would leave that part of the dataset out"
-                )
+    for relative in sorted(listing):
+        if any(part.startswith(("_", ".")) for part in relative.split("/")):
+            continue
+        entry = directory / relative
+        if entry.is_symlink() and not entry.exists():
+            raise BundleError(
+                f"{name}: {entry} is a symbolic link to a missing file "
+                f"({os.readlink(entry)}); Spark would leave that part of the dataset out"
+            )
 
 
 # what a job writing a dataset leaves while it runs, or after it failed: Hadoop's and

@@ -251,10 +251,13 @@ class SparkEngine(Engine):
         else:
             return read_table(path)
         directory = local_dataset_directory(name)
-        if directory is not None:
-            refuse_broken_links(name, directory)
+        listing: list[str] | None
+        if directory is not None:  # one walk of a local dataset serves both checks
+            listing = entries = local_listing(directory)
+            refuse_broken_links(name, directory, entries)
+        else:
+            listing = self._listing(name, location)
         fmt = dataset_format(name)
-        listing = local_listing(directory) if directory else self._listing(name, location)
         if listing is not None:  # before the files' bytes come: a refusal comes at once
             refuse_unfinished_dataset(name, listing)
         return dataset_table(name, self._data_files(name, location), fmt=fmt)

@@ -12,11 +12,18 @@ _CONTROLS = re.compile(
 )
 
 
+def _escaped(pattern: re.Pattern[str], text: str) -> str:
+    """``text`` with each character ``pattern`` matches written as its Python escape."""
+    return pattern.sub(
+        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text
+    )
+
+
 def one_line(text: str) -> str:
     """``text`` with every control character written as its escape (``\\n``, ``\\x1b``,
     ``\\u202e``): a record id cannot start a line of its own in a CI log (a forged
     ``verdict: PASS`` or a ``::workflow-command::``) or colour the terminal."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return _escaped(_CONTROLS, text)
 
 
 # what XML 1.0 does not allow in a document at all, even as a character reference
@@ -26,9 +33,7 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 def xml_text(text: str) -> str:
     """``text`` with each character XML 1.0 forbids written as its escape (``\\x1b``): an
     error message from a tracking server could otherwise make ``junit.xml`` unreadable."""
-    return _NOT_XML.sub(
-        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text
-    )
+    return _escaped(_NOT_XML, text)
 
 
 def markdown_cell(text: str) -> str:
