@@ -79,6 +79,11 @@ def test_leaky_release_fails_with_witnesses_pointing_at_train(tmp_path) -> None:
     eta = m["ngram.rip_eta_lower"]
     assert m["ngram.rip_epsilon_lower"] == pytest.approx(math.log((0.5 + eta) / (0.5 - eta)))
     assert {"ngram.tpr_at_fpr_0.1", "ngram.tpr_at_fpr_0.01", "ngram.tpr_at_fpr_0.05"} <= set(m)
+    # the advantage's bound is stated as what it is, not as a test of eta-RIP (a review)
+    said = result.audits["membership"].result.statements["ngram"]
+    assert f"not epsilon-DP for any epsilon < {m['ngram.rip_epsilon_lower']:.4f}" in said
+    assert "eta-RIP bounds the advantage averaged over trainings" in said
+    assert "not eta-RIP for any" not in said
 
 
 def test_phantom_only_release_passes_and_reports_phantoms(tmp_path) -> None:

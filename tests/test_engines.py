@@ -4,6 +4,7 @@ session and on a Spark Connect server, give the same counts, metrics and verdict
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -490,6 +491,65 @@ def test_spark_refuses_a_dataset_whose_job_has_not_committed(tmp_path: Path, spa
     assert len(spark_engine.read_table(release).frame) == 2
 
 
+def _unfinished_datasets(root: Path) -> dict[str, Path]:
+    """Datasets a job left part-way, one per kind of marker, with a finished one: in the
+    dataset's folder and in a subfolder whose name holds glob characters."""
+    made = {}
+    for kind in ("finished", "temporary", "staging", "started", "no success"):
+        dataset = root / kind.replace(" ", "-")
+        folder = dataset / "day {1}-[a]"
+        folder.mkdir(parents=True)
+        (dataset / "part-00000.json").write_text('{"text": "committed"}\n')
+        (folder / "part-00001.json").write_text('{"text": "committed too"}\n')
+        (folder / "_started_57").write_text("")
+        (folder / "_committed_57").write_text("")
+        (dataset / "_SUCCESS").write_text("")
+        made[kind] = dataset
+    (made["temporary"] / "_temporary" / "0").mkdir(parents=True)
+    (made["temporary"] / "_temporary" / "0" / "part-00002.json").write_text('{"text": "not yet"}\n')
+    (made["staging"] / "day {1}-[a]" / ".spark-staging-9").mkdir()
+    (made["started"] / "day {1}-[a]" / "_committed_57").unlink()
+    (made["no success"] / "_SUCCESS").unlink()
+    (made["no success"] / "part-00003-0b3c9a1e-5d2f-4c8e-9a7b-1c2d3e4f5a6b-c000.json").write_text(
+        '{"text": "a failed job\'s committed task"}\n'
+    )
+    return made
+
+
+UNFINISHED_REFUSALS = {
+    "temporary": r"_temporary: output of a job that has not",
+    "staging": r"day \{1\}-\[a\]/\.spark-staging-\*: output of a job that has not",
+    "started": r"day \{1\}-\[a\]/_started_\*: output of a job that has not",
+    "no success": r"no _SUCCESS marker",
+}
+
+
+def test_without_a_jvm_the_commit_markers_are_probed_by_name(tmp_path: Path, spark_engine) -> None:
+    """A Spark Connect client has no JVM to list a URI's dataset with, and the
+    unfinished-job check did not run there (what the gate read was what happened to be
+    committed). The markers are now probed by name, which a Connect server answers; the
+    probes run here on a local session, the Connect server's own test is below."""
+    from gate.data.io import refuse_unfinished_dataset
+    from gate.errors import BundleError
+
+    datasets = _unfinished_datasets(tmp_path)
+    finished = datasets.pop("finished")
+    listed = spark_engine._probed_listing("finished", finished.as_uri())
+    assert sorted(listed) == [
+        "_SUCCESS",
+        "day {1}-[a]/_committed_*",
+        "day {1}-[a]/_started_*",
+        "day {1}-[a]/part-00001.json",
+        "part-00000.json",
+    ]
+    refuse_unfinished_dataset("finished", listed)
+    for kind, dataset in datasets.items():
+        with pytest.raises(BundleError, match=UNFINISHED_REFUSALS[kind]):
+            refuse_unfinished_dataset(kind, spark_engine._probed_listing(kind, dataset.as_uri()))
+    with pytest.raises(BundleError, match=r"Spark cannot read the dataset: .*PATH_NOT_FOUND"):
+        spark_engine._probed_listing("gone", (tmp_path / "gone").as_uri())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -619,6 +679,45 @@ for conf in ({"spark.driver.memory": "2g"}, {"spark.sql.shuffle.partitions": "ma
         except Exception as exc:
             print("refused:", type(exc).__name__, str(exc).splitlines()[0])
 """
+
+
+CONNECT_LISTING_PROBE = """
+import sys
+from gate.data.io import refuse_unfinished_dataset
+from gate.engines.base import create_engine
+from gate.errors import BundleError
+from gate.policy.models import EngineSettings
+
+with create_engine(EngineSettings(name="spark", spark_master=sys.argv[1])) as gate:
+    for kind, uri in zip(sys.argv[2::2], sys.argv[3::2]):
+        try:
+            refuse_unfinished_dataset(kind, gate._listing(kind, uri))  # as for hdfs:// or s3a://
+            print(kind, "read")
+        except BundleError as exc:
+            print(kind, "refused:", exc)
+"""
+
+
+def test_a_connect_server_answers_the_unfinished_job_check(
+    connect_server: str, tmp_path: Path
+) -> None:
+    """Through a real Spark Connect server, a URI's dataset left part-way by its job is
+    refused (before, the check did not run through Connect) and a finished one is read."""
+    datasets = _unfinished_datasets(tmp_path)
+    pairs = [
+        str(x) for kind, path in datasets.items() for x in (kind.replace(" ", "_"), path.as_uri())
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT_LISTING_PROBE, connect_server, *pairs],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    verdicts = dict(line.split(" ", 1) for line in done.stdout.strip().split("\n"))
+    assert verdicts.pop("finished") == "read"
+    for kind, refusal in UNFINISHED_REFUSALS.items():
+        assert re.search(refusal, verdicts[kind.replace(" ", "_")]), verdicts
 
 
 def test_a_connect_session_takes_the_policys_session_settings(connect_server: str) -> None:

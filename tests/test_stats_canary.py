@@ -75,6 +75,14 @@ def test_bigram_model_rejects_ids_outside_the_vocabulary() -> None:
             query_starts=starts,
             vocabulary=3,
         )
+    with pytest.raises(ValueError, match=r"queries: starts must be non-decreasing; found 2 then 1"):
+        bigram_log_probabilities(
+            corpus_ids=ids[:2],
+            corpus_starts=np.array([0, 2]),
+            query_ids=ids[:2],
+            query_starts=np.array([0, 2, 1, 2]),
+            vocabulary=3,
+        )
 
 
 def test_top_k_mean_jaccard_tiny_sets() -> None:

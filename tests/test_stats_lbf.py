@@ -18,6 +18,7 @@ from gate.stats.lbf import (
     epsilon_at_delta,
     epsilon_delta_curve,
     lbf_profile,
+    restricted_delta_at_epsilon,
 )
 
 
@@ -147,3 +148,12 @@ def test_validation() -> None:
         delta_at_epsilon(m1(), epsilon=-0.1)
     with pytest.raises(ValueError, match=r"delta must be in \[0, 1\]; found 1.5"):
         epsilon_at_delta(m1(), delta=1.5)
+    # a review: NaN in the outputs mask was read as True, negative counts were censored
+    with pytest.raises(ValueError, match="outputs must be a boolean mask; found dtype float64"):
+        restricted_delta_at_epsilon(
+            counts_x=np.ones(2), counts_y=np.ones(2), outputs=np.array([np.nan, 0]), epsilon=1
+        )
+    with pytest.raises(ValueError, match=r"counts_x must be non-negative numbers; found min -3\.0"):
+        censor(counts_x=np.array([-3.0, 5.0]), counts_y=np.ones(2), threshold=1)
+    with pytest.raises(ValueError, match="counts_y must be finite numbers; found nan"):
+        censor(counts_x=np.ones(2), counts_y=np.array([np.nan, 1.0]), threshold=1)

@@ -17,6 +17,7 @@ from gate.stats.one_run import (
     DEFAULT_GRID,
     _grid,
     descending_order,
+    one_run_delta_from_scores,
     one_run_epsilon,
     one_run_epsilon_ceiling,
     one_run_epsilon_from_scores,
@@ -204,6 +205,26 @@ def test_one_run_validation() -> None:
             rng=np.random.default_rng(0),
             selection="max",
         )
+
+
+def test_one_run_refuses_what_would_report_no_evidence_from_nothing() -> None:
+    """A review: no scores, one score, an empty or out-of-range grid gave epsilon-hat = 0
+    (no evidence) instead of an error; a tolerance of 0 never ended; epsilon = True was a
+    level."""
+    rng = np.random.default_rng(0)
+    for n in (0, 1):
+        with pytest.raises(ValueError, match=rf"scores must hold at least 2 records; found {n}"):
+            one_run_epsilon_from_scores(scores=np.ones(n), is_train=np.ones(n, bool), rng=rng)
+    two = {"scores": np.array([1.0, 0.0]), "is_train": np.array([True, False]), "rng": rng}
+    assert one_run_epsilon_from_scores(**two).evaluated == 1
+    for fractions in ((), (float("nan"),), (-0.5,), (2.0,), (True,)):
+        with pytest.raises(ValueError, match=r"fractions must be one or more numbers in \(0, 1\]"):
+            one_run_epsilon_from_scores(**two, fractions=fractions)
+    for tolerance in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"tolerance must be in \(0, inf\); found"):
+            one_run_epsilon(k_plus=10, k_minus=0, correct=10, alpha=0.05, tolerance=tolerance)
+    with pytest.raises(ValueError, match=r"epsilon must be in \[0, inf\]; found True"):
+        one_run_delta_from_scores(**two, epsilon=True)
 
 
 def test_membership_labels_are_booleans_or_0_1() -> None:
@@ -523,6 +544,21 @@ def test_rip_estimate_hand_case() -> None:
     assert r.eta == pytest.approx(0.2)
     assert r.eta_lower == pytest.approx(stats.beta.ppf(0.05, 70, 31) - 0.5)
     assert rip_eta_estimate(correct=40, trials=100).eta_lower == 0.0
+
+
+def test_the_rip_advantage_bound_is_no_test_of_eta_rip() -> None:
+    """A review's counter-example, kept as the reason the audit does not state "not
+    eta-RIP for any eta < rip_eta_lower": a release that reveals every user in half of its
+    trainings and nothing otherwise is 0.25-RIP (accuracy 1/2 * 1 + 1/2 * 1/2 on average,
+    Definition 1), yet one run's bound exceeds 0.25 far more often than alpha."""
+    rng = np.random.default_rng(63)
+    above = 0
+    for _ in range(200):
+        is_train = rng.random(200) < 0.5
+        reveals = rng.random() < 0.5
+        scores = is_train + 0.01 * rng.random(200) if reveals else rng.random(200)
+        above += rip_eta_from_scores(scores=scores, is_train=is_train, rng=rng).eta_lower > 0.25
+    assert above / 200 > 0.3
 
 
 def test_rip_from_scores_valid_under_null_and_powerful_under_leak() -> None:

@@ -115,6 +115,13 @@ def test_replica_sigmas_by_hand() -> None:
         replica_coordinate_sigma(np.ones((1, 3)))
     with pytest.raises(ValueError, match="their spread is 0"):
         replica_coordinate_sigma(np.ones((4, 3)))
+    # a review: a replica that diverged was skipped over (its NaN coordinate took the
+    # others' median) and noise was added anyway
+    diverged = replicas.copy()
+    diverged[2, 1] = np.nan
+    for spread in (replica_coordinate_sigma, replica_sigma):
+        with pytest.raises(ValueError, match=r"found nan in replica 2, coordinate 1 \(1 such"):
+            spread(diverged)
 
 
 def test_frechet_distance_closed_forms() -> None:

@@ -60,6 +60,12 @@ ScorerConfigT = TypeVar("ScorerConfigT", bound=ScorerConfig)
 _PHANTOMS = "Phantoms and Disclosures (2026), §5.2, Thm 3"
 _ONE_RUN = f"{ONE_RUN_PAPER}, Thm 3.1"
 _RIP = "Provable Re-Identification Privacy, Thm 4"
+_RIP_PER_RUN = (
+    "Its bound is a confidence bound where each user's guess is right independently of the "
+    "others' given them (as under epsilon-DP); eta-RIP bounds the advantage averaged over "
+    "trainings, which one run cannot test: a release that reveals every user at once in "
+    "some trainings is eta-RIP and can show a larger advantage in one."
+)
 
 
 def tpr_spec(fpr: float) -> MetricSpec:
@@ -111,7 +117,8 @@ BASE_METRICS = (
     ),
     MetricSpec(
         "rip_eta_lower",
-        "lower bound on RIP eta",
+        "lower bound on this run's RIP advantage (a test of eta-RIP only where users' "
+        "guesses are independent, as under epsilon-DP)",
         "higher",
         _RIP,
         f"{LOWER_OVER_USERS} (Clopper-Pearson)",
@@ -380,7 +387,7 @@ def score_checks(
                     metrics["rip_eta_lower"],
                     s,
                     max_rip_eta,
-                    f"{s}: lower confidence bound on RIP eta",
+                    f"{s}: lower confidence bound on this run's RIP advantage",
                 )
             )
     return checks
@@ -617,16 +624,22 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
             auc += auc_chance(
                 scores=scores, is_member=labels, thresholds=config.thresholds, rng=context.rng
             )
+            rip_guesses = (
+                f"The best threshold guess was right for {rip.correct} of {rip.trials} "
+                f"held-aside users (RIP advantage {rip.eta:.4f}); "
+            )
             statements[name] = (
                 f"{auc}Each with probability >= {1 - context.alpha:g} over the random "
                 f"assignment of users (both together >= {1 - 2 * context.alpha:g}): the "
                 f"release is not (epsilon, {config.delta:g})-DP for any epsilon < "
-                f"{one_run.epsilon_lower:.4f}; it is not eta-RIP for any eta < "
-                f"{rip.eta_lower:.4f}. Lower bounds: they can show leakage, never its absence."
+                f"{one_run.epsilon_lower:.4f}; it is not epsilon-DP for any epsilon < "
+                f"{values['rip_epsilon_lower']:.4f} (from the RIP advantage of at least "
+                f"{rip.eta_lower:.4f}, Thm 4). {rip_guesses}{_RIP_PER_RUN} Lower bounds: "
+                "they can show leakage, never its absence."
                 if one_run.epsilon_lower > 0 or rip.eta_lower > 0
-                else f"{auc}Neither the one-run epsilon bound nor the RIP bound rejects "
-                f"privacy at level alpha = {context.alpha:g}: no evidence of leakage, which "
-                "is not evidence of safety."
+                else f"{auc}Neither the one-run epsilon bound nor the RIP advantage's bound "
+                f"rejects privacy at level alpha = {context.alpha:g}: no evidence of leakage, "
+                f"which is not evidence of safety. {rip_guesses}{_RIP_PER_RUN}"
             )
         verdict = checks_statement(self.checks(config), alpha=context.alpha)
         if verdict is not None:

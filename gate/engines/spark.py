@@ -23,12 +23,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pandas as pd
@@ -72,6 +74,7 @@ from gate.progress import Progress
 if TYPE_CHECKING:
     from gate.features.pii import PiiOccurrences
 
+_PROBED_FOLDERS = 64  # folders of a dataset probed for a commit marker at once (Connect)
 SHUFFLE_CHARS = 8 << 20  # characters of text per shuffle partition (sessions the gate starts)
 _KEY = ["n", "h1", "h2"]
 T = TypeVar("T")
@@ -251,25 +254,23 @@ class SparkEngine(Engine):
         else:
             return read_table(path)
         directory = local_dataset_directory(name)
-        listing: list[str] | None
         if directory is not None:  # one walk of a local dataset serves both checks
-            listing = entries = local_listing(directory)
-            refuse_broken_links(name, directory, entries)
+            listing = local_listing(directory)
+            refuse_broken_links(name, directory, listing)
         else:
             listing = self._listing(name, location)
         fmt = dataset_format(name)
-        if listing is not None:  # before the files' bytes come: a refusal comes at once
-            refuse_unfinished_dataset(name, listing)
+        refuse_unfinished_dataset(name, listing)  # before the files' bytes come
         return dataset_table(name, self._data_files(name, location), fmt=fmt)
 
     @_explain_lost_jvm
     @_cancellable
-    def _listing(self, name: str, location: str) -> list[str] | None:
+    def _listing(self, name: str, location: str) -> list[str]:
         """Every file below ``location`` relative to it, hidden ones included, listed by
-        Hadoop's file system in the gate's JVM; None through Spark Connect, whose client
-        has no JVM (the unfinished-job check then does not run)."""
+        Hadoop's file system in the gate's JVM; through Spark Connect, whose client has no
+        JVM, what :meth:`_probed_listing` finds."""
         if self.settings.spark_master.startswith("sc://"):
-            return None
+            return self._probed_listing(name, location)
         context = self.session.sparkContext
         root = context._jvm.org.apache.hadoop.fs.Path(location)
         try:
@@ -284,6 +285,56 @@ class SparkEngine(Engine):
             raise_if_interrupted()
             raise BundleError(f"{name}: Spark cannot read the dataset: {root_cause(exc)}") from None
         return found
+
+    def _probed_listing(self, name: str, location: str) -> list[str]:
+        """The data files below ``location`` as Spark lists them, and the commit markers
+        :func:`gate.data.io.refuse_unfinished_dataset` looks for, each probed by name in
+        the dataset's folder and in every folder holding its data files: ``_temporary``,
+        ``.spark-staging-*``, ``_started_*``, ``_committed_*`` (and ``_SUCCESS`` in the
+        dataset's folder). A path naming hidden entries only reads as a dataset without
+        files when one exists, and fails with ``PATH_NOT_FOUND`` when none does, so a
+        Spark Connect server answers without the client listing a file system. Markers are
+        named as probed (``_started_*``): a Databricks job's ``_started_<id>`` and
+        ``_committed_<id>`` cannot be paired by id this way, only their presence in a
+        folder."""
+        root = location.rstrip("/")
+        files = self._probe(name, root, missing_ok=False) or []
+        listing = [_below(root, path) for path in files]
+        folders = sorted({entry.rpartition("/")[0] for entry in listing} - {""})
+        for marker in ("_temporary", ".spark-staging-*", "_started_*", "_committed_*"):
+            if self._probe(name, f"{root}/{marker}") is not None:
+                listing.append(marker)
+            for first in range(0, len(folders), _PROBED_FOLDERS):  # one probe for many
+                group = folders[first : first + _PROBED_FOLDERS]
+                if self._probe(name, f"{root}/{_glob_of(group)}/{marker}") is None:
+                    continue
+                if len(group) > 1:  # in which of them
+                    group = [
+                        f
+                        for f in group
+                        if self._probe(name, f"{root}/{_glob_of([f])}/{marker}") is not None
+                    ]
+                listing += [f"{folder}/{marker}" for folder in group]
+        if self._probe(name, f"{root}/_SUCCESS") is not None:
+            listing.append("_SUCCESS")
+        return listing
+
+    def _probe(self, name: str, path: str, *, missing_ok: bool = True) -> list[str] | None:
+        """The data files Spark lists at ``path`` (a folder, a file or a glob; none for
+        hidden entries), or None if nothing is there (``missing_ok``).
+
+        Raises:
+            BundleError: Spark cannot list ``path`` (or nothing is there, unless
+                ``missing_ok``).
+        """
+        reader = self.session.read.format("binaryFile").option("recursiveFileLookup", "true")
+        try:
+            return list(reader.load(path).inputFiles())
+        except answered_errors() as exc:
+            raise_if_interrupted()
+            if missing_ok and _condition(exc) == "PATH_NOT_FOUND":
+                return None
+            raise BundleError(f"{name}: Spark cannot read the dataset: {root_cause(exc)}") from None
 
     @_explain_lost_jvm
     @_cancellable
@@ -590,6 +641,30 @@ class SparkEngine(Engine):
             witness_length=witness["n"].to_numpy(dtype=np.int64),
             witness_synthetic=witness["release_doc"].to_numpy(dtype=np.int64),
         )
+
+
+def _condition(exc: BaseException) -> str | None:
+    """The error condition of a PySpark error (``PATH_NOT_FOUND``, …), if it has one."""
+    condition = getattr(exc, "getCondition", None)
+    return condition() if callable(condition) else None
+
+
+def _below(root: str, path: str) -> str:
+    """``path``, a file Spark lists below the dataset ``root``, relative to it. Spark
+    qualifies what it lists (``file:/x`` for ``file:///x``, ``hdfs://host:8020/x`` for
+    ``hdfs:///x``, ``%20`` for a space), so the two are compared by their decoded
+    paths (Hadoop reads the root's as written); a file whose path does not start with the
+    root's (a root holding a glob) is named by its file name."""
+    base = urlsplit(root).path.rstrip("/") + "/"
+    found = unquote(urlsplit(path).path)
+    return found[len(base) :] if found.startswith(base) else found.rpartition("/")[2]
+
+
+def _glob_of(folders: Sequence[str]) -> str:
+    """A Hadoop glob pattern matching exactly ``folders`` (the characters of patterns in
+    their names escaped)."""
+    escaped = [re.sub(r"([\\{}\[\]*?^!,-])", r"\\\1", folder) for folder in folders]
+    return escaped[0] if len(escaped) == 1 else "{" + ",".join(escaped) + "}"
 
 
 def _unique_longer(

@@ -424,8 +424,10 @@ class MembershipThresholds(ThresholdModel):
         None,
         ge=0,
         lt=0.5,
-        description="Largest tolerated lower confidence bound on RIP eta, below 1/2 (Provable "
-        "Re-Identification Privacy, Thm 4).",
+        description="Largest tolerated lower confidence bound on the RIP advantage of the "
+        "best threshold guess in this run, below 1/2 (Provable Re-Identification Privacy, "
+        "Def. 1; a confidence bound where users' guesses are independent, as under "
+        "epsilon-DP: eta-RIP averages over trainings, which one run cannot test).",
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from gate.generators.base import GeneratorConfig, GeneratorError, ParametricGenerator
 from gate.progress import Progress
+from gate.stats._validate import StatsError
 from gate.stats.rip import (
     cor8_noise,
     cor8_scale,
@@ -65,7 +66,13 @@ def replica_spread(
             replica.fit([users[i] for i in subset], epochs=epochs, progress=progress)
             vectors.append(replica.parameter_vector())
     theta = np.stack(vectors)
-    sigma = replica_sigma(theta)
+    try:
+        sigma = replica_sigma(theta)
+    except StatsError as exc:
+        raise GeneratorError(
+            f"the {replicas} RIP replicas trained on random halves of the {len(users)} train "
+            f"users: {exc} (the generator's training diverged)"
+        ) from None
     if sigma == 0:
         raise GeneratorError(
             f"the {replicas} RIP replicas trained on random halves of the {len(users)} train "

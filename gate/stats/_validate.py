@@ -13,7 +13,7 @@ class StatsError(ValueError):
     allowed range and the value found: numbers and shapes, never a record's text."""
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
     """A real number; not a boolean (``True`` is 1 to Python, never a level or a rate)."""
     return isinstance(value, int | float | np.floating | np.integer) and not isinstance(
         value, bool | np.bool_
@@ -25,7 +25,7 @@ def check_probability(
 ) -> float:
     """Require ``value`` in [0, 1], with either end open on request."""
     low, high = ("(" if open_low else "["), (")" if open_high else "]")
-    ok = _is_number(value) and not math.isnan(value)
+    ok = is_number(value) and not math.isnan(value)
     if ok:
         ok = (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
     if not ok:
@@ -44,7 +44,7 @@ def check_count(name: str, value: Any, *, minimum: int = 0, maximum: int | None 
 
 def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> float:
     """Require ``value`` in [0, inf), or [0, inf] with ``allow_inf``."""
-    ok = _is_number(value) and not math.isnan(value)
+    ok = is_number(value) and not math.isnan(value)
     if ok:
         ok = value >= 0 and (allow_inf or math.isfinite(value))
     if not ok:
@@ -120,7 +120,7 @@ def check_integers(name: str, values: Any) -> np.ndarray:
 def check_eta(eta: float, *, open_low: bool = False) -> float:
     """Require a RIP level η in [0, 0.5), or (0, 0.5) with ``open_low`` (Definition 2:
     at 0.5 the adversary guesses at chance)."""
-    ok = _is_number(eta) and not math.isnan(eta)
+    ok = is_number(eta) and not math.isnan(eta)
     ok = ok and (eta > 0 if open_low else eta >= 0) and eta < 0.5
     if not ok:
         low = "(" if open_low else "["

@@ -35,7 +35,11 @@ def _check_offsets(name: str, ids: np.ndarray, starts: np.ndarray) -> None:
             f"{starts[:1].tolist()}..{starts[-1:].tolist()}"
         )
     if np.any(np.diff(starts) < 0):
-        raise StatsError(f"{name}: starts must be non-decreasing")
+        at = int(np.flatnonzero(np.diff(starts) < 0)[0])
+        raise StatsError(
+            f"{name}: starts must be non-decreasing; found {int(starts[at])} then "
+            f"{int(starts[at + 1])} at positions {at}, {at + 1}"
+        )
 
 
 def _bigram_keys(

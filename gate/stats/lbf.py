@@ -42,17 +42,23 @@ class LbfProfile(NamedTuple):
         return max(self.floor_x, self.floor_y)
 
 
-def _frequencies(counts: np.ndarray, name: str) -> np.ndarray:
+def _counts(counts: np.ndarray, name: str) -> np.ndarray:
+    """``counts`` as a 1-d float array of finite, non-negative numbers."""
     c = np.asarray(counts, dtype=np.float64)
     if c.ndim != 1:
         raise StatsError(f"{name} must be a 1-d array; found shape {c.shape}")
     if c.size and not np.isfinite(c).all():
         raise StatsError(f"{name} must be finite numbers; found {float(c[~np.isfinite(c)][0])!r}")
     if c.size and c.min() < 0:
-        raise StatsError(f"{name} must be non-negative numbers; found min {c.min()!r}")
+        raise StatsError(f"{name} must be non-negative numbers; found min {float(c.min())!r}")
+    return c
+
+
+def _frequencies(counts: np.ndarray, name: str) -> np.ndarray:
+    c = _counts(counts, name)
     total = c.sum()
     if total <= 0:
-        raise StatsError(f"{name} must have positive total mass; found {total!r}")
+        raise StatsError(f"{name} must have positive total mass; found {float(total)!r}")
     return c / total
 
 
@@ -153,8 +159,9 @@ def censor(
     mass of outputs above e^ε, and the token can carry more of it than its members did:
     counts (10, 10, 80) and (1, 9, 80) give δ(0.5) = 0.1, censored at 10 they give 0.2."""
     check_count("threshold", threshold)
-    cx = np.asarray(counts_x, dtype=np.float64)
-    cy = np.asarray(counts_y, dtype=np.float64)
+    cx, cy = _counts(counts_x, "counts_x"), _counts(counts_y, "counts_y")
+    if cx.shape != cy.shape:
+        raise StatsError(f"counts_x and counts_y must align; found shapes {cx.shape}, {cy.shape}")
     rare = (cx <= threshold) & (cy <= threshold)
     if not rare.any():
         return cx, cy
@@ -173,7 +180,10 @@ def restricted_delta_at_epsilon(
     (Stomakhin 2025, §5.4.2). Never above :func:`delta_at_epsilon`."""
     fx = _frequencies(counts_x, "counts_x")
     fy = _frequencies(counts_y, "counts_y")
-    mask = np.asarray(outputs, dtype=bool)
+    given = np.asarray(outputs)
+    if given.dtype != np.bool_ and given.size:
+        raise StatsError(f"outputs must be a boolean mask; found dtype {given.dtype}")
+    mask = given.astype(bool)
     if not fx.shape == fy.shape == mask.shape:
         raise StatsError(
             f"counts_x, counts_y and outputs must align; found shapes {fx.shape}, "

@@ -26,6 +26,7 @@ from gate.stats._validate import (
     check_count,
     check_probability,
     check_scores,
+    is_number,
     split_alpha,
 )
 
@@ -101,6 +102,8 @@ def one_run_epsilon(
     is a valid lower confidence bound; 0 when ε = 0 is not rejected.
     """
     check_alpha(alpha)
+    if not (is_number(tolerance) and 0 < tolerance < math.inf):
+        raise StatsError(f"tolerance must be in (0, inf); found {tolerance!r}")
 
     def rejected(eps: float) -> bool:
         return (
@@ -170,9 +173,24 @@ class OneRunResult(NamedTuple):
     alpha: float
 
 
+def _scored(scores: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`check_scores`, and at least 2 records: a half to choose the guesses on and
+    one to evaluate them (fewer would report ε̂ = 0, no evidence, from no data)."""
+    s, y = check_scores(scores, is_train)
+    if s.size < 2:
+        raise StatsError(f"scores must hold at least 2 records; found {s.size}")
+    return s, y
+
+
 def _grid(n: int, fractions: tuple[float, ...]) -> list[tuple[int, int]]:
     """Guess counts (k+, k-) for ``n`` scored records: k+ = f·n train guesses alone, and
-    k+ = k- = f·n (at most n/2) guesses on both sides, for each fraction f."""
+    k+ = k- = f·n (at most n/2) guesses on both sides, for each fraction f.
+
+    Raises:
+        StatsError: no fraction, or one outside (0, 1].
+    """
+    if not fractions or not all(is_number(f) and 0 < f <= 1 for f in fractions):
+        raise StatsError(f"fractions must be one or more numbers in (0, 1]; found {fractions!r}")
     sizes = sorted({max(1, round(f * n)) for f in fractions if f * n >= 1})
     # round(f·n) may exceed n/2 by one (0.5·n for odd n rounds up to even): cap it, so that
     # the largest two-sided guess stays in the grid
@@ -209,7 +227,7 @@ def one_run_epsilon_from_scores(
         fractions: guess counts as fractions of the scored records.
     """
     check_alpha(alpha)
-    s, y = check_scores(scores, is_train)
+    s, y = _scored(scores, is_train)
     if selection not in ("split_half", "bonferroni"):
         raise StatsError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
 
@@ -338,8 +356,8 @@ def one_run_delta_from_scores(
     of :func:`one_run_delta`.
     """
     check_alpha(alpha)
-    s, y = check_scores(scores, is_train)
-    if not epsilon >= 0:
+    s, y = _scored(scores, is_train)
+    if not (is_number(epsilon) and epsilon >= 0):
         raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
     perm = rng.permutation(s.size)
     choose, evaluate = perm[: s.size // 2], perm[s.size // 2 :]

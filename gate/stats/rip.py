@@ -196,11 +196,29 @@ def isotropic_scale(*, sigma: float, eta: float) -> float:
 
 def replica_sigma(replicas: np.ndarray) -> float:
     """Algorithm 1's ``σ² = Σ_b ‖θ^(b) - θ̄‖² / (B - 1)``, returned as σ."""
+    theta = _replica_matrix(replicas)
+    centred = theta - theta.mean(axis=0)
+    return math.sqrt(float((centred**2).sum()) / (theta.shape[0] - 1))
+
+
+def _replica_matrix(replicas: np.ndarray) -> np.ndarray:
+    """The replicas' parameters as a (B, d) float array.
+
+    Raises:
+        StatsError: fewer than 2 replicas, or a parameter that is not finite (a replica
+            that diverged bounds no spread; the noise would be scaled by the others').
+    """
     theta = np.asarray(replicas, dtype=np.float64)
     if theta.ndim != 2 or theta.shape[0] < 2:
         raise StatsError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
-    centred = theta - theta.mean(axis=0)
-    return math.sqrt(float((centred**2).sum()) / (theta.shape[0] - 1))
+    bad = np.argwhere(~np.isfinite(theta))
+    if bad.size:
+        b, i = (int(v) for v in bad[0])
+        raise StatsError(
+            f"replicas must be finite; found {theta[b, i]} in replica {b}, coordinate {i} "
+            f"({len(bad)} such values): a replica that diverged bounds no spread"
+        )
+    return theta
 
 
 def isotropic_noise(
@@ -216,7 +234,7 @@ def isotropic_noise(
     """
     check_count("dimension", dimension, minimum=1)
     scale = isotropic_scale(sigma=sigma, eta=eta)
-    if sigma == 0:
+    if not sigma > 0:
         raise StatsError("sigma must be > 0 (a zero spread would add no noise); found 0")
     u = rng.normal(size=dimension)
     u /= np.linalg.norm(u)
@@ -233,9 +251,7 @@ def replica_coordinate_sigma(replicas: np.ndarray, *, floor: float = 1e-12) -> n
     Raises:
         ValueError: no coordinate moved in any replica (nothing to scale the noise by).
     """
-    theta = np.asarray(replicas, dtype=np.float64)
-    if theta.ndim != 2 or theta.shape[0] < 2:
-        raise StatsError(f"replicas must be a (B >= 2, d) array; found shape {theta.shape}")
+    theta = _replica_matrix(replicas)
     check_nonnegative("floor", floor)
     sigma = theta.std(axis=0, ddof=1)
     moved = sigma > 0
