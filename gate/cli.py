@@ -7,6 +7,7 @@ Exit codes: 0 pass, 1 the release fails the policy, 2 bad usage or bad input,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -55,9 +56,32 @@ def _seconds(text: str) -> float:
     return value
 
 
+class _Once(argparse.Action):
+    """An option's value, given once: a second ``--synthetic`` had silently replaced the
+    first (a review: a CI wrapper that appends options gated the last file given)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given = namespace.__dict__.setdefault("_given_options", set())
+        if self.dest in given:
+            parser.error(f"argument {option_string}: given twice; give it once")
+        given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a usage error on one line (its usage block had filled a CI log's
-    error view)."""
+    error view), and options that take a value taking it once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
 
     def error(self, message: str) -> NoReturn:
         # an option after a command that it does not take is reported by the top parser
@@ -223,8 +247,51 @@ def _add_bundle_and_run_options(command: argparse.ArgumentParser, *, out: str) -
     )
 
 
+_OUT_DEFAULTS = {"check": "gate-report", "canary": "gate-canary", "remediate": "gate-remediation"}
+
+
+def _withdraw_earlier_output(command: str, out: str) -> None:
+    """Remove an earlier verdict from ``out`` before the command's imports (a second or
+    so, in which a Ctrl-C had left an earlier PASS in place; a review)."""
+    if command == "remediate":
+        from gate.remediation.outputs import withdraw_earlier_remediation
+
+        withdraw_earlier_remediation(Path(out))
+    else:
+        from gate.evidence.writer import withdraw_earlier_output
+
+        withdraw_earlier_output(Path(out))
+
+
+class _OutOnly(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def _withdraw_after_usage_error(argv: Sequence[str]) -> None:
+    """A ``check``, ``canary`` or ``remediate`` refused for its usage leaves no earlier
+    verdict in its ``--out`` either (a review: a mistyped option, exit 2, had left an
+    earlier PASS beside it). Nothing is withdrawn if ``--out`` cannot be read off."""
+    commands = [i for i, token in enumerate(argv) if not token.startswith("-")]
+    if not commands or argv[commands[0]] not in _OUT_DEFAULTS:
+        return
+    command = argv[commands[0]]
+    outs = _OutOnly(add_help=False, allow_abbrev=False)
+    outs.add_argument("--out", action="append")
+    try:
+        given = outs.parse_known_args(argv[commands[0] + 1 :])[0].out or [_OUT_DEFAULTS[command]]
+    except ValueError:  # --out without a value
+        return
+    for out in given:
+        try:
+            _withdraw_earlier_output(command, out)
+        except (GateError, OSError) as exc:
+            print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
+
+
 def _check(args: argparse.Namespace) -> int:
     """``gate check`` and ``gate canary`` (the canary audit alone, no release)."""
+    _withdraw_earlier_output(args.command, args.out)
     from gate.api import audit_canaries, check_release
     from gate.progress import NullProgress, RichProgress
 
@@ -280,6 +347,7 @@ def _print_outcome(outcome: CheckOutcome) -> int:
 
 
 def _remediate(args: argparse.Namespace) -> int:
+    _withdraw_earlier_output(args.command, args.out)
     from rich.console import Console
 
     from gate.api import remediate_release
@@ -425,13 +493,25 @@ def _not_completed(command: str) -> str:
         return f" after the verdict was written, complete, to {placed}"
     if command == "remediate":
         return "; no remediation verdict was written (the rounds completed stay in --out)"
+    if command == "split":
+        return "; no split was written"
     return "; no verdict was written"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every outcome is an exit code (0 pass, 1 fail, 2 bad input, 3 could
-    not complete) and at most one line on stderr, never a traceback unless --verbose."""
-    args = _parser().parse_args(argv)
+    not complete) and at most one line on stderr, never a traceback unless --verbose.
+
+    Called as the process's entry point (``argv`` None), a signal after the command has
+    ended reports what it left and exits 3 at once (Python's own handlers, put back, had
+    ended such a run with 130 and no word)."""
+    tokens = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = _parser().parse_args(tokens)
+    except SystemExit as exc:
+        if exc.code not in (0, None):  # --help and --version are no usage error
+            _withdraw_after_usage_error(tokens)
+        raise
     quiet_libraries(verbose=args.verbose)
     in_main_thread = threading.current_thread() is threading.main_thread()
     # the signals are the main thread's: a command in another thread leaves them alone
@@ -472,9 +552,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return GateError.exit_code
     finally:
+        late = _late_signal(args.command) if argv is None else None
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, late or handler)
         forget_earlier_run(signals=in_main_thread)  # a later command or call starts afresh
+
+
+def _late_signal(command: str) -> Any:
+    """The handler of a signal that arrives after the command ended, as the process
+    exits: the message an interruption gets, then exit 3 without waiting for more."""
+    message = f"gate: error: interrupted{_not_completed(command)}"
+
+    def handler(signum: int, frame: object) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            print(message, file=sys.stderr, flush=True)
+        os._exit(GateError.exit_code)
+
+    return handler
 
 
 if __name__ == "__main__":  # python -m gate.cli (as python -m gate): never a silent exit 0

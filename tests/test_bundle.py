@@ -944,3 +944,21 @@ def test_a_dataset_with_a_link_to_a_missing_file_is_refused(tmp_path: Path) -> N
         assert local_dataset_directory(named) == dataset
     assert local_dataset_directory("hdfs://cluster/train.jsonl") is None
     assert local_dataset_directory(str(dataset / "part-00000.json")) is None
+
+
+def test_a_user_column_on_one_side_only_is_refused(tmp_path: Path, bundle_files) -> None:
+    """A review: a train file without user_id beside a holdout with it made each train
+    record a user of its own, and every user of the bundle was on both sides, accepted."""
+    rows = [{"user_id": f"u{i}", "text": unique_text(i)} for i in range(20)]
+    with_users = write_jsonl(tmp_path / "holdout.jsonl", rows[10:])
+    without = write_jsonl(tmp_path / "train.jsonl", [{"text": r["text"]} for r in rows[:10]])
+    for train, holdout in ((without, with_users), (with_users, without)):
+        with pytest.raises(
+            BundleError, match=r"train.jsonl: no 'user_id' column, which .*holdout.jsonl has"
+        ):
+            load_bundle(
+                membership=MembershipPolicy(),
+                train=train,
+                holdout=holdout,
+                synthetic=bundle_files["synthetic"],
+            )

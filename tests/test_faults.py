@@ -1766,3 +1766,97 @@ def test_thresholds_that_can_never_fail_are_refused(tmp_path: Path, thresholds: 
         f"version: 1\nname: t\naudits:\n  membership:\n    thresholds: {thresholds}\n",
     )
     assert main(["policy", "validate", str(policy)]) == 2
+
+
+def test_an_earlier_pass_is_withdrawn_before_the_command_imports_its_work(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A review: a Ctrl-C in the first second of `gate check` (its imports, before --out
+    was claimed), or a mistyped option, exit 2, left an earlier PASS in --out."""
+    import gate.api
+
+    out = tmp_path / "out"
+    passing = [*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]
+    assert main(passing) == 0 and read_report(out)["status"] == "pass"
+
+    def interrupted_while_importing(**kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(gate.api, "check_release", interrupted_while_importing)
+        assert main(passing) == 3
+    assert no_verdict(out)
+    assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
+    assert main(passing) == 0
+    with pytest.raises(SystemExit) as info:
+        main([*passing, "--no-mflow"])
+    assert info.value.code == 2
+    assert no_verdict(out)
+    capsys.readouterr()
+
+
+def test_an_option_given_twice_is_refused(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: a second --synthetic silently replaced the first, and the leaky file
+    given first went unaudited (a CI wrapper that appends options)."""
+    out = tmp_path / "out"
+    args = [*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--synthetic", str(bundle_files["synthetic"])])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.startswith(
+        "gate check: error: argument --synthetic: given twice; give it once"
+    )
+    with pytest.raises(SystemExit):
+        main(["split", "--source", "s.jsonl", "--seed", "1", "--seed", "2", "--out", "o"])
+    assert "argument --seed: given twice" in capsys.readouterr().err
+
+
+def test_a_tracking_uri_that_nothing_is_logged_to_is_refused(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: --tracking-uri beside --no-mlflow, or a policy that disables MLflow, was
+    dropped without a word (the user believed the evidence logged there)."""
+    files = clean_release(bundle_files, tmp_path)
+    uri = "http://127.0.0.1:9"
+    assert main([*check_args(files, tmp_path / "a"), "--no-mlflow", "--tracking-uri", uri]) == 2
+    assert "--no-mlflow logs nothing there" in capsys.readouterr().err
+    policy = yaml.safe_load(files["policy"].read_text())
+    policy["evidence"] = {"mlflow": {"enabled": False}}
+    files["policy"].write_text(yaml.safe_dump(policy))
+    assert main([*check_args(files, tmp_path / "b"), "--tracking-uri", uri]) == 2
+    assert "disables MLflow (evidence.mlflow.enabled: false)" in capsys.readouterr().err
+    assert main(check_args(files, tmp_path / "c")) == 0
+
+
+LATE_SIGNAL = """
+import os, signal, sys, time
+from gate import cli
+sys.argv = ["gate", "policy", "validate", sys.argv[1]]
+code = cli.main()
+print("exit", code, flush=True)
+os.kill(os.getpid(), signal.SIGINT)  # as the process exits, after the command ended
+time.sleep(30)
+print("not reached")
+"""
+
+
+def test_a_signal_after_the_command_ended_is_answered_in_words(tmp_path: Path) -> None:
+    """A review: a Ctrl-C just after `gate check` printed its verdict ended the process
+    with 130 and no word (Python's handlers, put back, raised KeyboardInterrupt as it
+    exited). Run as the process's entry point, the gate answers it and exits 3."""
+    policy = Path(__file__).parents[1] / "policies" / "standard.yaml"
+    done = subprocess.run(
+        [sys.executable, "-c", LATE_SIGNAL, str(policy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines()[-1] == "exit 0"
+    assert done.stderr.splitlines()[-1] == "gate: error: interrupted; no verdict was written"

@@ -238,6 +238,74 @@ def test_spilled_path_matches_memory_and_reference(
     assert list(tmp_path.iterdir()) == []
 
 
+def skewed_corpus(seed: int) -> tuple[list[str], list[str], np.ndarray, int]:
+    """:func:`copied_span_corpus` with a footer in most source records (of many users), a
+    release that repeats one record's rare span in most of its records, and one user's
+    span repeated in several of that user's records."""
+    source, synthetic, users, k = copied_span_corpus(seed)
+    rng = np.random.default_rng(200 + seed)
+    footer = "f1 f2 f3 f4 f5 f6 f7 f8 f9"
+    source = [f"{text} {footer}" if rng.random() < 0.8 else text for text in source]
+    rare = " ".join(source[7].split()[:6]) or "r1 r2 r3"
+    synthetic = [f"{rare} {text}" if rng.random() < 0.7 else text for text in synthetic]
+    synthetic += [f"{footer} x" for _ in range(12)]
+    mine = np.nonzero(users == users[3])[0]
+    for i in mine:
+        source[i] += " u1 u2 u3 u4"
+    return source, synthetic, users, k
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spilled_skewed_partitions_match_memory_and_reference(
+    seed: int, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition that one n-gram fills (a footer in most records, a release repeating a
+    span) is read in blocks: its common n-grams settled first, the release's occurrences
+    deduplicated (a review: one such n-gram made its partition, reduced whole, grow with
+    the corpus). Blocks of 1 to 50 records force that path on every partition: the same
+    counts as the reference and the same witnesses as the in-memory path."""
+    monkeypatch.setattr(ngram_spill, "CONFIRM_BATCH", 3)
+    source, synthetic, users, k = skewed_corpus(seed)
+    counts, rare, disclosed, user_counts = reference(source, synthetic, users.tolist(), 2, 10, k)
+    src, syn = corpora(source, synthetic)
+    in_memory = ngram_disclosures(src, syn, users=users, n_min=2, n_max=10, max_users=k)
+    assert in_memory.record_counts.tolist() == counts
+    reduced = []
+    original = ngram_spill._reduce_skewed
+
+    def counting(*args, **kwargs):
+        reduced.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ngram_spill, "_reduce_skewed", counting)
+    for chunk_chars, partitions, block_records in (
+        (1, 1, 1),
+        (60, 3, 2),
+        (400, 2, 7),
+        (10**6, 1, 50),
+    ):
+        reduced.clear()
+        found = spilled_ngram_disclosures(
+            source,
+            synthetic,
+            users=users,
+            n_min=2,
+            n_max=10,
+            max_users=k,
+            chunk_chars=chunk_chars,
+            partitions=partitions,
+            block_records=block_records,
+            workdir=tmp_path,
+        )
+        assert reduced, "no partition took the skewed path"
+        assert found.record_counts.tolist() == counts
+        assert found.user_counts.tolist() == user_counts
+        assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
+        for name in WITNESS_FIELDS:
+            assert np.array_equal(getattr(found, name), getattr(in_memory, name)), name
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_spilled_hand_case_and_normalisation() -> None:
     found = spilled_ngram_disclosures(
         ["a b c d e f", "x y z a b c", "q r s t"],
@@ -291,6 +359,10 @@ def test_spilled_validation() -> None:
     with pytest.raises(ValueError, match="partitions must be >= 1; found 0"):
         spilled_ngram_disclosures(
             ["a b"], ["a b"], users=np.array([0]), n_min=1, n_max=2, max_users=1, partitions=0
+        )
+    with pytest.raises(ValueError, match="block_records must be >= 1; found 0"):
+        spilled_ngram_disclosures(
+            ["a b"], ["a b"], users=np.array([0]), n_min=1, n_max=2, max_users=1, block_records=0
         )
     with pytest.raises(ValueError, match="users must have one entry per source document"):
         spilled_ngram_disclosures(

@@ -357,6 +357,19 @@ def test_duplicate_yaml_key_is_an_error() -> None:
     assert message.startswith("p.yaml:12:")
 
 
+def test_complex_and_merge_keys_are_bad_input_and_dates_are_text() -> None:
+    """A review: `? {a: 1}` as a key was an unexpected TypeError (exit 3), `<<:` a bare
+    constructor error, and `description: 2026-11-29` a date the model refused as "not a
+    valid string" (YAML 1.2 has no timestamps)."""
+    for key in ("? {a: 1}\n: 2\n", "{[a]: 1}: 2\n"):
+        assert "a key must be a plain name, not a mapping or a list" in error_of(
+            MINIMAL_POLICY + key
+        )
+    merged = "base: &b {alpha: 0.05}\n<<: *b\n"
+    assert "merge keys (<<) are YAML 1.1 and not read" in error_of(MINIMAL_POLICY + merged)
+    assert parse_policy(MINIMAL_POLICY + "description: 2026-11-29\n").description == "2026-11-29"
+
+
 def test_yaml_syntax_error_names_line_and_column() -> None:
     message = error_of("version: 1\nname: [unclosed\n")
     assert message.startswith("p.yaml:3:1: not valid YAML")

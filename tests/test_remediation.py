@@ -771,7 +771,7 @@ def test_an_interrupted_remediation_output_is_recognised_and_a_users_file_is_not
 ) -> None:
     """Rounds are written into --out and remediation.json last: a run killed after a
     round leaves no report, and the next run must still take the directory back."""
-    from gate.remediation.report import is_remediation_dir
+    from gate.remediation.outputs import is_remediation_dir
 
     out = tmp_path / "out"
     (out / "round-0" / "report").mkdir(parents=True)

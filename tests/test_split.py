@@ -146,6 +146,109 @@ def test_a_split_with_canaries_is_checked_with_its_canary_source(
         load_bundle(manifest=outcome.manifest_path, **load)
 
 
+def _hand_made_split(tmp_path: Path, rows: list[dict], manifest: dict) -> Path:
+    """train.jsonl and holdout.jsonl picked by hand (the first half of the users in
+    train) and a manifest with their true hashes and counts and the given fields."""
+    from gate.digests import sha256_file
+
+    out = tmp_path / "hand"
+    out.mkdir(parents=True)
+    half = len(rows) // 2
+    entries = {}
+    for side, part in (("train", rows[:half]), ("holdout", rows[half:])):
+        path = write_jsonl(out / f"{side}.jsonl", part)
+        users = {r.get("user_id", r["text"]) for r in part}
+        entries[side] = {
+            "path": path.name,
+            "sha256": sha256_file(path),
+            "records": len(part),
+            "users": len(users),
+        }
+    source = write_jsonl(out / "source.jsonl", rows)
+    data = {
+        "schema_version": 1,
+        "kind": "gate-split-manifest",
+        "method": "bernoulli",
+        "p": 0.5,
+        "seed": 42,
+        "by": "user_id",
+        "gate_version": "0",
+        "source": {
+            "path": "source.jsonl",
+            "sha256": sha256_file(source),
+            "records": len(rows),
+            "users": len({r.get("user_id", r["text"]) for r in rows}),
+        },
+        **entries,
+        **manifest,
+    }
+    path = out / "split-manifest.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_hand_made_split_cannot_borrow_a_seed(tmp_path: Path, bundle_files) -> None:
+    """A review: a manifest with a canary fraction but no canary source, or files without a
+    user column (a split by line), skipped the draw's check, and a hand-picked split was
+    reported as "gate split seed=42"."""
+    load = dict(membership=MembershipPolicy(), synthetic=bundle_files["synthetic"])
+    by_user = [{"user_id": f"u{i:02d}", "text": unique_text(i)} for i in range(40)]
+    path = _hand_made_split(tmp_path / "a", by_user, {"canary_fraction": 0.25})
+    with pytest.raises(BundleError, match=r"canary_fraction 0.25 without a canary_source"):
+        load_bundle(manifest=path, **load)
+    by_line = [{"text": unique_text(i)} for i in range(40)]
+    path = _hand_made_split(tmp_path / "b", by_line, {})
+    with pytest.raises(BundleError, match=r"seed 42 and p = 0.5 do not give this split: the train"):
+        load_bundle(manifest=path, **load)
+    (path.parent / "source.jsonl").unlink()
+    with pytest.raises(BundleError, match=r"checked against its source file, .*cannot be read"):
+        load_bundle(manifest=path, **load)
+
+
+@pytest.mark.parametrize("canary_fraction", [0.0, 0.2])
+def test_a_split_by_line_is_checked_against_its_source(
+    tmp_path: Path, bundle_files, canary_fraction: float
+) -> None:
+    """A source without a user column is split by line; its draw is checked against the
+    source file the manifest names (which must then be there, unchanged)."""
+    source = write_jsonl(tmp_path / "source.jsonl", [{"text": unique_text(i)} for i in range(60)])
+    outcome = split_source(
+        source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s", canary_fraction=canary_fraction
+    )
+    load = dict(membership=MembershipPolicy(), synthetic=bundle_files["synthetic"])
+    assert load_bundle(manifest=outcome.manifest_path, **load).membership.how == "gate split seed=9"
+    data = json.loads(outcome.manifest_path.read_text())
+    outcome.manifest_path.write_text(json.dumps({**data, "seed": 8}))
+    with pytest.raises(BundleError, match=r"seed 8 and p = 0\.5 do not give this split"):
+        load_bundle(manifest=outcome.manifest_path, **load)
+    outcome.manifest_path.write_text(json.dumps(data))
+    source.write_text(source.read_text() + json.dumps({"text": "one more"}) + "\n")
+    with pytest.raises(BundleError, match=r"the source file .* does not match the manifest"):
+        load_bundle(manifest=outcome.manifest_path, **load)
+
+
+def test_a_split_with_canaries_is_checked_when_another_canary_source_is_given(
+    source: Path, tmp_path: Path, bundle_files
+) -> None:
+    """The draw runs over the manifest's own canary users even when the audit is given
+    another canary source (before, the check was skipped then)."""
+    outcome = split_source(
+        source, p=0.5, seed=9, by="user_id", out_dir=tmp_path / "s", canary_fraction=0.2
+    )
+    public = write_jsonl(
+        tmp_path / "public.jsonl",
+        [{"user_id": f"p{i}", "text": f"public text number {i} of many"} for i in range(5)],
+    )
+    load = dict(
+        membership=MembershipPolicy(), synthetic=bundle_files["synthetic"], canary_source=public
+    )
+    assert load_bundle(manifest=outcome.manifest_path, **load).membership.how == "gate split seed=9"
+    data = json.loads(outcome.manifest_path.read_text())
+    outcome.manifest_path.write_text(json.dumps({**data, "seed": 8}))
+    with pytest.raises(BundleError, match=r"seed 8 and p = 0\.5 do not give this split"):
+        load_bundle(manifest=outcome.manifest_path, **load)
+
+
 def test_a_path_from_a_manifest_cannot_forge_a_line_of_output(
     source: Path, tmp_path: Path, bundle_files, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -494,4 +597,22 @@ def test_an_unusable_out_is_bad_input_and_a_failed_write_leaves_no_split(
     out = tmp_path / "full"
     assert main(["split", "--source", str(source), "--seed", "1", "--out", str(out)]) == 3
     assert "No space left on device; no split was left there" in capsys.readouterr().err
-    assert written and list(out.iterdir()) == []
+    assert written and not out.exists()  # made for the split, removed with it
+
+
+def test_an_interrupted_split_leaves_no_directory_it_made(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A review: an interrupted `gate split` left an empty --out and said "no verdict was
+    written"."""
+    import gate.data.split as split_module
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(split_module, "_write_side", interrupted)
+    out = tmp_path / "new" / "split"
+    args = ["split", "--source", str(source), "--seed", "1", "--out", str(out)]
+    assert main(args) == 3
+    assert not out.exists() and (tmp_path / "new").is_dir()
+    assert capsys.readouterr().err == "gate: error: interrupted; no split was written\n"

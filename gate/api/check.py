@@ -23,6 +23,7 @@ from gate.api.preflight import (
     only_audit,
     precision_warnings,
     refuse_unused_canary_source,
+    refuse_unused_tracking_uri,
     require_canary_source,
     require_source_ids,
     split_warnings,
@@ -402,6 +403,7 @@ def _check_files(
             loaded = only_audit(loaded, only)
         check_before_work(loaded)
         refuse_unused_canary_source(loaded, canary_source)
+        refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         profile = loaded.policy.audits.profile
         if model and (profile is None or not profile.enabled):
             raise InputError(

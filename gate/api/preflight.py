@@ -201,6 +201,27 @@ def refuse_unused_canary_source(loaded: LoadedPolicy, canary_source: str | Path 
         )
 
 
+def refuse_unused_tracking_uri(
+    loaded: LoadedPolicy, tracking_uri: str | None, *, mlflow: bool
+) -> None:
+    """Refuse ``--tracking-uri`` when nothing would be logged there (``--no-mlflow``, or a
+    policy with ``evidence.mlflow.enabled: false``): the user would believe the evidence
+    logged (a review: the option was dropped without a word)."""
+    if tracking_uri is None:
+        return
+    if not mlflow:
+        raise InputError(
+            f"--tracking-uri {tracking_uri}: --no-mlflow logs nothing there; leave one of "
+            "the two options out"
+        )
+    if not loaded.policy.evidence.mlflow.enabled:
+        raise InputError(
+            f"--tracking-uri {tracking_uri}: the policy {loaded.path} disables MLflow "
+            "(evidence.mlflow.enabled: false), so nothing would be logged there; enable it "
+            "in the policy, or leave the option out"
+        )
+
+
 def require_canary_source(loaded: LoadedPolicy, canary_source: pd.DataFrame | None) -> None:
     """Refuse, before any work, a bundle without the canary-source records an enabled
     canary audit crafts its canaries from.

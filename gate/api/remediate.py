@@ -14,6 +14,7 @@ from gate.api.check import run_gate
 from gate.api.preflight import (
     check_before_work,
     refuse_unused_canary_source,
+    refuse_unused_tracking_uri,
     require_canary_source,
     with_engine,
 )
@@ -66,13 +67,15 @@ def remediate_release(
         write_evidence,
     )
     from gate.remediation.loop import RemediationRun, RoundGate, RoundTracker
-    from gate.remediation.report import (
-        RemediationResult,
+    from gate.remediation.outputs import (
         is_remediation_dir,
         is_remediation_output,
+        withdraw_kept_releases,
+    )
+    from gate.remediation.report import (
+        RemediationResult,
         overall_status,
         remove_remediation_report,
-        withdraw_kept_releases,
         write_remediation_report,
     )
     from gate.remediation.schedule import RoundPlan, plan_rounds
@@ -103,6 +106,7 @@ def remediate_release(
             raise InputError(f"--seed must be >= 0; found {root_seed}")
         setup = remediation_setup(loaded, generator=generator, method=method)
         refuse_unused_canary_source(loaded, canary_source)
+        refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         check_before_work(loaded)
         with progress.step("loading the train and holdout records"):
             records = load_source(

@@ -26,7 +26,13 @@ from gate.data.io import (
     require_text,
 )
 from gate.data.normalize import normalize_text, visible_texts
-from gate.data.split import CANARY_STREAM, SplitManifest, assign_members, read_manifest
+from gate.data.split import (
+    CANARY_STREAM,
+    FileEntry,
+    SplitManifest,
+    assign_members,
+    read_manifest,
+)
 from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -311,6 +317,7 @@ def load_source(
             ],
             ignore_index=True,
         )
+        _refuse_users_on_one_side(tables["train"], tables["holdout"], user_column)
     frame["text"] = normalize_text(frame["text"], text or TextPolicy())
     reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
     _reject_shared_users(frame)
@@ -333,7 +340,14 @@ def load_source(
             if drawn is not None and tables["canary_source"].sha256 == drawn.sha256
             else None
         )
-        _verify_manifest_split(split_manifest, Path(manifest), frame, tables, own_canaries)  # type: ignore[arg-type]
+        _verify_manifest_split(
+            split_manifest,
+            Path(manifest),  # type: ignore[arg-type]
+            frame,
+            tables,
+            own_canaries,
+            read=read,
+        )
     return SourceRecords(
         frame=frame,
         tables=tables,
@@ -535,20 +549,46 @@ def _check_source_ids(synthetic: pd.DataFrame, source: pd.DataFrame, table: RawT
         )
 
 
+def _refuse_users_on_one_side(train: RawTable, holdout: RawTable, user_column: str) -> None:
+    """Refuse train and holdout files of which only one has the user column: the other's
+    records would each be a user of their own, so a user on both sides would go unseen
+    (a review: every user of a bundle was in both, accepted).
+
+    Raises:
+        BundleError: names the file without the column and the one with it.
+    """
+    has = {table.path: user_column in table.frame.columns for table in (train, holdout)}
+    if len(set(has.values())) == 2:
+        without, with_ = sorted(has, key=has.__getitem__)
+        raise BundleError(
+            f"{without}: no {user_column!r} column, which {with_} has: each of its records "
+            "would be a user of its own, and a user on both sides would go unseen; give "
+            "both files the column, or neither"
+        )
+
+
 def _verify_manifest_split(
     manifest: SplitManifest,
     path: Path,
     frame: pd.DataFrame,
     tables: dict[str, RawTable],
     canary: pd.DataFrame | None,
+    *,
+    read: TableReader,
 ) -> None:
     """The records and users of each side are the manifest's, and its seed and p put
     every user on the side the files put them (a manifest is checked, not trusted: the
     file hashes alone let anyone give a hand-picked split a manifest with any seed).
 
-    The draw is checked when the users are a column of the files (a split by line has
-    none) and, for a split with a canary fraction, when the manifest's own canary-source
-    file is read (``canary``; another canary source holds other users)."""
+    The draw runs over every user of the source, canary source included: ``canary`` when
+    it is the manifest's own canary-source file, else that file, read here. A split by
+    line (files without the user column: each record its own user, numbered by its line
+    in the source) is checked against the source file the manifest names.
+
+    Raises:
+        BundleError: the files or the manifest were edited after ``gate split``, or a
+            file the check needs is missing.
+    """
     for side in ("train", "holdout"):
         entry = getattr(manifest, side)
         rows = frame[frame["split"] == side]
@@ -558,15 +598,20 @@ def _verify_manifest_split(
                 f"{path}: {side}: the files hold {found[0]} records of {found[1]} users; the "
                 f"manifest says {entry.records} of {entry.users} (edited after `gate split`?)"
             )
-    has_users = manifest.by in tables["train"].frame.columns
-    if not has_users or (manifest.canary_fraction > 0 and canary is None):
+    if manifest.canary_fraction > 0 and manifest.canary_source is None:
+        raise BundleError(
+            f"{path}: canary_fraction {manifest.canary_fraction:g} without a canary_source: "
+            "`gate split` writes the users it sets aside to one (manifest edited?)"
+        )
+    if manifest.by not in tables["train"].frame.columns:
+        _verify_split_by_line(manifest, path, tables, read=read)
         return
     users = frame["user_id"].to_numpy(dtype=str)
+    if manifest.canary_source is not None and canary is None:  # another canary source given
+        table = _manifest_file(manifest.canary_source, path, "canary-source", read=read)
+        canary = _source_frame(table, "canary", "canary:", manifest.by)
     every = users if canary is None else np.concatenate([users, canary["user_id"].to_numpy(str)])
-    train = assign_members(every, p=manifest.p, rng=np.random.default_rng(manifest.seed))
-    if manifest.canary_fraction > 0:
-        stream = np.random.default_rng([manifest.seed, CANARY_STREAM])
-        train &= ~assign_members(every, p=manifest.canary_fraction, rng=stream)
+    train = _drawn_train(every, manifest)
     moved = train[: users.size] != (frame["split"] == "train").to_numpy()
     if moved.any():
         raise BundleError(
@@ -574,6 +619,65 @@ def _verify_manifest_split(
             f"{int(moved.sum())} records are on the other side than the draw puts their "
             "users (files or manifest edited after `gate split`)"
         )
+
+
+def _drawn_train(units: np.ndarray, manifest: SplitManifest) -> np.ndarray:
+    """Which ``units`` ``gate split`` puts in train with the manifest's seed, p and canary
+    fraction."""
+    train = assign_members(units, p=manifest.p, rng=np.random.default_rng(manifest.seed))
+    if manifest.canary_fraction > 0:
+        stream = np.random.default_rng([manifest.seed, CANARY_STREAM])
+        train &= ~assign_members(units, p=manifest.canary_fraction, rng=stream)
+    return train
+
+
+def _manifest_file(entry: FileEntry, path: Path, what: str, *, read: TableReader) -> RawTable:
+    """The file a manifest entry names (beside the manifest), as ``gate split`` wrote it.
+
+    Raises:
+        BundleError: it is missing, unreadable or changed since.
+    """
+    location = path.parent / entry.path
+    try:
+        table = read(location)
+    except BundleError as exc:
+        raise BundleError(
+            f"{path}: the split's draw is checked against its {what} file, {location}, which "
+            f"cannot be read ({exc})"
+        ) from None
+    if table.sha256 != entry.sha256:
+        raise BundleError(
+            f"{path}: the {what} file {location} does not match the manifest (sha256 "
+            f"{table.sha256[:12]}… != {entry.sha256[:12]}…): changed after `gate split`"
+        )
+    return table
+
+
+def _verify_split_by_line(
+    manifest: SplitManifest, path: Path, tables: dict[str, RawTable], *, read: TableReader
+) -> None:
+    """A split by line: each side holds, in order, the source's records the draw over the
+    source's line numbers puts there (a review: a hand-made split without a user column
+    was reported as ``gate split seed=42``).
+
+    Raises:
+        BundleError: the source file is missing or changed, or a side is not the draw's.
+    """
+    source = _manifest_file(manifest.source, path, "source", read=read)
+    units = source.frame["__line__"].astype(str).to_numpy()
+    train = _drawn_train(units, manifest)
+    kept = np.ones(units.size, dtype=bool)
+    if manifest.canary_fraction > 0:
+        stream = np.random.default_rng([manifest.seed, CANARY_STREAM])
+        kept = ~assign_members(units, p=manifest.canary_fraction, rng=stream)
+    texts = require_text(source)
+    for side, members in (("train", train), ("holdout", ~train & kept)):
+        if texts[members].tolist() != require_text(tables[side]).tolist():
+            raise BundleError(
+                f"{path}: seed {manifest.seed} and p = {manifest.p:g} do not give this split: "
+                f"the {side} file's records are not the source's lines the draw puts there "
+                "(files or manifest edited after `gate split`)"
+            )
 
 
 def _verify_manifest(

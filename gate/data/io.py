@@ -219,7 +219,14 @@ def _read_jsonl(path: str | Path, lines: Iterable[bytes]) -> pd.DataFrame:
         try:
             row = JSON_OBJECTS.decode(line)
         except json.JSONDecodeError as exc:
-            raise BundleError(f"{path}: line {number}: not valid JSON: {exc.msg}") from None
+            joined = (
+                "; it starts with a byte-order mark, as a file's first line does (files joined?)"
+                if line.startswith("\ufeff")
+                else ""
+            )
+            raise BundleError(
+                f"{path}: line {number}: not valid JSON: {exc.msg} (column {exc.colno}){joined}"
+            ) from None
         except DuplicateKeyError as exc:
             key = repr(exc.args[0]) if exc.args[0] in _KNOWN_COLUMNS else "a key"
             raise BundleError(

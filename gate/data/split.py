@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -161,6 +162,7 @@ def split_source(
             f"--out {out_dir}: would overwrite {', '.join(theirs)}, which no earlier gate "
             "split wrote there; choose another directory or move them"
         )
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         if not os.access(out, os.W_OK):
@@ -217,6 +219,9 @@ def split_source(
     except BaseException as exc:
         for path in outputs:
             path.unlink(missing_ok=True)
+        if created:  # a directory made for this split goes with it
+            with contextlib.suppress(OSError):
+                out.rmdir()
         if isinstance(exc, OSError):
             raise GateError(
                 f"could not write the split to {exc.filename or out}: {exc.strerror or exc}; "

@@ -349,6 +349,19 @@ def prepare_out_dir(out: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def withdraw_earlier_output(out_dir: Path, **lock: Any) -> None:
+    """Remove an earlier run's output from ``out_dir`` now, under :func:`out_dir_lock`
+    (``lock``: its keyword arguments), before a command's imports: a Ctrl-C during them
+    had left an earlier PASS in place (a review). The command claims the directory again
+    for its own run.
+
+    Raises:
+        InputError: another gate run holds the directory, or it is unusable.
+    """
+    with out_dir_lock(out_dir, **lock) as out:
+        prepare_out_dir(out)
+
+
 def make_staging_dir(target: Path) -> Path:
     """A new directory beside ``target`` to build its content in before it is put in
     place (:func:`prepare_out_dir` removes those a killed run left)."""

@@ -189,7 +189,7 @@ def _members(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
-def _runs(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_runs(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct values of a sorted array and how often each occurs."""
     if ordered.size == 0:
         return ordered, np.empty(0, dtype=np.int64)
@@ -197,7 +197,7 @@ def _runs(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[starts], np.diff(np.r_[starts, ordered.size])
 
 
-def _distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct ``(group, member)`` pairs: the groups (sorted) and members of each pair."""
     order = np.lexsort((members, groups))
     g, m = groups[order], members[order]
@@ -208,7 +208,7 @@ def _distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.nda
 def _count_rare(hashes: np.ndarray, users: np.ndarray, max_users: int) -> tuple[int, np.ndarray]:
     """Distinct hashes held by at most ``max_users`` users, and which entries of ``hashes``
     occur more than once."""
-    distinct, sizes = _runs(np.sort(hashes))
+    distinct, sizes = sorted_runs(np.sort(hashes))
     singles = int((sizes == 1).sum())
     repeated = distinct[sizes > 1]  # sorted, unique
     is_repeated = np.zeros(hashes.size, dtype=bool)
@@ -217,8 +217,8 @@ def _count_rare(hashes: np.ndarray, users: np.ndarray, max_users: int) -> tuple[
     idx = _bit_filter(repeated, hashes)
     idx = idx[_members(repeated, hashes[idx])]
     is_repeated[idx] = True
-    pair_hashes, _ = _distinct_per_group(hashes[idx], users[idx])
-    _, users_per_hash = _runs(pair_hashes)
+    pair_hashes, _ = distinct_per_group(hashes[idx], users[idx])
+    _, users_per_hash = sorted_runs(pair_hashes)
     return singles + int((users_per_hash <= max_users).sum()), is_repeated
 
 
@@ -326,8 +326,8 @@ class NgramTally:
         syn_shared = syn_shared[_members(src_shared_hash, syn_hash[syn_shared])]
         shared = still_repeated, src_pos[cand], syn_pos[syn_shared]
         src_user = users[source.doc_of(src_pos[cand])]
-        pair_hash, _ = _distinct_per_group(src_hash[cand], src_user)
-        distinct, holders = _runs(pair_hash)
+        pair_hash, _ = distinct_per_group(src_hash[cand], src_user)
+        distinct, holders = sorted_runs(pair_hash)
         rare_shared = distinct[holders <= max_users]
         cand = cand[_members(rare_shared, src_hash[cand])]
         if cand.size == 0:
@@ -342,11 +342,11 @@ class NgramTally:
         if cand.size == 0:
             return shared
         hashes = src_hash[cand]
-        self.disclosed += _runs(np.sort(hashes))[0].size
+        self.disclosed += sorted_runs(np.sort(hashes))[0].size
         docs = source.doc_of(src_pos[cand])
-        record_of_pair, _ = _distinct_per_group(docs, hashes)
+        record_of_pair, _ = distinct_per_group(docs, hashes)
         self.record_counts += np.bincount(record_of_pair, minlength=self.record_counts.size)
-        user_of_pair, _ = _distinct_per_group(users[docs], hashes)
+        user_of_pair, _ = distinct_per_group(users[docs], hashes)
         self.user_counts += np.bincount(user_of_pair, minlength=self.user_counts.size)
         self._witness(n, docs, src_pos[cand], synthetic.doc_of(syn_pos[syn_occ]))
         return shared

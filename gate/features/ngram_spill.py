@@ -35,15 +35,22 @@ from gate.features.ngram import (
     NgramHasher,
     NgramTally,
     check_ngram_arguments,
+    distinct_per_group,
     hash_key,
     hash_powers,
     partition_of,
+    sorted_runs,
     token_hashes,
 )
 from gate.features.tokenize import Texts, arrow_texts, tokenize
 
 CHUNK_CHARS = 8 * 2**20  # characters of text per chunk of the spilled path
 PARTITION_RECORDS = 1_000_000  # n_min-grams of the larger corpus per partition (17 MB)
+# a partition holding more than SKEW_BLOCKS blocks of BLOCK_RECORDS (one n-gram in every
+# record of a large corpus: a footer, a disclaimer, a generator repeating itself) is read
+# in blocks, its common n-grams settled and its release occurrences deduplicated first
+BLOCK_RECORDS = 1_000_000
+SKEW_BLOCKS = 2
 CONFIRM_BATCH = 16_384  # disclosures confirmed per mapping of the token files
 _REPEATED, _SHARED = np.uint8(1), np.uint8(2)
 _SOURCE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8"), ("flags", "u1")])
@@ -159,6 +166,20 @@ class _Partitions:
         self.paths[p].unlink()
         return records
 
+    def delete(self, p: int) -> None:
+        """Delete partition ``p``'s file."""
+        self.paths[p].unlink()
+
+    def records(self, p: int) -> int:
+        """How many records partition ``p`` holds."""
+        return self.paths[p].stat().st_size // self.dtype.itemsize
+
+    def blocks(self, p: int, size: int) -> Iterator[np.ndarray]:
+        """Partition ``p``'s records in blocks of ``size`` (positions ascending)."""
+        for first in range(0, self.records(p), size):
+            offset = first * self.dtype.itemsize
+            yield np.fromfile(self.paths[p], dtype=self.dtype, count=size, offset=offset)
+
 
 def _open_ngrams(
     corpus: SpilledCorpus,
@@ -198,6 +219,7 @@ def spilled_ngram_disclosures(
     strip_punctuation: bool = False,
     chunk_chars: int = CHUNK_CHARS,
     partitions: int | None = None,
+    block_records: int = BLOCK_RECORDS,
     workdir: str | os.PathLike[str] | None = None,
     progress: Any = None,
 ) -> NgramDisclosures:
@@ -206,13 +228,17 @@ def spilled_ngram_disclosures(
     directory under ``workdir``, removed afterwards).
 
     ``partitions`` defaults to one per :data:`PARTITION_RECORDS` tokens of the larger
-    corpus. The counts do not depend on the chunks or the partitions.
+    corpus. A partition of more than :data:`SKEW_BLOCKS` blocks of ``block_records`` is
+    reduced as :func:`_reduce_skewed` says. The counts do not depend on the chunks, the
+    partitions or the blocks.
     """
     users = check_ngram_arguments(
         n_records=len(source_texts), users=users, n_min=n_min, n_max=n_max, max_users=max_users
     )
     if chunk_chars < 1:
         raise ValueError(f"chunk_chars must be >= 1; found {chunk_chars}")
+    if block_records < 1:
+        raise ValueError(f"block_records must be >= 1; found {block_records}")
     options = {
         "tokenizer": tokenizer,
         "lowercase": lowercase,
@@ -254,8 +280,63 @@ def spilled_ngram_disclosures(
             n_max=n_max,
             max_users=max_users,
             partitions=partitions,
+            block_records=block_records,
             progress=progress,
         )
+
+
+def _reduce_skewed(
+    src_parts: _Partitions,
+    syn_parts: _Partitions,
+    p: int,
+    *,
+    src_flags: np.ndarray,
+    source: SpilledCorpus,
+    users: np.ndarray,
+    max_users: int,
+    block_records: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Partition ``p`` read in blocks, for when a few n-grams fill it. The common ones,
+    held by more than ``max_users`` users within one block (so rare in no count), are
+    settled here: their source positions get the flags the kernel would give them for
+    n + 1 (repeated; shared if the release has the n-gram), and their records are left
+    out. Of the release's records, the first occurrence of each other hash is kept (all
+    the kernel needs to find, confirm and cite a disclosure). Resident: one block, the
+    source records left, the release's distinct hashes, the common hashes.
+
+    Returns:
+        The source records left and the release records kept (positions ascending), and
+        the common hashes the release shares (sorted): the caller flags every release
+        occurrence of those and of the hashes the kernel finds shared.
+    """
+    found = [np.empty(0, dtype=np.uint64)]
+    for block in src_parts.blocks(p, block_records):
+        held = block[(block["flags"] & _REPEATED) > 0]
+        if held.size == 0:
+            continue
+        pair_hash, _ = distinct_per_group(held["hash"], users[source.doc_of(held["pos"])])
+        distinct, holders = sorted_runs(pair_hash)
+        found.append(distinct[holders > max_users])
+    common = np.unique(np.concatenate(found))
+    firsts = [np.empty(0, dtype=_RELEASE_RECORD)]
+    for block in syn_parts.blocks(p, block_records):
+        firsts.append(block[np.unique(block["hash"], return_index=True)[1]])
+    release = np.concatenate(firsts)
+    # the earliest block's occurrence of each hash is the first: positions ascend
+    release = release[np.sort(np.unique(release["hash"], return_index=True)[1])]
+    is_common = np.isin(release["hash"], common)
+    released_common, release = release["hash"][is_common], release[~is_common]
+    left, shared = [np.empty(0, dtype=_SOURCE_RECORD)], [np.empty(0, dtype=np.uint64)]
+    for block in src_parts.blocks(p, block_records):
+        held = np.isin(block["hash"], common)
+        records, left_here = block[held], block[~held]
+        src_flags[records["pos"][(records["flags"] & _REPEATED) > 0]] |= _REPEATED
+        in_release = ((records["flags"] & _SHARED) > 0) & np.isin(records["hash"], released_common)
+        src_flags[records["pos"][in_release]] |= _SHARED
+        shared.append(records["hash"][in_release])
+        left.append(left_here)
+    src_parts.delete(p)
+    return np.concatenate(left), release, np.unique(np.concatenate(shared))
 
 
 def _count(
@@ -268,6 +349,7 @@ def _count(
     n_max: int,
     max_users: int,
     partitions: int,
+    block_records: int,
     progress: Any,
 ) -> NgramDisclosures:
     tally = NgramTally(
@@ -319,7 +401,20 @@ def _count(
         src_flags[:] = 0
         syn_flags[:] = False
         for p in range(partitions):
-            src, syn = src_parts.take(p), syn_parts.take(p)
+            skewed = max(src_parts.records(p), syn_parts.records(p)) > SKEW_BLOCKS * block_records
+            if skewed:
+                src, syn, shared_common = _reduce_skewed(
+                    src_parts,
+                    syn_parts,
+                    p,
+                    src_flags=src_flags,
+                    source=source,
+                    users=users,
+                    max_users=max_users,
+                    block_records=block_records,
+                )
+            else:
+                src, syn = src_parts.take(p), syn_parts.take(p)
             repeated = (src["flags"] & _REPEATED) > 0
             shared = (src["flags"] & _SHARED) > 0
             still_repeated, shared_src, shared_syn = tally.match_length(
@@ -338,6 +433,12 @@ def _count(
             )
             src_flags[still_repeated] |= _REPEATED
             src_flags[shared_src] |= _SHARED
-            syn_flags[shared_syn] = True
+            if skewed:  # every release occurrence of a shared hash, not only the first
+                in_source = np.union1d(shared_common, syn["hash"][np.isin(syn["pos"], shared_syn)])
+                for block in syn_parts.blocks(p, block_records):
+                    syn_flags[block["pos"][np.isin(block["hash"], in_source)]] = True
+                syn_parts.delete(p)
+            else:
+                syn_flags[shared_syn] = True
         exhausted = not src_flags.any()
     return tally.result(source.starts[:-1])

@@ -42,6 +42,20 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "merge keys (<<) are YAML 1.1 and not read in a policy; write the keys out",
+                key_node.start_mark,
+            )
+        if not isinstance(key_node, yaml.ScalarNode):  # unhashable: a review saw exit 3
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "a key must be a plain name, not a mapping or a list",
+                key_node.start_mark,
+            )
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
@@ -118,6 +132,12 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
 _UniqueKeyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+# YAML 1.1's timestamps are no type of YAML 1.2: `description: 2026-11-29` is a string
+# (PyYAML made it a date, which the models refused as "not a valid string").
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _UniqueKeyLoader.yaml_implicit_resolvers.items()
+}
 
 
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:

@@ -34,6 +34,7 @@ from gate.generators.base import (
 )
 from gate.policy.models import Remediation
 from gate.progress import Progress
+from gate.remediation.outputs import RELEASE_NAME, ROUND_FILE
 from gate.remediation.rip_noise import ReplicaSpread, add_rip_noise, replica_spread
 from gate.remediation.schedule import RoundPlan, default_delta
 from gate.remediation.utility import ReleaseUtility, UtilityMeter
@@ -41,8 +42,6 @@ from gate.results import Status
 from gate.seeds import stream_seed
 from gate.stats.rip import eta_from_epsilon_delta
 
-RELEASE_NAME = "release.jsonl"
-ROUND_FILE = "round.json"
 # the accountant's ε may exceed the target by the solver's tolerance, never more
 ACCOUNTANT_TOLERANCE = 1e-2
 

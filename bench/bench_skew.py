@@ -1,0 +1,79 @@
+"""Memory of the local engine's out-of-core n-gram path when a few n-grams fill the corpus.
+
+    .venv/bin/python bench/bench_skew.py --records 1000000
+    .venv/bin/python bench/bench_skew.py --records 2000000 --footer 30
+
+Corpus: ``records`` train + ``records`` holdout + ``records`` release documents (one user
+each) of 12 Zipf-distributed words followed by the same footer of ``--footer`` words (a
+disclaimer in every e-mail); every tenth release document also copies 10 words of a train
+document (a leak to find). Every 8-gram of the footer occurs in every document, so all
+its occurrences meet in one hash partition: before partitions were read in blocks, that
+partition grew with the corpus. Prints wall time, the peak of the memory numpy and Python
+allocate during the count (``tracemalloc``; the corpus itself is allocated before it
+starts) and the counts (the same whatever the partitions and blocks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+
+import numpy as np
+
+from gate.features.ngram_spill import spilled_ngram_disclosures
+from gate.stats.feature_match import feature_match_test
+
+
+def make_corpus(records: int, footer: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
+    vocab = np.array([f"w{i}" for i in range(50_000)])
+    tail = " " + " ".join(f"disclaimer{i}" for i in range(footer))
+    docs: list[str] = []
+    for start in range(0, 3 * records, 100_000):  # bounded temporaries
+        rows = min(100_000, 3 * records - start)
+        ranks = np.minimum(rng.zipf(1.3, size=(rows, 12)), vocab.size) - 1
+        docs += [" ".join(row) + tail for row in vocab[ranks]]
+    source, release = docs[: 2 * records], docs[2 * records :]
+    for i in range(0, records, 10):
+        words = source[int(rng.integers(0, records))].split()
+        release[i] = " ".join(words[1:11]) + " " + release[i]
+    return source, release
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--footer", type=int, default=30, help="words of the common footer")
+    parser.add_argument("--block-records", type=int, default=None, help="default: the engine's")
+    args = parser.parse_args()
+    source, release = make_corpus(args.records, args.footer, np.random.default_rng(0))
+    options = {} if args.block_records is None else {"block_records": args.block_records}
+    tracemalloc.start()
+    started = time.perf_counter()
+    found = spilled_ngram_disclosures(
+        source,
+        release,
+        users=np.arange(len(source)),
+        n_min=8,
+        n_max=16,
+        max_users=1,
+        **options,  # type: ignore[arg-type]
+    )
+    wall = time.perf_counter() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    test = feature_match_test(
+        counts=found.user_counts, is_train=np.arange(len(source)) < args.records
+    )
+    tokens = sum(len(t.split()) for t in source) + sum(len(t.split()) for t in release)
+    print(
+        f"{args.records:,} + {args.records:,} + {args.records:,} records, footer of "
+        f"{args.footer} words, {tokens / 1e6:.0f} M tokens: {wall:.1f} s, peak allocated "
+        f"during the count {peak / 2**20:,.0f} MiB; rare {found.rare_features:,}, "
+        f"disclosed {found.disclosed_features:,}, T = {test.statistic:,.0f}, "
+        f"H = {test.holdout_statistic:,.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
