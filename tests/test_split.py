@@ -610,9 +610,55 @@ def test_an_interrupted_split_leaves_no_directory_it_made(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(split_module, "_write_side", interrupted)
+    monkeypatch.setattr(split_module, "atomic_write", interrupted)
     out = tmp_path / "new" / "split"
     args = ["split", "--source", str(source), "--seed", "1", "--out", str(out)]
     assert main(args) == 3
     assert not out.exists() and (tmp_path / "new").is_dir()
     assert capsys.readouterr().err == "gate: error: interrupted; no split was written\n"
+
+
+BOM = "\ufeff"
+
+
+def test_json_lines_sides_are_the_source_lines_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON Lines source is mapped once and its sides gathered from it (it had been read
+    again, line by line in Python, for every side): each side holds the source's lines of
+    its users, as written, without a leading byte-order mark or trailing carriage
+    returns, each ended by a newline; blank lines are no records."""
+    raw = [
+        '\ufeff{"user_id": "u0", "text": "first \u00e9t\u00e9 line"}\r\n',
+        '{"user_id": "u1", "text": "a\u2028b", "n": 12345678901234567}\n',
+        "\n",
+        '{"user_id": "u2", "text": "two carriage returns"}\r\r\n',
+        '{"user_id": "u3", "text": "\\ufeff escaped, not a mark"}\n',
+        '{"user_id": "u4", "text": "caf\\u00e9 escaped", "x": 1.50}\n',
+    ] + [f'{{"user_id": "u{i}", "text": "line {i}"}}\n' for i in range(5, 40)]
+    raw[-1] = raw[-1].rstrip("\n")  # no newline at the end of the file
+    source = tmp_path / "source.jsonl"
+    source.write_bytes("".join(raw).encode("utf-8"))
+    outcome = split_source(source, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "s")
+    records = [line for line in raw if line.strip()]
+    written = {
+        side: (tmp_path / "s" / f"{side}.jsonl").read_bytes().decode("utf-8")
+        for side in ("train", "holdout")
+    }
+    for side, text in written.items():
+        expected = [
+            line.removeprefix(BOM).rstrip("\r\n") + "\n"
+            for line in records
+            if '"user_id": "{}"'.format(json.loads(line.removeprefix(BOM))["user_id"]) in text
+        ]
+        assert text == "".join(expected), side
+    assert outcome.manifest.train.records + outcome.manifest.holdout.records == len(records)
+    assert {outcome.manifest.train.records, outcome.manifest.holdout.records} != {0}
+    # scanned 5 bytes and gathered 7 at a time: the same files
+    from gate.data.split import SourceLines
+
+    monkeypatch.setattr(SourceLines, "SCAN_BYTES", 5)
+    monkeypatch.setattr(SourceLines, "BATCH_BYTES", 7)
+    small = split_source(source, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "small")
+    assert small.manifest.train.sha256 == outcome.manifest.train.sha256
+    assert small.manifest.holdout.sha256 == outcome.manifest.holdout.sha256

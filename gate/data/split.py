@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -180,25 +181,37 @@ def split_source(
     entries = {}
     masks = {"train": flags & ~canary, "holdout": ~flags & ~canary, "canary-source": canary}
     manifest_path = out / MANIFEST_NAME
+    # a JSON Lines source without a split member is mapped once for every side
+    lines = (
+        SourceLines(Path(source))
+        if table.format == "jsonl" and "split" not in frame.columns
+        else None
+    )
     try:  # a split without its manifest, or with a cut file, is no split: nothing stays
         for name in names:
             mask = masks[name]
             path = out / f"{name}{suffix}"
-            _write_side(
-                Path(source),
-                table.format,
-                body,
-                mask,
-                path,
-                sha256=table.sha256,
-                has_split="split" in frame.columns,
-            )
+            if lines is not None:
+                numbers = body.loc[mask, "__line__"].to_numpy(dtype=np.int64)
+                atomic_write(path, functools.partial(lines.write, numbers=numbers))
+            else:
+                _write_side(
+                    Path(source),
+                    table.format,
+                    body,
+                    mask,
+                    path,
+                    sha256=table.sha256,
+                    has_split="split" in frame.columns,
+                )
             entries[name] = FileEntry(
                 path=path.name,
                 sha256=sha256_file(path),
                 records=int(mask.sum()),
                 users=int(np.unique(units[mask]).size),
             )
+        if lines is not None and lines.sha256() != table.sha256:
+            raise BundleError(f"{source}: the file changed while it was split; split again")
         manifest = SplitManifest(
             p=p,
             seed=seed,
@@ -231,6 +244,70 @@ def split_source(
     for name in earlier:  # an earlier split's file this one does not write (canary source)
         (out / name).unlink(missing_ok=True)
     return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
+
+
+class SourceLines:
+    """A JSON Lines file's lines, mapped once and located by one scan for newlines, written
+    to a side as ``gate split`` writes a line without a ``split`` member: without a
+    leading byte-order mark or trailing carriage returns, ended by a newline; the bytes
+    otherwise as the source holds them (every number's text kept)."""
+
+    SCAN_BYTES = 1 << 26  # bytes scanned for newlines at once
+    BATCH_BYTES = 1 << 20  # bytes of lines gathered at once
+
+    def __init__(self, path: Path) -> None:
+        self.data: np.ndarray = (
+            np.memmap(path, dtype=np.uint8, mode="r")
+            if path.stat().st_size
+            else np.empty(0, dtype=np.uint8)
+        )
+        size = self.data.size
+        newlines = np.concatenate(
+            [np.empty(0, dtype=np.int64)]
+            + [
+                np.flatnonzero(self.data[first : first + self.SCAN_BYTES] == 0x0A) + first
+                for first in range(0, size, self.SCAN_BYTES)
+            ]
+        )
+        # line k (from 1, as iterating the binary file numbers them) is [starts, stops)
+        self.starts = np.r_[0, newlines + 1]
+        self.stops = np.r_[newlines, size]
+        if self.starts[-1] == size:  # a newline ends the file: no further line
+            self.starts, self.stops = self.starts[:-1], self.stops[:-1]
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data.data).hexdigest()
+
+    def write(self, path: Path, *, numbers: np.ndarray) -> None:
+        """Lines ``numbers`` (from 1, ascending) into ``path``."""
+        data = self.data
+        starts, stops = self.starts[numbers - 1].copy(), self.stops[numbers - 1].copy()
+        last = max(data.size - 1, 0)
+        bom = (stops - starts >= 3) & (data[np.minimum(starts, last)] == 0xEF)
+        bom &= (data[np.minimum(starts + 1, last)] == 0xBB) & (
+            data[np.minimum(starts + 2, last)] == 0xBF
+        )
+        starts += 3 * bom
+        while True:  # rstrip("\r\n") (a line holds no newline)
+            trailing = (stops > starts) & (data[np.maximum(stops - 1, 0)] == 0x0D)
+            if not trailing.any():
+                break
+            stops -= trailing
+        lengths = stops - starts + 1  # and the newline
+        ends = np.cumsum(lengths)
+        with path.open("wb") as out:
+            first = 0
+            while first < lengths.size:
+                done = ends[first - 1] if first else 0
+                stop = max(first + 1, int(np.searchsorted(ends, done + self.BATCH_BYTES, "right")))
+                sizes = lengths[first:stop]
+                total = int(sizes.sum())
+                line_ends = np.cumsum(sizes)
+                shift = np.repeat(starts[first:stop] - (line_ends - sizes), sizes)
+                gathered = data[np.minimum(np.arange(total) + shift, last)]
+                gathered[line_ends - 1] = 0x0A
+                out.write(gathered.tobytes())
+                first = stop
 
 
 def _write_side(
