@@ -79,6 +79,9 @@ class _Parser(argparse.ArgumentParser):
     error view), and options that take a value taking it once."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: `--ou` would be --out to the command and not to the withdrawal
+        # after a usage error, and a new option could change what an abbreviation means
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.register("action", None, _Once)
         self.register("action", "store", _Once)
@@ -247,7 +250,7 @@ def _add_bundle_and_run_options(command: argparse.ArgumentParser, *, out: str) -
     )
 
 
-_OUT_DEFAULTS = {"check": "gate-report", "canary": "gate-canary", "remediate": "gate-remediation"}
+_OUTPUT_COMMANDS = ("check", "canary", "remediate")
 
 
 def _withdraw_earlier_output(command: str, out: str) -> None:
@@ -271,22 +274,29 @@ class _OutOnly(argparse.ArgumentParser):
 def _withdraw_after_usage_error(argv: Sequence[str]) -> None:
     """A ``check``, ``canary`` or ``remediate`` refused for its usage leaves no earlier
     verdict in its ``--out`` either (a review: a mistyped option, exit 2, had left an
-    earlier PASS beside it). Nothing is withdrawn if ``--out`` cannot be read off."""
+    earlier PASS beside it); an earlier remediation keeps its rounds. Only an ``--out``
+    given as such is withdrawn (not the default, nor after ``--ou``: the directory meant is
+    not known), and nothing more is said: the usage error was."""
     commands = [i for i, token in enumerate(argv) if not token.startswith("-")]
-    if not commands or argv[commands[0]] not in _OUT_DEFAULTS:
+    if not commands or argv[commands[0]] not in _OUTPUT_COMMANDS:
         return
-    command = argv[commands[0]]
+    command, rest = argv[commands[0]], argv[commands[0] + 1 :]
+    if any(t.startswith("--o") and t.split("=")[0] != "--out" for t in rest):
+        return  # `--ou mine`: which directory was meant is not known
     outs = _OutOnly(add_help=False, allow_abbrev=False)
-    outs.add_argument("--out", action="append")
+    outs.add_argument("--out", action="append", default=[])
     try:
-        given = outs.parse_known_args(argv[commands[0] + 1 :])[0].out or [_OUT_DEFAULTS[command]]
+        given = outs.parse_known_args(rest)[0].out  # named: the default is not withdrawn
     except ValueError:  # --out without a value
         return
     for out in given:
-        try:
-            _withdraw_earlier_output(command, out)
-        except (GateError, OSError) as exc:
-            print(f"gate: error: {one_line(str(exc))}", file=sys.stderr)
+        with contextlib.suppress(GateError, OSError):  # refused: its verdict withdrawn
+            if command == "remediate":
+                from gate.remediation.outputs import withdraw_remediation_verdict
+
+                withdraw_remediation_verdict(Path(out))
+            else:
+                _withdraw_earlier_output(command, out)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -498,13 +508,20 @@ def _not_completed(command: str) -> str:
     return "; no verdict was written"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def entry() -> NoReturn:
+    """The ``gate`` command and ``python -m gate``: :func:`main` as the process, whose
+    end a late signal may not turn into exit 130 without a word."""
+    raise SystemExit(main(process=True))
+
+
+def main(argv: Sequence[str] | None = None, *, process: bool = False) -> int:
     """Run one command; every outcome is an exit code (0 pass, 1 fail, 2 bad input, 3 could
     not complete) and at most one line on stderr, never a traceback unless --verbose.
 
-    Called as the process's entry point (``argv`` None), a signal after the command has
+    As the process (``process``, from :func:`entry`), a signal after the command has
     ended reports what it left and exits 3 at once (Python's own handlers, put back, had
-    ended such a run with 130 and no word)."""
+    ended such a run with 130 and no word); a program that calls :func:`main` gets its
+    handlers back."""
     tokens = sys.argv[1:] if argv is None else list(argv)
     try:
         args = _parser().parse_args(tokens)
@@ -552,7 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return GateError.exit_code
     finally:
-        late = _late_signal(args.command) if argv is None else None
+        late = _late_signal(args.command) if process else None
         for signum, handler in previous.items():
             signal.signal(signum, late or handler)
         forget_earlier_run(signals=in_main_thread)  # a later command or call starts afresh
@@ -573,4 +590,4 @@ def _late_signal(command: str) -> Any:
 
 
 if __name__ == "__main__":  # python -m gate.cli (as python -m gate): never a silent exit 0
-    raise SystemExit(main())
+    entry()

@@ -260,3 +260,17 @@ def test_a_class_without_rare_features_cannot_gate(tmp_path) -> None:
         error = result.audits[name].error or ""
         assert "disclosure class 'ngram' found no rare feature in the 60 source records" in error
         assert "lower n_min" in error
+
+
+def test_a_scorer_that_scores_every_user_alike_says_so(tmp_path) -> None:
+    """A review: constant scores (a scorer with nothing to go on, or a broken one) gave
+    AUC 1/2, p = 1 and epsilon-hat 0, a clean look; the statement now says that no user
+    could be told apart."""
+
+    def unrelated(rows, rng):
+        return [{"text": f"nothing shared here number {i}"} for i in range(10)]
+
+    bundle, _ = make_bundle(tmp_path, unrelated)
+    result = run_gate(parse_policy(POLICY), bundle)
+    said = result.audits["membership"].result.statements["ngram"]
+    assert said.startswith("All 120 users scored 0: this scorer had nothing to tell them apart")

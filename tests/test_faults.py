@@ -1476,8 +1476,9 @@ def test_out_and_data_docs_paths_are_checked_before_the_run(
     link = tmp_path / "link"
     link.symlink_to(target, target_is_directory=True)
     target.mkdir()
-    assert main([*check_args(bundle_files, link), "--no-mlflow"]) == 1
-    assert read_report(target)["status"] == "fail" and link.is_symlink()
+    for _ in range(2):  # the second withdraws the first's verdict, and the link stays good
+        assert main([*check_args(bundle_files, link), "--no-mlflow"]) == 1
+        assert read_report(target)["status"] == "fail" and link.is_symlink()
     dangling = tmp_path / "dangling"
     dangling.symlink_to(tmp_path / "nowhere")
     out = tmp_path / "out"
@@ -1836,12 +1837,16 @@ def test_a_tracking_uri_that_nothing_is_logged_to_is_refused(
 LATE_SIGNAL = """
 import os, signal, sys, time
 from gate import cli
+as_process = sys.argv[2] == "process"
 sys.argv = ["gate", "policy", "validate", sys.argv[1]]
-code = cli.main()
-print("exit", code, flush=True)
-os.kill(os.getpid(), signal.SIGINT)  # as the process exits, after the command ended
-time.sleep(30)
-print("not reached")
+try:
+    code = cli.main(process=as_process)
+    print("exit", code, flush=True)
+    os.kill(os.getpid(), signal.SIGINT)  # as the process exits, after the command ended
+    time.sleep(30)
+    print("not reached")
+except KeyboardInterrupt:
+    print("the calling program's own handling", flush=True)
 """
 
 
@@ -1850,13 +1855,51 @@ def test_a_signal_after_the_command_ended_is_answered_in_words(tmp_path: Path) -
     with 130 and no word (Python's handlers, put back, raised KeyboardInterrupt as it
     exited). Run as the process's entry point, the gate answers it and exits 3."""
     policy = Path(__file__).parents[1] / "policies" / "standard.yaml"
-    done = subprocess.run(
-        [sys.executable, "-c", LATE_SIGNAL, str(policy)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
+
+    def run(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", LATE_SIGNAL, str(policy), mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+
+    done = run("process")
     assert done.returncode == 3, done.stderr
     assert done.stdout.splitlines()[-1] == "exit 0"
     assert done.stderr.splitlines()[-1] == "gate: error: interrupted; no verdict was written"
+    # a program that calls main() gets its own handling back (a review: it had not)
+    hosted = run("hosted")
+    assert hosted.returncode == 0, hosted.stderr
+    assert hosted.stdout.splitlines()[-2:] == ["exit 0", "the calling program's own handling"]
+
+
+def test_a_usage_error_withdraws_only_what_it_may(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review of the withdrawal after a usage error: `--ou mine` (an abbreviation the
+    command took) withdrew the default ./gate-report instead, and a mistyped `gate
+    remediate` deleted the earlier run's trained generators. Options are no longer
+    abbreviated, only an --out named as such is withdrawn, and a remediation keeps its
+    rounds (its kept release withdrawn)."""
+    out = tmp_path / "mine"
+    passing = [*check_args(clean_release(bundle_files, tmp_path), out), "--no-mlflow"]
+    assert main(passing) == 0
+    for typo in (["--ou", str(out)], ["--no-ml"]):
+        with pytest.raises(SystemExit):
+            main([*passing[: passing.index("--out")], *typo])
+        assert read_report(out)["status"] == "pass"  # not named as --out: left alone
+    capsys.readouterr()
+    rounds = tmp_path / "remediation"
+    kept = rounds / "round-1"
+    (kept / "generator").mkdir(parents=True)
+    (kept / "generator" / "weights.bin").write_bytes(b"trained at length")
+    (kept / "release.jsonl").write_text('{"text": "approved"}\n')
+    (kept / "round.json").write_text(json.dumps({"release": {"kept": True, "path": "x"}}))
+    with pytest.raises(SystemExit) as info:
+        main(["remediate", "--policy", "p.yaml", "--out", str(rounds), "--metod", "rip"])
+    assert info.value.code == 2
+    assert (kept / "generator" / "weights.bin").exists() and not (kept / "release.jsonl").exists()
+    assert json.loads((kept / "round.json").read_text())["release"]["kept"] is False
+    assert len(capsys.readouterr().err.splitlines()) == 1

@@ -351,6 +351,32 @@ def test_spilled_collisions_never_become_disclosures(monkeypatch: pytest.MonkeyP
     assert found.record_counts.tolist() == [0, 0]
 
 
+def test_spilled_skewed_partitions_keep_the_kernel_s_counts_under_collisions(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """A review: with base 1, 'a b c' (repeated, held by two users) and 'a c b' (shared
+    with the release, one user) hash alike at n = 3; the skewed path took the hash for
+    common on the repeated occurrences and dropped the rare shared one's disclosure."""
+    monkeypatch.setattr(ngram_module, "_BASE", np.uint64(1))
+    monkeypatch.setattr(ngram_module, "_BASE_INV", np.uint64(1))
+    source = ["a b c", "a b c", "a c b", "q r s", "q r s", "q r s"]
+    counts = []
+    for block_records in (10**9, 2, 1):
+        found = spilled_ngram_disclosures(
+            source,
+            ["a c b"],
+            users=np.arange(6),
+            n_min=2,
+            n_max=3,
+            max_users=1,
+            partitions=1,
+            block_records=block_records,
+            workdir=tmp_path,
+        )
+        counts.append((found.rare_features, found.disclosed_features, found.record_counts.tolist()))
+    assert counts[0][1] == 2 and counts == [counts[0]] * 3
+
+
 def test_spilled_validation() -> None:
     with pytest.raises(ValueError, match="chunk_chars must be >= 1; found 0"):
         spilled_ngram_disclosures(

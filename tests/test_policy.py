@@ -368,6 +368,7 @@ def test_complex_and_merge_keys_are_bad_input_and_dates_are_text() -> None:
     merged = "base: &b {alpha: 0.05}\n<<: *b\n"
     assert "merge keys (<<) are YAML 1.1 and not read" in error_of(MINIMAL_POLICY + merged)
     assert parse_policy(MINIMAL_POLICY + "description: 2026-11-29\n").description == "2026-11-29"
+    assert parse_policy(MINIMAL_POLICY + "description: =\n").description == "="
 
 
 def test_yaml_syntax_error_names_line_and_column() -> None:

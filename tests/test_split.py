@@ -585,15 +585,15 @@ def test_an_unusable_out_is_bad_input_and_a_failed_write_leaves_no_split(
         args = ["split", "--source", str(source), "--seed", "1", "--out", str(tmp_path / out)]
         assert main(args) == 2
         assert f"--out {tmp_path / out}: cannot write the split there" in capsys.readouterr().err
-    real, written = split_module.atomic_write, []
+    real, written = split_module._side_lines, []
 
-    def full_disk(path, write) -> Path:
+    def full_disk(*args):
         if written:
-            raise OSError(28, "No space left on device", str(path))
-        written.append(path)
-        return real(path, write)
+            raise OSError(28, "No space left on device", "holdout.jsonl")
+        written.append(args)
+        return real(*args)
 
-    monkeypatch.setattr(split_module, "atomic_write", full_disk)
+    monkeypatch.setattr(split_module, "_side_lines", full_disk)
     out = tmp_path / "full"
     assert main(["split", "--source", str(source), "--seed", "1", "--out", str(out)]) == 3
     assert "No space left on device; no split was left there" in capsys.readouterr().err
@@ -610,7 +610,7 @@ def test_an_interrupted_split_leaves_no_directory_it_made(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(split_module, "atomic_write", interrupted)
+    monkeypatch.setattr(split_module, "write_json_lines_sides", interrupted)
     out = tmp_path / "new" / "split"
     args = ["split", "--source", str(source), "--seed", "1", "--out", str(out)]
     assert main(args) == 3
@@ -654,11 +654,10 @@ def test_json_lines_sides_are_the_source_lines_as_written(
         assert text == "".join(expected), side
     assert outcome.manifest.train.records + outcome.manifest.holdout.records == len(records)
     assert {outcome.manifest.train.records, outcome.manifest.holdout.records} != {0}
-    # scanned 5 bytes and gathered 7 at a time: the same files
-    from gate.data.split import SourceLines
+    # read 5 bytes at a time (lines cut across reads): the same files
+    import gate.data.split as split_module
 
-    monkeypatch.setattr(SourceLines, "SCAN_BYTES", 5)
-    monkeypatch.setattr(SourceLines, "BATCH_BYTES", 7)
+    monkeypatch.setattr(split_module, "READ_BYTES", 5)
     small = split_source(source, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "small")
     assert small.manifest.train.sha256 == outcome.manifest.train.sha256
     assert small.manifest.holdout.sha256 == outcome.manifest.holdout.sha256

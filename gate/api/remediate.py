@@ -70,12 +70,12 @@ def remediate_release(
     from gate.remediation.outputs import (
         is_remediation_dir,
         is_remediation_output,
+        remove_remediation_report,
         withdraw_kept_releases,
     )
     from gate.remediation.report import (
         RemediationResult,
         overall_status,
-        remove_remediation_report,
         write_remediation_report,
     )
     from gate.remediation.schedule import RoundPlan, plan_rounds

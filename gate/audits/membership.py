@@ -628,6 +628,11 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 f"The best threshold guess was right for {rip.correct} of {rip.trials} "
                 f"held-aside users (RIP advantage {rip.eta:.4f}); "
             )
+            if scores.size and np.ptp(scores) == 0:  # a review: a broken scorer looks clean
+                auc = (
+                    f"All {scores.size} users scored {float(scores[0]):g}: this scorer had "
+                    f"nothing to tell them apart by. {auc}"
+                )
             statements[name] = (
                 f"{auc}Each with probability >= {1 - context.alpha:g} over the random "
                 f"assignment of users (both together >= {1 - 2 * context.alpha:g}): the "

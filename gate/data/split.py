@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -18,7 +17,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate._version import __version__
-from gate.atomic import atomic_write, atomic_write_text
+from gate.atomic import atomic_write, atomic_write_text, current_umask
 from gate.data.io import (
     JSON_OBJECTS,
     DuplicateKeyError,
@@ -181,37 +180,33 @@ def split_source(
     entries = {}
     masks = {"train": flags & ~canary, "holdout": ~flags & ~canary, "canary-source": canary}
     manifest_path = out / MANIFEST_NAME
-    # a JSON Lines source without a split member is mapped once for every side
-    lines = (
-        SourceLines(Path(source))
-        if table.format == "jsonl" and "split" not in frame.columns
-        else None
-    )
+    side_paths = {name: out / f"{name}{suffix}" for name in names}
     try:  # a split without its manifest, or with a cut file, is no split: nothing stays
-        for name in names:
-            mask = masks[name]
-            path = out / f"{name}{suffix}"
-            if lines is not None:
-                numbers = body.loc[mask, "__line__"].to_numpy(dtype=np.int64)
-                atomic_write(path, functools.partial(lines.write, numbers=numbers))
-            else:
+        if table.format == "jsonl" and "split" not in frame.columns:  # one read, every side
+            numbers = {
+                path: body.loc[masks[name], "__line__"].to_numpy(dtype=np.int64)
+                for name, path in side_paths.items()
+            }
+            if write_json_lines_sides(Path(source), numbers) != table.sha256:
+                raise BundleError(f"{source}: the file changed while it was split; split again")
+        else:
+            for name, path in side_paths.items():
                 _write_side(
                     Path(source),
                     table.format,
                     body,
-                    mask,
+                    masks[name],
                     path,
                     sha256=table.sha256,
                     has_split="split" in frame.columns,
                 )
+        for name, path in side_paths.items():
             entries[name] = FileEntry(
                 path=path.name,
                 sha256=sha256_file(path),
-                records=int(mask.sum()),
-                users=int(np.unique(units[mask]).size),
+                records=int(masks[name].sum()),
+                users=int(np.unique(units[masks[name]]).size),
             )
-        if lines is not None and lines.sha256() != table.sha256:
-            raise BundleError(f"{source}: the file changed while it was split; split again")
         manifest = SplitManifest(
             p=p,
             seed=seed,
@@ -246,68 +241,96 @@ def split_source(
     return SplitOutcome(manifest_path=manifest_path, manifest=manifest)
 
 
-class SourceLines:
-    """A JSON Lines file's lines, mapped once and located by one scan for newlines, written
-    to a side as ``gate split`` writes a line without a ``split`` member: without a
-    leading byte-order mark or trailing carriage returns, ended by a newline; the bytes
-    otherwise as the source holds them (every number's text kept)."""
+READ_BYTES = 1 << 24  # bytes of a JSON Lines source read at once by a split
 
-    SCAN_BYTES = 1 << 26  # bytes scanned for newlines at once
-    BATCH_BYTES = 1 << 20  # bytes of lines gathered at once
 
-    def __init__(self, path: Path) -> None:
-        self.data: np.ndarray = (
-            np.memmap(path, dtype=np.uint8, mode="r")
-            if path.stat().st_size
-            else np.empty(0, dtype=np.uint8)
-        )
-        size = self.data.size
-        newlines = np.concatenate(
-            [np.empty(0, dtype=np.int64)]
-            + [
-                np.flatnonzero(self.data[first : first + self.SCAN_BYTES] == 0x0A) + first
-                for first in range(0, size, self.SCAN_BYTES)
-            ]
-        )
-        # line k (from 1, as iterating the binary file numbers them) is [starts, stops)
-        self.starts = np.r_[0, newlines + 1]
-        self.stops = np.r_[newlines, size]
-        if self.starts[-1] == size:  # a newline ends the file: no further line
-            self.starts, self.stops = self.starts[:-1], self.stops[:-1]
+def write_json_lines_sides(source: Path, sides: dict[Path, np.ndarray]) -> str:
+    """Write each side's lines of a JSON Lines ``source`` (``sides``: the path of each
+    side and the numbers of its lines, from 1, ascending, as iterating the binary file
+    numbers them) in one read of the source, :data:`READ_BYTES` at a time, each line as
+    ``gate split`` writes a line without a ``split`` member: without a leading byte-order
+    mark or trailing carriage returns, ended by a newline, its bytes otherwise as the
+    source holds them (every number's text kept). Each side is written beside its path
+    and put in place once all are whole. Lines are located and gathered by array
+    operations (each side had read the file again, a line at a time in Python).
 
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data.data).hexdigest()
+    Returns:
+        The SHA-256 of the bytes read, to compare with the source's as it was checked.
+    """
+    digest = hashlib.sha256()
+    temporary = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in sides}
+    cursors = dict.fromkeys(sides, 0)
+    try:
+        handles = {path: temporary[path].open("wb") for path in sides}
+        try:
+            first, carry = 1, b""
+            with source.open("rb") as read:
+                while True:
+                    chunk = read.read(READ_BYTES)
+                    digest.update(chunk)
+                    data = carry + chunk
+                    cut = data.rfind(b"\n") + 1 if chunk else len(data)
+                    carry = data[cut:]
+                    if cut == 0:
+                        if not chunk:
+                            break
+                        continue
+                    starts, stops = _line_spans(np.frombuffer(data, dtype=np.uint8, count=cut))
+                    for path, numbers in sides.items():
+                        stop = int(np.searchsorted(numbers, first + starts.size))
+                        wanted = numbers[cursors[path] : stop] - first
+                        cursors[path] = stop
+                        handles[path].write(_side_lines(data, starts[wanted], stops[wanted]))
+                    first += starts.size
+                    if not chunk:
+                        break
+        finally:
+            for handle in handles.values():
+                handle.close()
+        for path in sides:
+            os.chmod(temporary[path], 0o666 & ~current_umask())
+            os.replace(temporary[path], path)
+    finally:
+        for path in temporary.values():
+            path.unlink(missing_ok=True)
+    return digest.hexdigest()
 
-    def write(self, path: Path, *, numbers: np.ndarray) -> None:
-        """Lines ``numbers`` (from 1, ascending) into ``path``."""
-        data = self.data
-        starts, stops = self.starts[numbers - 1].copy(), self.stops[numbers - 1].copy()
-        last = max(data.size - 1, 0)
-        bom = (stops - starts >= 3) & (data[np.minimum(starts, last)] == 0xEF)
-        bom &= (data[np.minimum(starts + 1, last)] == 0xBB) & (
-            data[np.minimum(starts + 2, last)] == 0xBF
-        )
-        starts += 3 * bom
-        while True:  # rstrip("\r\n") (a line holds no newline)
-            trailing = (stops > starts) & (data[np.maximum(stops - 1, 0)] == 0x0D)
-            if not trailing.any():
-                break
-            stops -= trailing
-        lengths = stops - starts + 1  # and the newline
-        ends = np.cumsum(lengths)
-        with path.open("wb") as out:
-            first = 0
-            while first < lengths.size:
-                done = ends[first - 1] if first else 0
-                stop = max(first + 1, int(np.searchsorted(ends, done + self.BATCH_BYTES, "right")))
-                sizes = lengths[first:stop]
-                total = int(sizes.sum())
-                line_ends = np.cumsum(sizes)
-                shift = np.repeat(starts[first:stop] - (line_ends - sizes), sizes)
-                gathered = data[np.minimum(np.arange(total) + shift, last)]
-                gathered[line_ends - 1] = 0x0A
-                out.write(gathered.tobytes())
-                first = stop
+
+def _line_spans(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and stop (before its newline) of every line in ``block``, whole lines."""
+    newlines = np.flatnonzero(block == 0x0A)
+    starts = np.r_[0, newlines + 1]
+    stops = np.r_[newlines, block.size]
+    if starts[-1] == block.size:  # a newline ends the block: no further line
+        starts, stops = starts[:-1], stops[:-1]
+    return starts, stops
+
+
+def _side_lines(data: bytes, starts: np.ndarray, stops: np.ndarray) -> bytes:
+    """The lines ``[starts, stops)`` of ``data``, each without a leading byte-order mark
+    or trailing carriage returns, ended by a newline."""
+    if starts.size == 0:
+        return b""
+    view = np.frombuffer(data, dtype=np.uint8)
+    last = view.size - 1
+    starts, stops = starts.copy(), stops.copy()
+    bom = (stops - starts >= 3) & (view[np.minimum(starts, last)] == 0xEF)
+    bom &= (view[np.minimum(starts + 1, last)] == 0xBB) & (
+        view[np.minimum(starts + 2, last)] == 0xBF
+    )
+    starts += 3 * bom
+    while True:  # rstrip("\r\n") (a line holds no newline)
+        trailing = (stops > starts) & (view[np.maximum(stops - 1, 0)] == 0x0D)
+        if not trailing.any():
+            break
+        stops -= trailing
+    sizes = stops - starts + 1  # and the newline
+    ends = np.cumsum(sizes)
+    gathered = view[
+        np.minimum(np.arange(int(ends[-1])) + np.repeat(starts - (ends - sizes), sizes), last)
+    ]
+    gathered[ends - 1] = 0x0A
+    return gathered.tobytes()
 
 
 def _write_side(

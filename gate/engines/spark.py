@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -300,24 +300,47 @@ class SparkEngine(Engine):
         root = location.rstrip("/")
         files = self._probe(name, root, missing_ok=False) or []
         listing = [_below(root, path) for path in files]
-        folders = sorted({entry.rpartition("/")[0] for entry in listing} - {""})
-        for marker in ("_temporary", ".spark-staging-*", "_started_*", "_committed_*"):
-            if self._probe(name, f"{root}/{marker}") is not None:
-                listing.append(marker)
-            for first in range(0, len(folders), _PROBED_FOLDERS):  # one probe for many
-                group = folders[first : first + _PROBED_FOLDERS]
-                if self._probe(name, f"{root}/{_glob_of(group)}/{marker}") is None:
-                    continue
-                if len(group) > 1:  # in which of them
-                    group = [
-                        f
-                        for f in group
-                        if self._probe(name, f"{root}/{_glob_of([f])}/{marker}") is not None
-                    ]
-                listing += [f"{folder}/{marker}" for folder in group]
+        folders = sorted({entry.rpartition("/")[0] for entry in listing} | {""})
+        for marker in ("_temporary", ".spark-staging-*", "_started_*"):
+            holding = self._folders_holding(name, root, folders, marker)
+            listing += [f"{folder}/{marker}".lstrip("/") for folder in holding]
+            if marker == "_started_*":  # only where a job started is its commit looked for
+                committed = self._folders_holding(name, root, holding, "_committed_*")
+                listing += [f"{folder}/_committed_*".lstrip("/") for folder in committed]
         if self._probe(name, f"{root}/_SUCCESS") is not None:
             listing.append("_SUCCESS")
         return listing
+
+    def _folders_holding(
+        self, name: str, root: str, folders: Sequence[str], marker: str
+    ) -> list[str]:
+        """Those of ``folders`` (relative to ``root``; ``""`` is the root) in which
+        ``marker`` is: the subfolders of one parent probed :data:`_PROBED_FOLDERS` to a
+        glob, then one by one where a glob finds it. A brace never holds a ``/`` (Hadoop
+        splits such a brace and drops its escapes: a review's ``b[x]`` became a class)."""
+        holding = []
+        children: dict[str, list[str]] = {}
+        for folder in folders:
+            if folder == "":
+                if self._probe(name, f"{root}/{marker}") is not None:
+                    holding.append("")
+                continue
+            parent, _, leaf = folder.rpartition("/")
+            children.setdefault(parent, []).append(leaf)
+        for parent, leaves in children.items():
+            base = f"{root}/{_glob_escaped(parent)}/" if parent else f"{root}/"
+            for first in range(0, len(leaves), _PROBED_FOLDERS):
+                group = leaves[first : first + _PROBED_FOLDERS]
+                if self._probe(name, f"{base}{_glob_of(group)}/{marker}") is None:
+                    continue
+                if len(group) > 1:  # in which of them
+                    group = [
+                        leaf
+                        for leaf in group
+                        if self._probe(name, f"{base}{_glob_of([leaf])}/{marker}") is not None
+                    ]
+                holding += [f"{parent}/{leaf}".lstrip("/") for leaf in group]
+        return holding
 
     def _probe(self, name: str, path: str, *, missing_ok: bool = True) -> list[str] | None:
         """The data files Spark lists at ``path`` (a folder, a file or a glob; none for
@@ -649,21 +672,29 @@ def _condition(exc: BaseException) -> str | None:
     return condition() if callable(condition) else None
 
 
+_SCHEME_AND_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(?://[^/]*)?")
+
+
 def _below(root: str, path: str) -> str:
     """``path``, a file Spark lists below the dataset ``root``, relative to it. Spark
     qualifies what it lists (``file:/x`` for ``file:///x``, ``hdfs://host:8020/x`` for
-    ``hdfs:///x``, ``%20`` for a space), so the two are compared by their decoded
-    paths (Hadoop reads the root's as written); a file whose path does not start with the
-    root's (a root holding a glob) is named by its file name."""
-    base = urlsplit(root).path.rstrip("/") + "/"
-    found = unquote(urlsplit(path).path)
+    ``hdfs:///x``, ``%20`` for a space), so the two are compared by their decoded paths
+    (Hadoop reads the root's as written; a ``#`` or ``?`` in it is a character of a name,
+    not a URI's fragment or query); a file whose path does not start with the root's (a
+    root holding a glob) is named by its file name."""
+    base = _SCHEME_AND_AUTHORITY.sub("", root).rstrip("/") + "/"
+    found = unquote(_SCHEME_AND_AUTHORITY.sub("", path))
     return found[len(base) :] if found.startswith(base) else found.rpartition("/")[2]
 
 
-def _glob_of(folders: Sequence[str]) -> str:
-    """A Hadoop glob pattern matching exactly ``folders`` (the characters of patterns in
-    their names escaped)."""
-    escaped = [re.sub(r"([\\{}\[\]*?^!,-])", r"\\\1", folder) for folder in folders]
+def _glob_escaped(path: str) -> str:
+    """``path`` with the characters of Hadoop's glob patterns escaped in each folder."""
+    return "/".join(re.sub(r"([\\{}\[\]*?^!,-])", r"\\\1", part) for part in path.split("/"))
+
+
+def _glob_of(leaves: Sequence[str]) -> str:
+    """A Hadoop glob pattern matching exactly ``leaves``, folder names without ``/``."""
+    escaped = [_glob_escaped(leaf) for leaf in leaves]
     return escaped[0] if len(escaped) == 1 else "{" + ",".join(escaped) + "}"
 
 

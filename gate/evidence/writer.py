@@ -359,7 +359,10 @@ def withdraw_earlier_output(out_dir: Path, **lock: Any) -> None:
         InputError: another gate run holds the directory, or it is unusable.
     """
     with out_dir_lock(out_dir, **lock) as out:
+        existed = out.is_dir()
         prepare_out_dir(out)
+        if existed:  # empty in its place: an --out that links to it still names a directory
+            out.mkdir(exist_ok=True)
 
 
 def make_staging_dir(target: Path) -> Path:

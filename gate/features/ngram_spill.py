@@ -285,6 +285,15 @@ def spilled_ngram_disclosures(
         )
 
 
+def _held_widely(
+    records: np.ndarray, *, source: SpilledCorpus, users: np.ndarray, max_users: int
+) -> np.ndarray:
+    """The hashes of ``records`` that more than ``max_users`` users hold (sorted)."""
+    pair_hash, _ = distinct_per_group(records["hash"], users[source.doc_of(records["pos"])])
+    distinct, holders = sorted_runs(pair_hash)
+    return distinct[holders > max_users]
+
+
 def _reduce_skewed(
     src_parts: _Partitions,
     syn_parts: _Partitions,
@@ -297,27 +306,33 @@ def _reduce_skewed(
     block_records: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Partition ``p`` read in blocks, for when a few n-grams fill it. The common ones,
-    held by more than ``max_users`` users within one block (so rare in no count), are
-    settled here: their source positions get the flags the kernel would give them for
-    n + 1 (repeated; shared if the release has the n-gram), and their records are left
-    out. Of the release's records, the first occurrence of each other hash is kept (all
-    the kernel needs to find, confirm and cite a disclosure). Resident: one block, the
-    source records left, the release's distinct hashes, the common hashes.
+    held by more than ``max_users`` users within one block among the repeated occurrences
+    and among the shared ones (or never shared), so rare in no count, are settled here:
+    their source positions get the flags the kernel would give them for n + 1 (repeated;
+    shared if the release has the n-gram), and their records are left out. Of the
+    release's records, the first occurrence of each other hash is kept (all the kernel
+    needs to find, confirm and cite a disclosure). Resident: one block, the source
+    records left, the release's distinct hashes, the common hashes.
 
     Returns:
         The source records left and the release records kept (positions ascending), and
         the common hashes the release shares (sorted): the caller flags every release
         occurrence of those and of the hashes the kernel finds shared.
     """
-    found = [np.empty(0, dtype=np.uint64)]
+    empty = np.empty(0, dtype=np.uint64)
+    held_widely: dict[np.uint8, list[np.ndarray]] = {_REPEATED: [empty], _SHARED: [empty]}
+    shared_hashes = [empty]
     for block in src_parts.blocks(p, block_records):
-        held = block[(block["flags"] & _REPEATED) > 0]
-        if held.size == 0:
-            continue
-        pair_hash, _ = distinct_per_group(held["hash"], users[source.doc_of(held["pos"])])
-        distinct, holders = sorted_runs(pair_hash)
-        found.append(distinct[holders > max_users])
-    common = np.unique(np.concatenate(found))
+        for flag, found in held_widely.items():
+            held = block[(block["flags"] & flag) > 0]
+            if held.size:
+                found.append(_held_widely(held, source=source, users=users, max_users=max_users))
+        shared_hashes.append(np.unique(block["hash"][(block["flags"] & _SHARED) > 0]))
+    # common: rare neither among the repeated occurrences nor among the shared ones (with
+    # a collision of hashes the two may differ: a review), or never shared
+    repeated_widely, shared_widely = (np.unique(np.concatenate(f)) for f in held_widely.values())
+    never_shared = np.setdiff1d(repeated_widely, np.concatenate(shared_hashes))
+    common = np.union1d(np.intersect1d(repeated_widely, shared_widely), never_shared)
     firsts = [np.empty(0, dtype=_RELEASE_RECORD)]
     for block in syn_parts.blocks(p, block_records):
         firsts.append(block[np.unique(block["hash"], return_index=True)[1]])

@@ -132,10 +132,12 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
 _UniqueKeyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
-# YAML 1.1's timestamps are no type of YAML 1.2: `description: 2026-11-29` is a string
-# (PyYAML made it a date, which the models refused as "not a valid string").
+# YAML 1.1's timestamps and its `=` (the "value" key) are no types of YAML 1.2:
+# `description: 2026-11-29` is a string (PyYAML made it a date, which the models refused
+# as "not a valid string"), and so is `=`.
+_YAML_11_ONLY = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")
 _UniqueKeyLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML_11_ONLY]
     for first, resolvers in _UniqueKeyLoader.yaml_implicit_resolvers.items()
 }
 

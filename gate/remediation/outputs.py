@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from gate.atomic import atomic_write_text
-from gate.evidence.writer import is_gate_report_json, withdraw_earlier_output
+from gate.evidence.writer import is_gate_report_json, out_dir_lock, withdraw_earlier_output
 
 RELEASE_NAME = "release.jsonl"
 ROUND_FILE = "round.json"
@@ -60,6 +60,13 @@ def withdraw_kept_releases(out: Path, *, reason: str) -> None:
         )
 
 
+def remove_remediation_report(out: Path) -> None:
+    """Remove the summary files from ``out`` (``remediation.json``, the HTML, the plot);
+    the rounds stay."""
+    for name in (REPORT_NAME, HTML_NAME, PLOT_NAME):
+        (out / name).unlink(missing_ok=True)
+
+
 def withdraw_earlier_remediation(out_dir: Path) -> None:
     """Remove an earlier ``gate remediate`` output from ``out_dir`` (its kept releases
     withdrawn first if another run's files refuse the directory).
@@ -75,3 +82,25 @@ def withdraw_earlier_remediation(out_dir: Path) -> None:
             earlier, reason="a later run into this --out was refused, its verdict removed"
         ),
     )
+
+
+def withdraw_remediation_verdict(out_dir: Path) -> None:
+    """Withdraw the verdict of an earlier ``gate remediate`` in ``out_dir`` and keep its
+    rounds (a command refused for its usage never started: its generators, trained at
+    length, stay; a passing round's release is withdrawn, ``kept: false``).
+
+    Raises:
+        InputError: another gate run holds the directory, or it is unusable.
+    """
+    with out_dir_lock(
+        out_dir,
+        is_own=is_remediation_output,
+        is_output=is_remediation_dir,
+        on_withdraw=lambda earlier: withdraw_kept_releases(earlier, reason=_USAGE_ERROR),
+    ) as out:
+        if out.is_dir():
+            withdraw_kept_releases(out, reason=_USAGE_ERROR)
+            remove_remediation_report(out)
+
+
+_USAGE_ERROR = "a later gate remediate into this --out was refused for its usage"

@@ -233,13 +233,6 @@ n_rep times, not a user.</p>
 """
 
 
-def remove_remediation_report(out: Path) -> None:
-    """Remove the summary files from ``out`` (``remediation.json``, the HTML, the plot);
-    the rounds stay."""
-    for name in (REPORT_NAME, HTML_NAME, PLOT_NAME):
-        (out / name).unlink(missing_ok=True)
-
-
 def write_remediation_report(result: RemediationResult, out: Path) -> dict[str, Path]:
     """The plot, the HTML and ``remediation.json`` (last) into ``out``; none after a
     signal whose exception was dropped (the command exits 3)."""
