@@ -290,6 +290,8 @@ def _withdraw_after_usage_error(argv: Sequence[str]) -> None:
     except ValueError:  # --out without a value
         return
     for out in given:
+        if not (Path(out).exists() or Path(out).is_symlink()):
+            continue  # nothing to withdraw, and no folder to make for it
         with contextlib.suppress(GateError, OSError):  # refused: its verdict withdrawn
             if command == "remediate":
                 from gate.remediation.outputs import withdraw_remediation_verdict

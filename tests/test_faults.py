@@ -1789,7 +1789,7 @@ def test_an_earlier_pass_is_withdrawn_before_the_command_imports_its_work(
     with monkeypatch.context() as patched:
         patched.setattr(gate.api, "check_release", interrupted_while_importing)
         assert main(passing) == 3
-    assert no_verdict(out)
+    assert no_verdict(out) and not out.exists()  # an --out named directly is not kept empty
     assert capsys.readouterr().err == "gate: error: interrupted; no verdict was written\n"
     assert main(passing) == 0
     with pytest.raises(SystemExit) as info:
@@ -1903,3 +1903,30 @@ def test_a_usage_error_withdraws_only_what_it_may(
     assert (kept / "generator" / "weights.bin").exists() and not (kept / "release.jsonl").exists()
     assert json.loads((kept / "round.json").read_text())["release"]["kept"] is False
     assert len(capsys.readouterr().err.splitlines()) == 1
+    # a round record that is no JSON object, a loop of links, a new --out: exit 2, one line,
+    # no traceback, nothing made (a second review)
+    (rounds / "round-2").mkdir()
+    (rounds / "round-2" / "round.json").write_text('{"release": {"kept": tr')
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for args in (
+        ["remediate", "--policy", "p.yaml", "--out", str(rounds), "--metod", "rip"],
+        [
+            "check",
+            "--policy",
+            "p",
+            "--synthetic",
+            "s",
+            "--out",
+            str(tmp_path / "loop" / "o"),
+            "--x",
+        ],
+        ["check", "--policy", "p", "--synthetic", "s", "--out", str(tmp_path / "n" / "o"), "--x"],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        assert info.value.code == 2
+        assert len(capsys.readouterr().err.splitlines()) == 1
+    assert not (tmp_path / "n").exists()
+    loop = [*check_args(clean_release(bundle_files, tmp_path), tmp_path / "loop" / "o")]
+    assert main([*loop, "--no-mlflow"]) == 2
+    assert "a loop of symbolic links on the way" in capsys.readouterr().err

@@ -6,9 +6,10 @@ import contextlib
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 import numpy as np
 import pandas as pd
@@ -268,28 +269,34 @@ def write_json_lines_sides(source: Path, sides: dict[Path, np.ndarray]) -> str:
         lookup[numbers] = index
     side_of = lookup.tobytes()  # line number -> 1 + the side's index, 0 for none
     digest = hashlib.sha256()
-    temporary = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in sides}
+    temporary: dict[Path, Path] = {}
+    handles: list[IO[bytes]] = []
     try:
-        handles = [temporary[path].open("wb") for path in sides]
-        try:
-            with source.open("rb") as lines:
-                for number, raw in enumerate(lines, start=1):
-                    digest.update(raw)
-                    side = side_of[number] if number < len(side_of) else 0
-                    if not side:
-                        continue
-                    if raw.startswith(_BOM) or not raw.endswith(b"\n") or raw.endswith(b"\r\n"):
-                        raw = raw.removeprefix(_BOM).rstrip(b"\r\n") + b"\n"
-                    handles[side - 1].write(raw)
-        finally:
-            for handle in handles:
-                handle.close()
-        for path in sides:
-            os.chmod(temporary[path], 0o666 & ~current_umask())
-            os.replace(temporary[path], path)
+        for path in sides:  # private, new files: never one a link put in the way
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temporary[path] = Path(name)
+            handles.append(os.fdopen(fd, "wb"))
+        with source.open("rb") as lines:
+            for number, raw in enumerate(lines, start=1):
+                digest.update(raw)
+                side = side_of[number] if number < len(side_of) else 0
+                if not side:
+                    continue
+                if raw.startswith(_BOM) or not raw.endswith(b"\n") or raw.endswith(b"\r\n"):
+                    raw = raw.removeprefix(_BOM).rstrip(b"\r\n") + b"\n"
+                handles[side - 1].write(raw)
+        for handle in handles:
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+        for path, written in temporary.items():
+            os.chmod(written, 0o666 & ~current_umask())
+            os.replace(written, path)
     finally:
-        for path in temporary.values():
-            path.unlink(missing_ok=True)
+        for handle in handles:
+            handle.close()
+        for written in temporary.values():
+            written.unlink(missing_ok=True)
     return digest.hexdigest()
 
 

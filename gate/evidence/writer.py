@@ -295,7 +295,10 @@ def check_out_dir(
         raise InputError(f"{option} is empty; give a directory")
     if out_dir.is_symlink() and not out_dir.exists():
         raise InputError(f"{option} {out_dir}: is a link to nothing")
-    out = out_dir.resolve()
+    try:
+        out = out_dir.resolve()
+    except RuntimeError:  # Python 3.11: a loop of symbolic links on the way
+        raise InputError(f"{option} {out_dir}: a loop of symbolic links on the way") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"{option} {out_dir}: exists and is not a directory")
     if out == Path.cwd().resolve() or out.parent == out:
@@ -359,9 +362,9 @@ def withdraw_earlier_output(out_dir: Path, **lock: Any) -> None:
         InputError: another gate run holds the directory, or it is unusable.
     """
     with out_dir_lock(out_dir, **lock) as out:
-        existed = out.is_dir()
+        linked = out.is_dir() and Path(out_dir).absolute() != out
         prepare_out_dir(out)
-        if existed:  # empty in its place: an --out that links to it still names a directory
+        if linked:  # empty in its place: the link the user named still names a directory
             out.mkdir(exist_ok=True)
 
 

@@ -50,9 +50,12 @@ def withdraw_kept_releases(out: Path, *, reason: str) -> None:
     for round_file in sorted(out.glob(f"round-*/{ROUND_FILE}")):
         # only a kept release outlives its gate: deleted first, whatever its record says
         (round_file.parent / RELEASE_NAME).unlink(missing_ok=True)
-        record = json.loads(round_file.read_text(encoding="utf-8"))
-        release = record.get("release") or {}
-        if not release.get("kept"):
+        try:
+            record = json.loads(round_file.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):  # not the gate's record: no release kept now
+            continue
+        release = record.get("release") if isinstance(record, dict) else None
+        if not isinstance(release, dict) or not release.get("kept"):
             continue
         record["release"] = {**release, "kept": False, "path": None, "withdrawn": reason}
         atomic_write_text(
