@@ -1836,6 +1836,7 @@ def test_a_tracking_uri_that_nothing_is_logged_to_is_refused(
 
 LATE_SIGNAL = """
 import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, not a background job
 from gate import cli
 as_process = sys.argv[2] == "process"
 sys.argv = ["gate", "policy", "validate", sys.argv[1]]
