@@ -214,28 +214,30 @@ def test_spilled_path_matches_memory_and_reference(
     three at a time: the same counts as the reference and the same witnesses as the
     in-memory path, and no file left behind."""
     monkeypatch.setattr(ngram_spill, "CONFIRM_BATCH", 3)
-    source, synthetic, users, k = copied_span_corpus(seed)
+    corpus = copied_span_corpus(seed)
+    for chunk_chars, partitions in ((1, 1), (60, 3), (400, 7), (10**6, 2)):
+        options = {"chunk_chars": chunk_chars, "partitions": partitions, "workdir": tmp_path}
+        assert_spilled_as_reference(*corpus, **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+def assert_spilled_as_reference(
+    source: list[str], synthetic: list[str], users: np.ndarray, k: int, **options: object
+) -> None:
+    """The spilled path with ``options`` gives the brute-force reference's counts and the
+    in-memory path's witnesses (n = 2..10, max_users ``k``); so does the in-memory path."""
     counts, rare, disclosed, user_counts = reference(source, synthetic, users.tolist(), 2, 10, k)
     src, syn = corpora(source, synthetic)
     in_memory = ngram_disclosures(src, syn, users=users, n_min=2, n_max=10, max_users=k)
-    for chunk_chars, partitions in ((1, 1), (60, 3), (400, 7), (10**6, 2)):
-        found = spilled_ngram_disclosures(
-            source,
-            synthetic,
-            users=users,
-            n_min=2,
-            n_max=10,
-            max_users=k,
-            chunk_chars=chunk_chars,
-            partitions=partitions,
-            workdir=tmp_path,
-        )
-        assert found.record_counts.tolist() == counts
-        assert found.user_counts.tolist() == user_counts
-        assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
-        for name in WITNESS_FIELDS:
-            assert np.array_equal(getattr(found, name), getattr(in_memory, name)), name
-    assert list(tmp_path.iterdir()) == []
+    assert in_memory.record_counts.tolist() == counts
+    found = spilled_ngram_disclosures(
+        source, synthetic, users=users, n_min=2, n_max=10, max_users=k, **options
+    )
+    assert found.record_counts.tolist() == counts
+    assert found.user_counts.tolist() == user_counts
+    assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
+    for name in WITNESS_FIELDS:
+        assert np.array_equal(getattr(found, name), getattr(in_memory, name)), name
 
 
 def skewed_corpus(seed: int) -> tuple[list[str], list[str], np.ndarray, int]:
@@ -265,11 +267,7 @@ def test_spilled_skewed_partitions_match_memory_and_reference(
     the corpus). Blocks of 1 to 50 records force that path on every partition: the same
     counts as the reference and the same witnesses as the in-memory path."""
     monkeypatch.setattr(ngram_spill, "CONFIRM_BATCH", 3)
-    source, synthetic, users, k = skewed_corpus(seed)
-    counts, rare, disclosed, user_counts = reference(source, synthetic, users.tolist(), 2, 10, k)
-    src, syn = corpora(source, synthetic)
-    in_memory = ngram_disclosures(src, syn, users=users, n_min=2, n_max=10, max_users=k)
-    assert in_memory.record_counts.tolist() == counts
+    corpus = skewed_corpus(seed)
     reduced = []
     original = ngram_spill._reduce_skewed
 
@@ -285,24 +283,14 @@ def test_spilled_skewed_partitions_match_memory_and_reference(
         (10**6, 1, 50),
     ):
         reduced.clear()
-        found = spilled_ngram_disclosures(
-            source,
-            synthetic,
-            users=users,
-            n_min=2,
-            n_max=10,
-            max_users=k,
+        assert_spilled_as_reference(
+            *corpus,
             chunk_chars=chunk_chars,
             partitions=partitions,
             block_records=block_records,
             workdir=tmp_path,
         )
         assert reduced, "no partition took the skewed path"
-        assert found.record_counts.tolist() == counts
-        assert found.user_counts.tolist() == user_counts
-        assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
-        for name in WITNESS_FIELDS:
-            assert np.array_equal(getattr(found, name), getattr(in_memory, name)), name
     assert list(tmp_path.iterdir()) == []
 
 

@@ -26,13 +26,7 @@ from gate.data.io import (
     require_text,
 )
 from gate.data.normalize import normalize_text, visible_texts
-from gate.data.split import (
-    CANARY_STREAM,
-    FileEntry,
-    SplitManifest,
-    assign_members,
-    read_manifest,
-)
+from gate.data.split import FileEntry, SplitManifest, draw_sides, read_manifest
 from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -611,7 +605,7 @@ def _verify_manifest_split(
         table = _manifest_file(manifest.canary_source, path, "canary-source", read=read)
         canary = _source_frame(table, "canary", "canary:", manifest.by)
     every = users if canary is None else np.concatenate([users, canary["user_id"].to_numpy(str)])
-    train = _drawn_train(every, manifest)
+    train, _ = _drawn_sides(every, manifest)
     moved = train[: users.size] != (frame["split"] == "train").to_numpy()
     if moved.any():
         raise BundleError(
@@ -621,14 +615,13 @@ def _verify_manifest_split(
         )
 
 
-def _drawn_train(units: np.ndarray, manifest: SplitManifest) -> np.ndarray:
-    """Which ``units`` ``gate split`` puts in train with the manifest's seed, p and canary
-    fraction."""
-    train = assign_members(units, p=manifest.p, rng=np.random.default_rng(manifest.seed))
-    if manifest.canary_fraction > 0:
-        stream = np.random.default_rng([manifest.seed, CANARY_STREAM])
-        train &= ~assign_members(units, p=manifest.canary_fraction, rng=stream)
-    return train
+def _drawn_sides(units: np.ndarray, manifest: SplitManifest) -> tuple[np.ndarray, np.ndarray]:
+    """The train and holdout flags :func:`gate.data.split.draw_sides` gives ``units``
+    under the manifest's seed, p and canary fraction."""
+    flags, canary = draw_sides(
+        units, p=manifest.p, seed=manifest.seed, canary_fraction=manifest.canary_fraction
+    )
+    return flags & ~canary, ~flags & ~canary
 
 
 def _manifest_file(entry: FileEntry, path: Path, what: str, *, read: TableReader) -> RawTable:
@@ -665,13 +658,9 @@ def _verify_split_by_line(
     """
     source = _manifest_file(manifest.source, path, "source", read=read)
     units = source.frame["__line__"].astype(str).to_numpy()
-    train = _drawn_train(units, manifest)
-    kept = np.ones(units.size, dtype=bool)
-    if manifest.canary_fraction > 0:
-        stream = np.random.default_rng([manifest.seed, CANARY_STREAM])
-        kept = ~assign_members(units, p=manifest.canary_fraction, rng=stream)
+    train, holdout = _drawn_sides(units, manifest)
     texts = require_text(source)
-    for side, members in (("train", train), ("holdout", ~train & kept)):
+    for side, members in (("train", train), ("holdout", holdout)):
         if texts[members].tolist() != require_text(tables[side]).tolist():
             raise BundleError(
                 f"{path}: seed {manifest.seed} and p = {manifest.p:g} do not give this split: "

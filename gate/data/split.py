@@ -89,6 +89,21 @@ class SplitOutcome:
     manifest: SplitManifest
 
 
+def draw_sides(
+    units: np.ndarray, *, p: float, seed: int, canary_fraction: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``gate split``'s draw over ``units``: the Bernoulli(``p``) train flags from
+    ``seed``, and the canary-source flags (Bernoulli(``canary_fraction``) from a stream of
+    their own, so every other unit's side is the one ``canary_fraction`` 0 gives). Train
+    is ``flags & ~canary``, holdout ``~flags & ~canary``."""
+    flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
+    canary = np.zeros(units.size, dtype=bool)
+    if canary_fraction > 0:
+        stream = np.random.default_rng([seed, CANARY_STREAM])
+        canary = assign_members(units, p=canary_fraction, rng=stream)
+    return flags, canary
+
+
 def split_source(
     source: str | Path,
     *,
@@ -131,12 +146,7 @@ def split_source(
     else:
         raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(table)}")
 
-    flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
-    canary = np.zeros(units.size, dtype=bool)
-    if canary_fraction > 0:
-        canary = assign_members(
-            units, p=canary_fraction, rng=np.random.default_rng([seed, CANARY_STREAM])
-        )
+    flags, canary = draw_sides(units, p=p, seed=seed, canary_fraction=canary_fraction)
     sides = [("train", flags & ~canary), ("holdout", ~flags & ~canary)]
     if canary_fraction > 0:  # asked for, a canary source must not be missing without a word
         sides.append(("the canary source", canary))
@@ -183,23 +193,18 @@ def split_source(
     manifest_path = out / MANIFEST_NAME
     side_paths = {name: out / f"{name}{suffix}" for name in names}
     try:  # a split without its manifest, or with a cut file, is no split: nothing stays
-        if table.format == "jsonl" and "split" not in frame.columns:  # one read, every side
+        if table.format == "jsonl":  # one read for every side
             numbers = {
                 path: body.loc[masks[name], "__line__"].to_numpy(dtype=np.int64)
                 for name, path in side_paths.items()
             }
-            if write_json_lines_sides(Path(source), numbers) != table.sha256:
+            has_split = "split" in frame.columns
+            if write_json_lines_sides(Path(source), numbers, has_split=has_split) != table.sha256:
                 raise BundleError(f"{source}: the file changed while it was split; split again")
         else:
             for name, path in side_paths.items():
                 _write_side(
-                    Path(source),
-                    table.format,
-                    body,
-                    masks[name],
-                    path,
-                    sha256=table.sha256,
-                    has_split="split" in frame.columns,
+                    Path(source), table.format, body, masks[name], path, sha256=table.sha256
                 )
         for name, path in side_paths.items():
             entries[name] = FileEntry(
@@ -245,14 +250,18 @@ def split_source(
 _BOM = "\ufeff".encode()
 
 
-def write_json_lines_sides(source: Path, sides: dict[Path, np.ndarray]) -> str:
+def write_json_lines_sides(
+    source: Path, sides: dict[Path, np.ndarray], *, has_split: bool = False
+) -> str:
     """Write each side's lines of a JSON Lines ``source`` (``sides``: the path of each
     side and the numbers of its lines, from 1, as iterating the binary file numbers them)
     in one read of the source (each side had read it again), each line as ``gate split``
     writes a line without a ``split`` member: without a leading byte-order mark or
     trailing carriage returns, ended by a newline, its bytes otherwise as the source holds
-    them (every number's text kept). Each side is written beside its path and put in
-    place once all are whole.
+    them (every number's text kept); with ``has_split`` (a record of the source has a
+    ``split`` member), a line is decoded and a ``split`` member dropped
+    (:func:`_without_split`). Each side is written beside its path and put in place once
+    all are whole.
 
     The lines are iterated by Python's buffered reader and most are written as read:
     ``bench/bench_split.py`` on a million records of ~100 words took 11.0 s this way,
@@ -282,9 +291,8 @@ def write_json_lines_sides(source: Path, sides: dict[Path, np.ndarray]) -> str:
                 side = side_of[number] if number < len(side_of) else 0
                 if not side:
                     continue
-                if raw.startswith(_BOM) or not raw.endswith(b"\n") or raw.endswith(b"\r\n"):
-                    raw = raw.removeprefix(_BOM).rstrip(b"\r\n") + b"\n"
-                handles[side - 1].write(raw)
+                line = _as_written(raw)
+                handles[side - 1].write(_without_split(source, number, line) if has_split else line)
         for handle in handles:
             handle.flush()
             os.fsync(handle.fileno())
@@ -301,37 +309,14 @@ def write_json_lines_sides(source: Path, sides: dict[Path, np.ndarray]) -> str:
 
 
 def _write_side(
-    source: Path,
-    fmt: str,
-    body: pd.DataFrame,
-    mask: np.ndarray,
-    path: Path,
-    *,
-    sha256: str,
-    has_split: bool,
+    source: Path, fmt: str, body: pd.DataFrame, mask: np.ndarray, path: Path, *, sha256: str
 ) -> None:
-    """The records of one side of the split, without the source's ``split`` column, each
-    value as the source holds it: a JSON Lines record is decoded and written again (Python
-    reads integers of any size exactly), a Parquet file is filtered as Arrow (its types
-    kept). Through pandas, a column of integers with a null became floating point, and
-    12345678901234567 was written 1.23456789012346e+16 (a review). CSV fields are
-    strings, written as read. ``has_split``: whether any record has a ``split`` member
-    (without one, no line is decoded again)."""
-    if fmt == "jsonl":
-        wanted = set(body.loc[mask, "__line__"].tolist())
-
-        def write_jsonl(tmp: Path) -> None:
-            digest = hashlib.sha256()
-            with source.open("rb") as lines, tmp.open("w", encoding="utf-8") as out:
-                for number, raw in enumerate(lines, start=1):  # as read_table numbers them
-                    digest.update(raw)
-                    if number in wanted:
-                        out.write(_without_split(source, number, raw, has_split=has_split))
-            if digest.hexdigest() != sha256:
-                raise BundleError(f"{source}: the file changed while it was split; split again")
-
-        atomic_write(path, write_jsonl)
-    elif fmt == "parquet":
+    """The records of one side of the split of a Parquet or CSV source, without its
+    ``split`` column, each value as the source holds it: a Parquet file is filtered as
+    Arrow (its types kept; through pandas, a column of integers with a null became
+    floating point, and 12345678901234567 was written 1.23456789012346e+16: a review). CSV
+    fields are strings, written as read. (JSON Lines: :func:`write_json_lines_sides`.)"""
+    if fmt == "parquet":
         raw = source.read_bytes()
         if hashlib.sha256(raw).hexdigest() != sha256:
             raise BundleError(f"{source}: the file changed while it was split; split again")
@@ -344,25 +329,30 @@ def _write_side(
         write_table(body[mask], path)
 
 
-def _without_split(source: Path, number: int, raw: bytes, *, has_split: bool) -> str:
-    """Line ``number`` of a JSON Lines source as a line of a side: as written when it has
-    no ``split`` member (every number's text kept); else decoded and written again without
-    it, which keeps every value a JSON reader reads (integers of any size, each float's
+def _as_written(raw: bytes) -> bytes:
+    """A line of a JSON Lines file as a side holds it: without a leading byte-order mark
+    or trailing carriage returns, ended by a newline (most lines are already)."""
+    if raw.startswith(_BOM) or not raw.endswith(b"\n") or raw.endswith(b"\r\n"):
+        return raw.removeprefix(_BOM).rstrip(b"\r\n") + b"\n"
+    return raw
+
+
+def _without_split(source: Path, number: int, line: bytes) -> bytes:
+    """Line ``number`` (:func:`_as_written`) without a ``split`` member: as written when
+    it has none (every number's text kept); else decoded and written again without it,
+    which keeps every value a JSON reader reads (integers of any size, each float's
     double). A number JSON cannot write back (``1e400``, read as infinity) is refused:
     ``Infinity`` is no JSON.
 
     Raises:
         BundleError: such a number, naming the line.
     """
-    text = raw.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
-    if not has_split:
-        return text + "\n"
-    record = JSON_OBJECTS.decode(text)
+    record = JSON_OBJECTS.decode(line.decode("utf-8"))
     if "split" not in record:
-        return text + "\n"
+        return line
     del record["split"]
     try:
-        return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+        return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
     except ValueError:
         raise BundleError(
             f"{source}: line {number}: a number beyond JSON's range (NaN, Infinity, 1e400) "
