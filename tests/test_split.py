@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -12,7 +13,7 @@ from scipy import stats
 
 from gate.cli import main
 from gate.data.bundle import load_bundle
-from gate.data.split import assign_members, read_manifest, split_source
+from gate.data.split import assign_members, draw_key, draw_sides, read_manifest, split_source
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy
 
@@ -47,7 +48,7 @@ def test_users_stay_together_and_counts_add_up(source: Path, tmp_path: Path) -> 
     assert not {r["user_id"] for r in train} & {r["user_id"] for r in holdout}
     assert m.train.records + m.holdout.records == m.source.records == 300
     assert m.train.users + m.holdout.users == m.source.users == 100
-    assert (m.p, m.seed, m.by, m.method) == (0.3, 5, "user_id", "bernoulli")
+    assert (m.p, m.seed, m.by, m.method) == (0.3, 5, "user_id", "bernoulli-keyed")
 
 
 def test_assignment_ignores_row_order() -> None:
@@ -203,6 +204,101 @@ def test_a_hand_made_split_cannot_borrow_a_seed(tmp_path: Path, bundle_files) ->
     (path.parent / "source.jsonl").unlink()
     with pytest.raises(BundleError, match=r"checked against its source file, .*cannot be read"):
         load_bundle(manifest=path, **load)
+
+
+def test_draw_key_is_the_hash_of_the_sorted_distinct_users_each_after_its_length() -> None:
+
+    lengths = np.array([1, 2, 5], dtype="<i8").tobytes()  # "a", "bc", "é€" (UTF-8 bytes)
+    expected = hashlib.sha256(lengths + "abcé€".encode()).digest()
+    assert draw_key(np.array(["bc", "é€", "a", "bc"])) == expected
+    assert draw_key(np.array(["ab", "c"])) != draw_key(np.array(["a", "bc"]))
+    assert draw_key(np.array([7, 12])) == draw_key(np.array(["12", "7"]))
+    salted = hashlib.sha256(b"s" + lengths + "abcé€".encode()).digest()
+    assert draw_key(np.array(["a", "bc", "é€"]), salt=b"s") == salted
+
+
+def test_the_unkeyed_draw_is_the_one_earlier_splits_made() -> None:
+    """Manifests of earlier gate splits are checked against the draw they were made with:
+    numpy's sorted distinct names (code-point order), one uniform each from the seed."""
+    rng = np.random.default_rng(5)
+    alphabet = np.array(list("aZ9_-.@éßΩ語😀\u0301\U0001f600 "))
+    names = np.array(["".join(rng.choice(alphabet, size=rng.integers(1, 6))) for _ in range(500)])
+    for seed in (0, 7, 2**40):
+        distinct = np.unique(names)
+        earlier = (np.random.default_rng(seed).random(distinct.size) < 0.3)[
+            np.searchsorted(distinct, names)
+        ]
+        flags, _ = draw_sides(names, p=0.3, seed=seed, canary_fraction=0.0, keyed=False)
+        assert (flags == earlier).all()
+
+
+def _fitted_names(want_train: np.ndarray, *, seed: int) -> np.ndarray:
+    """Names that put the users ``want_train`` picks into train under the unkeyed draw:
+    the forgery a review showed (sorted names are drawn in order, so a name at a place
+    the seed draws for train makes its user a train user)."""
+    n = want_train.size
+    slots = np.array([f"u{i:03d}" for i in range(n)])
+    drawn, _ = draw_sides(slots, p=0.5, seed=seed, canary_fraction=0.0, keyed=False)
+    if drawn.sum() != want_train.sum():
+        raise ValueError("choose a seed that draws as many train users as are wanted")
+    names = np.empty(n, dtype=object)
+    names[want_train], names[~want_train] = slots[drawn], slots[~drawn]
+    return names
+
+
+def test_a_hand_picked_split_cannot_be_fitted_by_naming_its_users(
+    tmp_path: Path, bundle_files
+) -> None:
+    """A review: under the unkeyed draw anyone could name the users of a hand-picked split
+    so that a seed draws it. The keyed draw (the key: the users' names) refuses it; the
+    unkeyed one of an earlier gate split is still checked, and the report says which."""
+    load = dict(membership=MembershipPolicy(), synthetic=bundle_files["synthetic"])
+    want_train = np.arange(40) < 20  # the first twenty, hand-picked
+    seed = next(
+        s
+        for s in range(1000)
+        if draw_sides(
+            np.array([f"u{i:03d}" for i in range(40)]),
+            p=0.5,
+            seed=s,
+            canary_fraction=0.0,
+            keyed=False,
+        )[0].sum()
+        == 20
+    )
+    names = _fitted_names(want_train, seed=seed)
+    rows = [{"user_id": name, "text": unique_text(i)} for i, name in enumerate(names)]
+    unkeyed = _hand_made_split(tmp_path / "u", rows, {"seed": seed, "method": "bernoulli"})
+    bundle = load_bundle(manifest=unkeyed, **load)
+    assert bundle.membership.how == f"gate split seed={seed}, an earlier unkeyed draw"
+    keyed = _hand_made_split(tmp_path / "k", rows, {"seed": seed, "method": "bernoulli-keyed"})
+    with pytest.raises(BundleError, match=rf"seed {seed} and p = 0\.5 do not give this split"):
+        load_bundle(manifest=keyed, **load)
+
+
+def test_a_keyed_split_is_another_draw_for_other_names(tmp_path: Path) -> None:
+    """The users' names and a split-by-line source's bytes key the draw: the same seed
+    splits another set of names, or the same lines in another order, otherwise."""
+    users = np.array([f"u{i:03d}" for i in range(200)])
+    renamed = np.array([f"v{i:03d}" for i in range(200)])
+    draw = dict(p=0.5, seed=9, canary_fraction=0.0)
+    a, _ = draw_sides(users, keyed=True, **draw)
+    b, _ = draw_sides(renamed, keyed=True, **draw)
+    assert (a != b).sum() > 60  # about 100 of 200 differ; the unkeyed draws are equal
+    assert (
+        draw_sides(users, keyed=False, **draw)[0] == draw_sides(renamed, keyed=False, **draw)[0]
+    ).all()
+    rows = [{"text": unique_text(i)} for i in range(200)]
+    (tmp_path / "f").mkdir(), (tmp_path / "b").mkdir()
+    forward = write_jsonl(tmp_path / "f" / "source.jsonl", rows)
+    backward = write_jsonl(tmp_path / "b" / "source.jsonl", rows[::-1])
+    sides = []
+    for source in (forward, backward):
+        outcome = split_source(source, p=0.5, seed=9, by="user_id", out_dir=source.parent / "s")
+        train = (source.parent / "s" / "train.jsonl").read_text().splitlines()
+        sides.append({json.loads(line)["text"] for line in train})
+        assert outcome.manifest.method == "bernoulli-keyed"
+    assert len(sides[0] ^ sides[1]) > 60
 
 
 @pytest.mark.parametrize("canary_fraction", [0.0, 0.2])

@@ -26,7 +26,7 @@ from gate.data.io import (
     require_text,
 )
 from gate.data.normalize import normalize_text, visible_texts
-from gate.data.split import FileEntry, SplitManifest, draw_sides, read_manifest
+from gate.data.split import KEYED, FileEntry, SplitManifest, draw_sides, read_manifest
 from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -59,7 +59,7 @@ class Fingerprint:
 class Membership:
     """How train/holdout membership was assigned, and the check of its balance."""
 
-    how: str  # "gate split seed=N" or "declared"
+    how: str  # "gate split seed=N", with ", an earlier unkeyed draw" or not, or "declared"
     p: float
     seed: int | None
     manifest_path: str | None
@@ -452,7 +452,11 @@ def load_bundle(
     balance = split_balance_test(train_users=train_users, total_users=total_users, p=membership.p)
     balance_ok = balance.p_value >= membership.split_check.alpha
 
-    how = "declared" if split_manifest is None else f"gate split seed={split_manifest.seed}"
+    how = "declared"
+    if split_manifest is not None:
+        how = f"gate split seed={split_manifest.seed}"
+        if split_manifest.method != KEYED:  # fits a hand-picked split by naming the users
+            how += ", an earlier unkeyed draw"
     membership_info = Membership(
         how=how,
         p=membership.p,
@@ -615,11 +619,18 @@ def _verify_manifest_split(
         )
 
 
-def _drawn_sides(units: np.ndarray, manifest: SplitManifest) -> tuple[np.ndarray, np.ndarray]:
+def _drawn_sides(
+    units: np.ndarray, manifest: SplitManifest, *, salt: bytes = b""
+) -> tuple[np.ndarray, np.ndarray]:
     """The train and holdout flags :func:`gate.data.split.draw_sides` gives ``units``
-    under the manifest's seed, p and canary fraction."""
+    under the manifest's method, seed, p and canary fraction."""
     flags, canary = draw_sides(
-        units, p=manifest.p, seed=manifest.seed, canary_fraction=manifest.canary_fraction
+        units,
+        p=manifest.p,
+        seed=manifest.seed,
+        canary_fraction=manifest.canary_fraction,
+        keyed=manifest.method == KEYED,
+        salt=salt,
     )
     return flags & ~canary, ~flags & ~canary
 
@@ -658,7 +669,7 @@ def _verify_split_by_line(
     """
     source = _manifest_file(manifest.source, path, "source", read=read)
     units = source.frame["__line__"].astype(str).to_numpy()
-    train, holdout = _drawn_sides(units, manifest)
+    train, holdout = _drawn_sides(units, manifest, salt=bytes.fromhex(source.sha256))
     texts = require_text(source)
     for side, members in (("train", train), ("holdout", holdout)):
         if texts[members].tolist() != require_text(tables[side]).tolist():

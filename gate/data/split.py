@@ -14,6 +14,7 @@ from typing import IO, Literal
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,6 +36,8 @@ from gate.errors import BundleError, GateError
 
 MANIFEST_NAME = "split-manifest.json"
 CANARY_STREAM = 1  # second seed word of the canary-source draw
+KEYED = "bernoulli-keyed"  # the draw `gate split` makes: seeded by the seed and the users
+UNKEYED = "bernoulli"  # an earlier gate split's draw: seeded by the seed alone
 
 
 class FileEntry(BaseModel):
@@ -58,7 +61,7 @@ class SplitManifest(BaseModel):
 
     schema_version: Literal[1] = 1
     kind: str = Field("gate-split-manifest", pattern="^gate-split-manifest$")
-    method: str = Field("bernoulli", pattern="^bernoulli$")
+    method: Literal["bernoulli", "bernoulli-keyed"] = UNKEYED
     p: float = Field(gt=0, lt=1)
     seed: int = Field(ge=0)
     by: str
@@ -70,6 +73,15 @@ class SplitManifest(BaseModel):
     canary_source: FileEntry | None = None
 
 
+def _distinct_units(units: np.ndarray) -> tuple[pa.LargeStringArray, np.ndarray]:
+    """The distinct ``units`` as text in code-point order (``numpy.unique``'s: UTF-8
+    bytes sort so), and the index of each unit among them."""
+    text = pa.array(units.astype(str), type=pa.large_string())
+    distinct = pc.unique(text)
+    distinct = distinct.take(pc.sort_indices(distinct))
+    return distinct, pc.index_in(text, value_set=distinct).to_numpy()
+
+
 def assign_members(units: np.ndarray, *, p: float, rng: np.random.Generator) -> np.ndarray:
     """Independent Bernoulli(p) train flags for the distinct ``units`` (users).
 
@@ -78,9 +90,8 @@ def assign_members(units: np.ndarray, *, p: float, rng: np.random.Generator) -> 
     """
     if not 0 < p < 1:
         raise ValueError(f"p must be in (0, 1); found {p!r}")
-    distinct = np.unique(units.astype(str))
-    flags = rng.random(distinct.size) < p
-    return flags[np.searchsorted(distinct, units.astype(str))]
+    distinct, inverse = _distinct_units(units)
+    return (rng.random(len(distinct)) < p)[inverse]
 
 
 @dataclass(frozen=True)
@@ -89,18 +100,57 @@ class SplitOutcome:
     manifest: SplitManifest
 
 
+def _key(distinct: pa.LargeStringArray, salt: bytes) -> bytes:
+    _, offsets, data = distinct.buffers()
+    ends = np.frombuffer(
+        offsets, dtype=np.int64, count=len(distinct) + 1, offset=8 * distinct.offset
+    )
+    digest = hashlib.sha256(salt)
+    digest.update(np.diff(ends).astype("<i8").tobytes())
+    if data is not None:
+        digest.update(memoryview(data)[int(ends[0]) : int(ends[-1])])
+    return digest.digest()
+
+
+def draw_key(units: np.ndarray, *, salt: bytes = b"") -> bytes:
+    """The SHA-256 of ``salt`` and the distinct ``units`` as text, sorted, each after its
+    length in UTF-8 bytes: what a keyed draw is seeded with besides the seed.
+
+    Keyed so, a split cannot be fitted to a seed by naming the users: every other set of
+    names draws anew, so a hand-picked split of N users is matched by a search over about
+    2^N names or seeds (for p = 1/2), where an unkeyed draw let anyone give the users meant
+    for train the names the seed draws for train (a review).
+    """
+    return _key(_distinct_units(units)[0], salt)
+
+
 def draw_sides(
-    units: np.ndarray, *, p: float, seed: int, canary_fraction: float
+    units: np.ndarray,
+    *,
+    p: float,
+    seed: int,
+    canary_fraction: float,
+    keyed: bool,
+    salt: bytes = b"",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``gate split``'s draw over ``units``: the Bernoulli(``p``) train flags from
-    ``seed``, and the canary-source flags (Bernoulli(``canary_fraction``) from a stream of
-    their own, so every other unit's side is the one ``canary_fraction`` 0 gives). Train
-    is ``flags & ~canary``, holdout ``~flags & ~canary``."""
-    flags = assign_members(units, p=p, rng=np.random.default_rng(seed))
+    """``gate split``'s draw over ``units``: the Bernoulli(``p``) train flags, and the
+    canary-source flags (Bernoulli(``canary_fraction``) from a stream of their own, so
+    every other unit's side is the one ``canary_fraction`` 0 gives). Train is
+    ``flags & ~canary``, holdout ``~flags & ~canary``.
+
+    The streams are seeded by ``seed`` and, if ``keyed``, by :func:`draw_key` of the
+    units and ``salt`` (a split by line: the source's SHA-256, so that its lines in
+    another order draw anew); unkeyed is an earlier gate split's draw.
+    """
+    if not 0 < p < 1:
+        raise ValueError(f"p must be in (0, 1); found {p!r}")
+    distinct, inverse = _distinct_units(units)
+    words = np.frombuffer(_key(distinct, salt), dtype="<u4").tolist() if keyed else []
+    flags = (np.random.default_rng([seed, *words]).random(len(distinct)) < p)[inverse]
     canary = np.zeros(units.size, dtype=bool)
     if canary_fraction > 0:
-        stream = np.random.default_rng([seed, CANARY_STREAM])
-        canary = assign_members(units, p=canary_fraction, rng=stream)
+        stream = np.random.default_rng([seed, CANARY_STREAM, *words])
+        canary = (stream.random(len(distinct)) < canary_fraction)[inverse]
     return flags, canary
 
 
@@ -141,12 +191,16 @@ def split_source(
         )
     if by in frame.columns:
         units = id_column(table, by, frame[by]).to_numpy()
+        salt = b""
     elif by == "user_id":
         units = frame["__line__"].astype(str).to_numpy()  # no users: each record is its own
+        salt = bytes.fromhex(table.sha256)
     else:
         raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(table)}")
 
-    flags, canary = draw_sides(units, p=p, seed=seed, canary_fraction=canary_fraction)
+    flags, canary = draw_sides(
+        units, p=p, seed=seed, canary_fraction=canary_fraction, keyed=True, salt=salt
+    )
     sides = [("train", flags & ~canary), ("holdout", ~flags & ~canary)]
     if canary_fraction > 0:  # asked for, a canary source must not be missing without a word
         sides.append(("the canary source", canary))
@@ -214,6 +268,7 @@ def split_source(
                 users=int(np.unique(units[masks[name]]).size),
             )
         manifest = SplitManifest(
+            method=KEYED,
             p=p,
             seed=seed,
             by=by,
