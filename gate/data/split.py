@@ -36,8 +36,9 @@ from gate.errors import BundleError, GateError
 
 MANIFEST_NAME = "split-manifest.json"
 CANARY_STREAM = 1  # second seed word of the canary-source draw
-KEYED = "bernoulli-keyed"  # the draw `gate split` makes: seeded by the seed and the users
-UNKEYED = "bernoulli"  # an earlier gate split's draw: seeded by the seed alone
+Method = Literal["bernoulli", "bernoulli-keyed"]
+KEYED: Method = "bernoulli-keyed"  # the draw `gate split` makes: seeded by the seed and the users
+UNKEYED: Method = "bernoulli"  # an earlier gate split's draw: seeded by the seed alone
 
 
 class FileEntry(BaseModel):
@@ -61,7 +62,7 @@ class SplitManifest(BaseModel):
 
     schema_version: Literal[1] = 1
     kind: str = Field("gate-split-manifest", pattern="^gate-split-manifest$")
-    method: Literal["bernoulli", "bernoulli-keyed"] = UNKEYED
+    method: Method = UNKEYED
     p: float = Field(gt=0, lt=1)
     seed: int = Field(ge=0)
     by: str
