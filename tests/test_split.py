@@ -206,7 +206,7 @@ def test_a_hand_made_split_cannot_borrow_a_seed(tmp_path: Path, bundle_files) ->
         load_bundle(manifest=path, **load)
 
 
-def test_draw_key_is_the_hash_of_the_sorted_distinct_users_each_after_its_length() -> None:
+def test_draw_key_is_the_hash_of_the_sorted_distinct_users_lengths_then_names() -> None:
 
     lengths = np.array([1, 2, 5], dtype="<i8").tobytes()  # "a", "bc", "é€" (UTF-8 bytes)
     expected = hashlib.sha256(lengths + "abcé€".encode()).digest()

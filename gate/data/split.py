@@ -114,8 +114,9 @@ def _key(distinct: pa.LargeStringArray, salt: bytes) -> bytes:
 
 
 def draw_key(units: np.ndarray, *, salt: bytes = b"") -> bytes:
-    """The SHA-256 of ``salt`` and the distinct ``units`` as text, sorted, each after its
-    length in UTF-8 bytes: what a keyed draw is seeded with besides the seed.
+    """The SHA-256 of ``salt``, then the UTF-8 lengths of the distinct ``units`` as text
+    in sorted order (64-bit little-endian), then those texts: what a keyed draw is seeded
+    with besides the seed.
 
     Keyed so, a split cannot be fitted to a seed by naming the users: every other set of
     names draws anew, so a hand-picked split of N users is matched by a search over about
