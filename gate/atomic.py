@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)``, then rename the temp file to ``path`` (same directory)."""
+def atomic_write(path: str | Path, write: Callable[[Path], None], *, private: bool = False) -> Path:
+    """Call ``write(tmp_path)``, then rename the temp file to ``path`` (same directory),
+    readable as the umask allows, or by its owner only if ``private``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -17,7 +18,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     tmp = Path(tmp_name)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~current_umask())
+        os.chmod(tmp, 0o600 if private else 0o666 & ~current_umask())
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -33,12 +34,12 @@ def current_umask() -> int:
     return current
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+def atomic_write_bytes(path: str | Path, data: bytes, *, private: bool = False) -> Path:
     def write(tmp: Path) -> None:
         tmp.write_bytes(data)
 
-    return atomic_write(path, write)
+    return atomic_write(path, write, private=private)
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | Path, text: str, *, private: bool = False) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"), private=private)

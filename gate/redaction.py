@@ -41,23 +41,29 @@ def user_hash(user_id: str, *, key: bytes | None = None) -> str:
     return "hmac-sha256:" + digest.hexdigest()[:32]
 
 
-def mask(text: str, *, max_tokens: int = 8) -> str:
-    """Each token as its first letter and a fixed ``***``: ``John Smith`` -> ``J*** S***``.
+def release_record_hash(record_id: str, *, key: bytes | None = None) -> str:
+    """A witness's release record id when witnesses are redacted: whoever holds the
+    candidate release (a CI log's readers do) could otherwise read the copied span in the
+    named record, and learn that it is a private record's text (a review recovered all 20
+    of the example's witnesses so). Keyed like :func:`feature_hash`, in a domain of its
+    own; the data owner who sets ``GATE_WITNESS_KEY`` finds the record by hashing the
+    release's ids."""
+    digest = hmac.new(
+        key or witness_key(), b"release\x00" + record_id.encode("utf-8"), hashlib.sha256
+    )
+    return "hmac-sha256:" + digest.hexdigest()[:32]
 
-    Lengths are not kept (with them a masked name or e-mail address was unique among a
-    bundle's users, and spaced digit groups kept their digits); a token that does not
-    start with a letter of a cased script (a digit, a sign, a Chinese or Korean
-    character, whose first character is the surname) is ``***`` whole, and beyond
-    ``max_tokens`` tokens an ellipsis says that the text goes on, not how far."""
+
+def mask(text: str, *, max_tokens: int = 8) -> str:
+    """Each token as a fixed ``***``: ``John Smith`` -> ``*** ***``.
+
+    Only the number of tokens is kept, up to ``max_tokens``; beyond them an ellipsis says
+    that the text goes on, not how far. Lengths were dropped first (with them a masked
+    name or e-mail address was unique among a bundle's users), then initials: a review
+    matched the initials of every witness of the example to the one span of the release
+    that has them, and so read the copied private text."""
     tokens = _TOKEN.findall(text)
-    masked = [_masked_token(t) for t in tokens[:max_tokens]]
+    masked = ["***"] * min(len(tokens), max_tokens)
     if len(tokens) > max_tokens:
         masked.append("…")
     return " ".join(masked)
-
-
-def _masked_token(token: str) -> str:
-    first = token[0]
-    if len(token) > 1 and first.isalpha() and first.lower() != first.upper():
-        return first + "***"
-    return "***"

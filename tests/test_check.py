@@ -90,10 +90,17 @@ def test_witnesses_are_redacted_by_default(bundle_files: dict[str, Path], tmp_pa
     out = tmp_path / "out"
     assert main(check_args(bundle_files, out)) == 1
     text = (out / "report.json").read_text()
-    assert json.loads(text)["audits"]["disclosure"]["witnesses"]
+    witnesses = json.loads(text)["audits"]["disclosure"]["witnesses"]
+    assert witnesses
     for i in range(20):
         for token in unique_text(i).split():
             assert token not in text
+    # a review: the release record beside the masked copy let its reader read the copy
+    synthetic_ids = {json.loads(line)["record_id"] for line in bundle_files["synthetic"].open()}
+    for witness in witnesses:
+        assert witness["synthetic_record_id"].startswith("hmac-sha256:")
+        assert set(witness["feature"].split()) <= {"***", "…"}
+    assert not any(f'"{i}"' in text for i in synthetic_ids)
 
 
 def test_raw_witnesses_only_when_the_policy_allows(

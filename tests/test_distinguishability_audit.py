@@ -105,7 +105,14 @@ def test_light_edits_are_re_identified(tmp_path: Path, corpus) -> None:
 def test_rewrites_independent_of_their_sources_show_nothing(tmp_path: Path, corpus) -> None:
     code, report = _run(tmp_path, corpus, _policy(), _independent)
     assert code == 0, report["audits"]["distinguishability"]
-    assert report["audits"]["distinguishability"]["metrics"]["max_epsilon_emp"] == 0.0
+    audit = report["audits"]["distinguishability"]
+    assert audit["metrics"]["max_epsilon_emp"] == 0.0
+    # a review: successes at chance were listed as re-identifications, and a bound of 0
+    # was worded as a finding ("not epsilon-LDP for epsilon < 0.000")
+    assert not audit["witnesses"]
+    games = {k: v for k, v in audit["statements"].items() if k != "all games"}
+    assert games and all("no more than chance" in text for text in games.values()), games
+    assert not any("< 0.000" in text for text in audit["statements"].values())
 
 
 def test_a_judge_callable_is_an_attack(tmp_path: Path, corpus) -> None:
@@ -211,7 +218,7 @@ def test_bad_settings_name_their_yaml_path(tmp_path: Path, block: str, message: 
 
 @pytest.mark.parametrize(
     ("alpha", "block", "level"),
-    [(0.001, "", 0.002), (0.001, "alpha_conf: 0.3", 0.3), (0.5, "alpha_conf: 0.05", 0.05)],
+    [(0.001, "", 0.002), (0.2, "alpha_conf: 0.3", 0.3), (0.5, "alpha_conf: 0.05", 0.05)],
 )
 def test_the_level_of_the_games_follows_the_policy_alpha(
     tmp_path: Path, alpha: float, block: str, level: float
@@ -226,6 +233,18 @@ def test_the_level_of_the_games_follows_the_policy_alpha(
     )
     game = load_policy(path).policy.audits.distinguishability
     assert game is not None and game.alpha_conf == pytest.approx(level)
+
+
+def test_an_alpha_conf_less_confident_than_the_policy_is_refused(tmp_path: Path) -> None:
+    """A review: alpha_conf 0.99 made bounds at confidence 0.505 while the report stated
+    1 - alpha for every bound."""
+    path = write_policy(
+        tmp_path / "p.yaml",
+        HEAD + "alpha: 0.001\naudits:\n  distinguishability:\n    alpha_conf: 0.3\n"
+        "    thresholds: {max_epsilon: 1}\n",
+    )
+    with pytest.raises(PolicyError, match=r"alpha_conf <= 2 x alpha = 0.002; found 0.3"):
+        load_policy(path)
 
 
 def test_an_alpha_of_one_half_needs_its_own_interval_level(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ import pytest
 import gate.api.check
 from gate.api import check_release
 from gate.evidence.writer import EvidenceWriteError
-from gate.redaction import feature_hash, mask, user_hash
+from gate.quiet import WITHHELD
+from gate.redaction import feature_hash, mask, release_record_hash, user_hash
 from gate.results import SuiteValidation
 
 from .conftest import write_jsonl, write_policy
@@ -382,20 +383,23 @@ def test_no_file_leaks_the_raw_text(bundle, tmp_path: Path) -> None:
         assert not leaked, f"{path} contains {leaked[:3]}"
 
 
-def test_masking_keeps_initials_only_and_hashes_user_ids() -> None:
-    assert mask("John Smith") == mask("Jo Sm") == "J*** S***"  # no lengths
-    assert mask("PIN: 7 3 9 1") == "P*** *** *** *** ***"  # a digit of one character is the digit
-    # a review: spaced digit groups kept their first digits, CJK and Hangul the surname
+def test_masking_keeps_the_number_of_tokens_only_and_hashes_ids() -> None:
+    assert mask("John Smith") == mask("Jo Sm") == "*** ***"  # no lengths, no initials
+    assert mask("PIN: 7 3 9 1") == "*** *** *** *** ***"
     assert mask("4111 1111 0000 6789") == mask("617 253 4981 x") == "*** *** *** ***"
-    assert mask("王小明 김민준 (617) Ωmega") == "*** *** *** Ω***"
+    assert mask("王小明 김민준 (617) Ωmega") == "*** *** *** ***"
     assert mask(" ".join("abcdefghij")) == " ".join(["***"] * 8) + " …"
-    # no two of these differ, whatever their lengths: a mask no longer singles a user out
-    names = ["Wilhelmina Zorblaxton", "Walt Zee", "Wu Zhang"]
+    assert mask("") == ""
+    # a review matched initials to the one span of the release that has them
+    names = ["Wilhelmina Zorblaxton", "Walt Zee", "Wu Zhang", "Ann Bell"]
     assert len({mask(n) for n in names}) == 1
     key = b"k" * 32
     assert user_hash("u1", key=key) == user_hash("u1", key=key) != user_hash("u2", key=key)
     assert user_hash("u1", key=key) != feature_hash("u1", key=key)  # a domain of its own
     assert user_hash("u1", key=key) != user_hash("u1", key=b"j" * 32)
+    released = release_record_hash("s1", key=key)
+    assert released == release_record_hash("s1", key=key) != release_record_hash("s2", key=key)
+    assert released not in (user_hash("s1", key=key), feature_hash("s1", key=key))
 
 
 def _free_port() -> int:
@@ -487,7 +491,9 @@ def test_matplotlib_s_font_fallback_stays_out_of_the_terminal(tmp_path: Path) ->
         "logging.getLogger('matplotlib.font_manager').warning('findfont: missing'); "
         "logging.getLogger('matplotlib.font_manager').error('kept')"
     )
-    assert _stderr_when_quiet(calls, tmp_path) == "kept\n"
+    assert _stderr_when_quiet(calls, tmp_path) == (
+        "gate: error logged by matplotlib.font_manager at <string>:1; " + WITHHELD + "\n"
+    )
 
 
 def test_py4j_s_traceback_of_an_interrupted_call_stays_out_of_the_terminal(
@@ -504,19 +510,56 @@ def test_py4j_s_traceback_of_an_interrupted_call_stays_out_of_the_terminal(
         f"exec(compile({py4j_code!r}, '/site-packages/py4j/java_gateway.py', 'exec')); "
         "logging.error('kept')"
     )
-    assert _stderr_when_quiet(calls, tmp_path) == "kept\n"
+    assert _stderr_when_quiet(calls, tmp_path) == (
+        "gate: error logged by root at <string>:1; " + WITHHELD + "\n"
+    )
 
 
 def test_a_library_s_basic_config_puts_no_info_lines_on_the_terminal(tmp_path: Path) -> None:
     """Py4J (and Opacus) call logging.basicConfig: it had put every library's INFO records
-    on the gate's stderr; warnings and errors print as Python prints them anyway."""
+    on the gate's stderr; warnings and errors print by their place, not their message."""
     calls = (
         "logging.basicConfig(level=logging.INFO); "
         "logging.getLogger('great_expectations.data_context').info('Created temporary directory'); "
         "logging.getLogger('some.library').info('chatter'); "
         "logging.getLogger('some.library').warning('a warning')"
     )
-    assert _stderr_when_quiet(calls, tmp_path) == "a warning\n"
+    assert _stderr_when_quiet(calls, tmp_path) == (
+        "gate: warning logged by some.library at <string>:1; " + WITHHELD + "\n"
+    )
+
+
+def test_a_warning_or_a_log_record_quoting_a_record_stays_out_of_the_terminal(
+    tmp_path: Path,
+) -> None:
+    """A review: a plug-in judge that warned and logged with the candidate record's text put
+    a whole train record on the gate's stderr (the CI log) twice, while the report withheld
+    its exception's message. Warnings of every category and other code's log records are
+    printed by their kind and place; --verbose prints them whole."""
+    calls = (
+        "import warnings; "
+        "warnings.warn('cand: Hey, Phillip Lewis 895-380-7741', RuntimeWarning); "
+        "logging.getLogger('evil').warning('judging Hey, Phillip Lewis 895-380-7741')"
+    )
+    printed = _stderr_when_quiet(calls, tmp_path)
+    assert "Phillip" not in printed and "7741" not in printed
+    assert printed.splitlines() == [
+        "gate: a RuntimeWarning at <string>:1; " + WITHHELD,
+        "gate: warning logged by evil at <string>:1; " + WITHHELD,
+    ]
+    verbose = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import logging; from gate.quiet import quiet_libraries; "
+            f"quiet_libraries(verbose=True); {calls}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert verbose.stderr.count("Phillip Lewis") == 2
 
 
 def test_record_ids_from_the_release_cannot_forge_output(
@@ -535,7 +578,9 @@ def test_record_ids_from_the_release_cannot_forge_output(
         [{"record_id": hostile[i % 5] + f"#{i}", "text": rare_text(i)} for i in range(20)],
     )
     out = tmp_path / "runs [1]" / "out"
-    args = ["check", "--policy", str(bundle["policy"]), "--train", str(bundle["train"])]
+    shown = tmp_path / "shown.yaml"  # redacted, release ids are keyed hashes: shown here
+    shown.write_text(POLICY + "evidence:\n  redact_witnesses: false\n")
+    args = ["check", "--policy", str(shown), "--train", str(bundle["train"])]
     args += ["--holdout", str(bundle["holdout"]), "--synthetic", str(tmp_path / "hostile.jsonl")]
     assert main([*args, "--out", str(out), "--no-mlflow"]) == 1
     printed = capsys.readouterr().out

@@ -94,6 +94,27 @@ def test_m1_through_the_audit(tmp_path: Path) -> None:
     assert code == 1 and report["status"] == "fail"
 
 
+def test_a_floor_that_censoring_makes_0_whatever_the_corpus_is_an_error(tmp_path: Path) -> None:
+    """A review: with censor_count at or above every n-gram's count, every n-gram merges into
+    one token whose floor is 0 by construction, and max_delta_floor: 0 PASSed; the floor's
+    statement names the size of the source set that gave it."""
+    files = _files(
+        tmp_path, [f"t{i}" for i in range(10)], [f"h{i}" for i in range(10)], ["nothing"]
+    )
+    policy = _lbf_policy(delta=0.05, repeats=5, floor=0.0).replace(
+        "top_n: [1]}", "top_n: [1], censor_count: 1}"
+    )
+    code, report = _check(tmp_path, files, policy)
+    assert code == 3 and report["status"] == "error"
+    error = report["audits"]["profile"]["error"]
+    assert "merges them all into one token" in error and "censor_count" in error
+    code, report = _check(tmp_path, files, _lbf_policy(delta=0.05, repeats=5, floor=0.05))
+    assert code == 1
+    statement = report["audits"]["profile"]["statements"]["ngram_lbf"]
+    assert "(|U| = 1) gives delta floor 0.1: " in statement
+    assert "not (epsilon, delta)-DP for one user" in statement
+
+
 def test_m2_through_the_audit(tmp_path: Path) -> None:
     """One user holds token 1 ten times, nine users hold tokens 1..10 once each: removing the
     first is M2 (f_X(1) = 0.19, f_Y uniform): δ(ln(10/9)) = 0.19, ε at δ = 0 is ln(19/10);
@@ -181,6 +202,10 @@ def test_an_independent_release_proves_nothing(tmp_path: Path) -> None:
     code, report = _check(tmp_path, files, SCORER_POLICY)
     assert code == 0, report
     assert _metrics(report)["delta_at_target_epsilon"] == 0.0
+    # a bound of 0 shows nothing, and is not worded as a finding (a review: "for any delta < 0")
+    statements = report["audits"]["profile"]["statements"]
+    assert "no attack rejects: no evidence of leakage" in statements["all attacks"]
+    assert not any("< 0" in text for text in statements.values()), statements
 
 
 def test_thresholds_without_an_attack_are_an_error_never_a_pass(tmp_path: Path) -> None:

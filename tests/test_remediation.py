@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gate.atomic import current_umask
 from gate.cli import main
 from gate.data.split import split_source
 from gate.policy.models import Remediation
@@ -73,9 +74,24 @@ def read(out: Path) -> dict:
     return json.loads((out / "remediation.json").read_text())
 
 
-def test_round_zero_fails_and_a_dp_round_passes(tmp_path: Path, corpus: Path) -> None:
+def test_round_zero_fails_and_a_dp_round_passes(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gate.api.remediate as api
+
+    modes = []  # a review: round 0's release (no DP) was world-readable while it was gated
+    real_load = api.load_bundle
+
+    def load_bundle(*, synthetic: Path, **kwargs):
+        modes.append(synthetic.stat().st_mode & 0o777)
+        return real_load(synthetic=synthetic, **kwargs)
+
+    monkeypatch.setattr(api, "load_bundle", load_bundle)
     out = tmp_path / "out"
     assert remediate(policy_file(tmp_path), corpus, out) == 0
+    assert modes == [0o600, 0o600]
+    kept = (out / "round-1" / "release.jsonl").stat().st_mode & 0o777
+    assert kept == 0o666 & ~current_umask()  # the kept release: as the umask has files
     report = read(out)
     assert [r["status"] for r in report["rounds"]] == ["fail", "pass"]
     assert [r["method"] for r in report["rounds"]] == ["none", "dpsgd"]

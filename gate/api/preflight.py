@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
     """Decide what a split far from the declared ``p`` means under the policy's
-    ``membership.split_check.action``: an input error (``fail``) or a warning (``warn``).
+    ``membership.split_check.action``: an input error (``fail``) or a warning (``warn``);
+    a split without a manifest is a warning too.
 
     Raises:
         BundleError: the split is inconsistent with ``p`` and the action is ``fail``.
@@ -48,11 +49,19 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
             f"{membership.p:g} (alpha {membership.split_check.alpha:g}); load it with the "
             "policy's membership settings"
         )
+    found: tuple[str, ...] = ()
+    if bundle.membership.how == "declared":  # a review: nothing said so
+        found += (
+            "the split is declared (train and holdout files without a `gate split` manifest): "
+            f"every confidence statement assumes that each user went to train independently "
+            f"with probability p = {membership.p:g}, which a hand-picked split (by date, by "
+            "customer) voids; make the split with `gate split` and give --manifest",
+        )
     if bundle.membership.balance_ok:
-        return ()
+        return found
     if membership.split_check.action == "fail":
         raise BundleError(bundle.membership.imbalance_message())
-    return (bundle.membership.imbalance_message(),)
+    return (*found, bundle.membership.imbalance_message())
 
 
 def cache_warnings(policy: Policy) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from gate.metrics import LOWER_OVER_USERS, Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import DisclosureAudit
-from gate.redaction import feature_hash, mask, user_hash
+from gate.redaction import feature_hash, mask, release_record_hash, user_hash
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
 from gate.stats.excess import phantom_excess
@@ -199,6 +199,7 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
         row = int(c.source_rows[i])
         text = c.feature_text(int(i))
         user = str(source["user_id"].iat[row])
+        released = str(synthetic["record_id"].iat[int(c.synthetic_rows[i])])
         out.append(
             Witness(
                 feature_class=found.feature_class,
@@ -207,7 +208,7 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
                 source_record_id=str(source["record_id"].iat[row]),
                 user_id=user_hash(user) if context.redact else user,
                 split=str(source["split"].iat[row]),
-                synthetic_record_id=str(synthetic["record_id"].iat[int(c.synthetic_rows[i])]),
+                synthetic_record_id=release_record_hash(released) if context.redact else released,
                 score=float(c.scores[i]),
                 kind=None if c.feature_kind is None else c.feature_kind(int(i)),
                 records=int(carried),

@@ -34,7 +34,7 @@ from gate.metrics import Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS, REWRITE_ATTACKS
 from gate.policy.checks import CheckSpec
 from gate.policy.models import DistinguishabilityAudit, SemanticFeatures
-from gate.redaction import feature_hash, mask, user_hash
+from gate.redaction import feature_hash, mask, release_record_hash, user_hash
 from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
 from gate.stats._validate import split_alpha
@@ -435,11 +435,12 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
                 )
                 ordered = np.sort(similarity, axis=1)
                 margin = ordered[:, -1] - ordered[:, -2]
-                hits = np.flatnonzero(success)
-                best = hits[np.argsort(-margin[hits], kind="stable")[: context.max_witnesses]]
-                confident += [
-                    (float(margin[t]), subject, int(targets[t]), int(rewrites[t])) for t in best
-                ]
+                if result.epsilon_emp > 0:  # successes at chance re-identify no one
+                    hits = np.flatnonzero(success)
+                    best = hits[np.argsort(-margin[hits], kind="stable")[: context.max_witnesses]]
+                    confident += [
+                        (float(margin[t]), subject, int(targets[t]), int(rewrites[t])) for t in best
+                    ]
                 details[subject] = {
                     "successes": int(success.sum()),
                     "trials": trials,
@@ -451,12 +452,18 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
                     "sampling_seconds": sampled,
                     "attack_seconds": round(time.perf_counter() - started, 3),
                 }
-                statements[subject] = (
+                picked = (
                     f"{attack.name} picked the source in {int(success.sum())} of {trials} "
                     f"trials (chance {1 / k:.3g}); with probability >= {1 - level / 2:.4g} the "
-                    f"success probability is >= {result.success_lower:.4f}, so the rewriting is "
-                    f"not epsilon-LDP (delta = {config.delta:g}) for epsilon < "
-                    f"{result.epsilon_emp:.3f} (at most {ceiling:.3f} with {trials} trials)."
+                    f"success probability is >= {result.success_lower:.4f}"
+                )
+                statements[subject] = picked + (
+                    f", so the rewriting is not epsilon-LDP (delta = {config.delta:g}) for "
+                    f"epsilon < {result.epsilon_emp:.3f} (at most {ceiling:.3f} with {trials} "
+                    "trials)."
+                    if result.epsilon_emp > 0
+                    else ", no more than chance (and delta) allow: no evidence that rewrites "
+                    "identify their sources, which is not evidence that they do not."
                 )
         metrics += self.metrics.values(None, {WORST.name: worst})
         statements["all games"] = (
@@ -486,6 +493,7 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
             seen.add((pool, rewrite))
             source = bundle.source.iloc[game.pool_rows[pool]]
             text = game.rewrite_texts[rewrite]
+            released = str(bundle.synthetic["record_id"].iloc[game.rewrite_rows[rewrite]])
             out.append(
                 Witness(
                     feature_class="rewrite",
@@ -497,9 +505,9 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
                     if context.redact
                     else str(source["user_id"]),
                     split=str(source["split"]),
-                    synthetic_record_id=str(
-                        bundle.synthetic["record_id"].iloc[game.rewrite_rows[rewrite]]
-                    ),
+                    synthetic_record_id=release_record_hash(released)
+                    if context.redact
+                    else released,
                     score=margin if math.isfinite(margin) else None,
                 )
             )

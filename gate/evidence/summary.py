@@ -86,12 +86,13 @@ def print_summary(
                 f"strongest {len(shown)}:"
             )
             for w in shown:
-                user = "" if redacted else f" (user {w.user_id})"  # redacted: a keyed hash
+                # redacted, the user and the release record are keyed hashes: left out here
+                user = "" if redacted else f" (user {w.user_id})"
+                released = "" if redacted else f" in synthetic {w.synthetic_record_id}"
                 console.print(
                     one_line(
                         f"  [{w.feature_class}{':' + w.kind if w.kind else ''}] {w.feature}  <- "
-                        f"{w.split} record {w.source_record_id}{user} in synthetic "
-                        f"{w.synthetic_record_id}"
+                        f"{w.split} record {w.source_record_id}{user}{released}"
                     ),
                     highlight=False,
                     markup=False,

@@ -709,7 +709,8 @@ class DistinguishabilityAudit(AuditConfig):
         lt=1,
         description="Two-sided Clopper-Pearson level, divided by the number of (lambda, "
         "attack) games (Bonferroni) so the worst epsilon keeps it; null = 2 x the policy's "
-        "alpha, so that the lower bound the audit uses is at the policy's level.",
+        "alpha, so that the lower bound the audit uses is at the policy's level; at most "
+        "that (a larger one would hold with less confidence than the report states).",
     )
     delta: float = Field(0.0, ge=0, lt=1, description="delta of the empirical epsilon.")
     thresholds: DistinguishabilityThresholds = Field(default_factory=DistinguishabilityThresholds)
@@ -1190,7 +1191,17 @@ class Policy(StrictModel):
         audit uses the lower end of a two-sided interval, so its bound is then at the
         policy's level like every other audit's."""
         rewrite = self.audits.distinguishability
-        if rewrite is None or rewrite.alpha_conf is not None:
+        if rewrite is None:
+            return self
+        if rewrite.alpha_conf is not None:
+            if rewrite.enabled and rewrite.alpha_conf > 2 * self.alpha * (1 + 1e-12):
+                # the report states every bound at 1 - alpha (a review: 0.99 gave 0.505)
+                raise ValueError(
+                    "audits.distinguishability.alpha_conf: the audit's bounds hold with "
+                    f"probability 1 - alpha_conf / 2 = {1 - rewrite.alpha_conf / 2:g}, below the "
+                    f"policy's 1 - alpha = {1 - self.alpha:g} that the report states; set "
+                    f"alpha_conf <= 2 x alpha = {2 * self.alpha:g}; found {rewrite.alpha_conf:g}"
+                )
             return self
         if 2 * self.alpha >= 1:
             if not rewrite.enabled:  # never run: left unset

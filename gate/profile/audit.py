@@ -233,12 +233,8 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
                 worst[key] = max(worst[key], values[key])
         if attacks:
             metrics += declared.values(None, worst)
-            statements["all attacks"] = (
-                f"Worst of {attacks} attack(s), each at level {level:.3g}: with probability "
-                f">= {1 - context.alpha:g} no attack's bound is wrong, so the release is not "
-                f"(epsilon, delta)-DP at epsilon = {target:g} for any delta < "
-                f"{worst[DELTA.name]:.3g}, nor at delta = {config.delta:g} for any epsilon < "
-                f"{worst[EPSILON.name]:.4f}."
+            statements["all attacks"] = self._worst_statement(
+                worst, config, attacks=attacks, level=level, alpha=context.alpha
             )
         if config.ngram_lbf.enabled:
             lbf = config.ngram_lbf
@@ -261,12 +257,20 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
                 if lbf.censor_count
                 else ""
             )
+            size = corpus.worst_floor_size
+            group = "one user" if size == 1 else f"a group of {size} users"
+            floor = (
+                f"the worst source set evaluated (|U| = {size}) gives delta floor "
+                f"{corpus.worst_floor:.3g}: the n-gram mechanism is not (epsilon, delta)-DP "
+                f"for {group} for any finite epsilon with a smaller delta"
+                if corpus.worst_floor > 0
+                else "no source set evaluated gives a delta floor above 0 (no evidence of "
+                "leakage, which is not evidence of safety)"
+            )
             statements["ngram_lbf"] = (
-                f"Sampling one {lbf.n}-gram of the train corpus{censored}: the worst source "
-                f"set evaluated gives delta floor {corpus.worst_floor:.3g} (the n-gram "
-                "mechanism is not (epsilon, delta)-DP for any finite epsilon with a smaller "
-                "delta). Frequencies are exact; the source sets are random draws and the "
-                "users with the most n-grams of their own, so the worst case over all U can "
+                f"Sampling one {lbf.n}-gram of the train corpus{censored}: {floor}. "
+                "Frequencies are exact; the source sets are random draws and the users with "
+                "the most n-grams of their own, so the worst case over all U of a size can "
                 "only be larger."
             )
             if lbf.generator.enabled:
@@ -292,19 +296,51 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
         )
 
     @staticmethod
-    def _statement(values: dict[str, float], config: ProfileAudit, level: float) -> str:
+    def _claims(values: dict[str, float], config: ProfileAudit) -> str | None:
+        """What the bounds show, each only where it is above 0 (a bound of 0 shows nothing:
+        "for any delta < 0" had been printed)."""
         target = config.thresholds.target_epsilon
-        if values[DELTA.name] > 0 or values[EPSILON.name] > 0:
+        claims = []
+        if values[DELTA.name] > 0:
+            claims.append(f"at epsilon = {target:g} for any delta < {values[DELTA.name]:.3g}")
+        if values[EPSILON.name] > 0:
+            claims.append(
+                f"at delta = {config.delta:g} for any epsilon < {values[EPSILON.name]:.4f}"
+            )
+        return ", nor ".join(claims) if claims else None
+
+    def _worst_statement(
+        self,
+        worst: dict[str, float],
+        config: ProfileAudit,
+        *,
+        attacks: int,
+        level: float,
+        alpha: float,
+    ) -> str:
+        head = f"Worst of {attacks} attack(s), each at level {level:.3g}: "
+        claims = self._claims(worst, config)
+        if claims is None:
             return (
-                f"With probability >= {1 - level:.4g} over the random assignment of users, the "
-                f"release is not (epsilon, delta)-DP at epsilon = {target:g} for any delta < "
-                f"{values[DELTA.name]:.3g}, and not at delta = {config.delta:g} for any "
-                f"epsilon < {values[EPSILON.name]:.4f}. Lower bounds: they can show leakage, "
-                "never its absence."
+                head + "no attack rejects: no evidence of leakage, which is not evidence of safety."
+            )
+        return head + (
+            f"with probability >= {1 - alpha:g} no attack's bound is wrong, so the release "
+            f"is not (epsilon, delta)-DP {claims}."
+        )
+
+    def _statement(self, values: dict[str, float], config: ProfileAudit, level: float) -> str:
+        claims = self._claims(values, config)
+        if claims is None:
+            target = config.thresholds.target_epsilon
+            return (
+                f"The one-run test does not reject (epsilon = {target:g}, delta = 0) at level "
+                f"{level:.3g}: no evidence of leakage, which is not evidence of safety."
             )
         return (
-            f"The one-run test does not reject (epsilon = {target:g}, delta = 0) at level "
-            f"{level:.3g}: no evidence of leakage, which is not evidence of safety."
+            f"With probability >= {1 - level:.4g} over the random assignment of users, the "
+            f"release is not (epsilon, delta)-DP {claims}. Lower bounds: they can show "
+            "leakage, never its absence."
         )
 
     @staticmethod

@@ -122,6 +122,7 @@ class LbfOutcome:
     curves: list[Curve] = field(default_factory=list)
     details: dict[str, object] = field(default_factory=dict)
     worst_floor: float = 0.0
+    worst_floor_size: int = 0  # |U| of the source set that gave it
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,8 @@ def corpus_lbf(
     """The profile of sampling one n-gram of the train corpus, X vs X minus U.
 
     Raises:
-        AuditError: train has no n-gram, or no size is below the number of train users.
+        AuditError: train has no n-gram, censoring merges every n-gram, or no size is
+            below the number of train users.
     """
     started = time.perf_counter()
     train = bundle.is_train
@@ -298,6 +300,13 @@ def corpus_lbf(
         raise AuditError(
             f"the train records have no {settings.n}-gram: there is no n-gram mechanism to "
             "profile (lower ngram_lbf.n)"
+        )
+    if settings.censor_count and base.counts.max() <= settings.censor_count:
+        raise AuditError(
+            f"every {settings.n}-gram of train occurs at most {int(base.counts.max())} times, "
+            f"so censoring at ngram_lbf.censor_count = {settings.censor_count} merges them "
+            "all into one token, whose delta floor is 0 whatever the corpus holds; lower "
+            "censor_count"
         )
     owner = bundle.user_codes[train][base.docs]
     train_users = np.flatnonzero(bundle.user_is_train)
@@ -340,7 +349,9 @@ def corpus_lbf(
             target=target,
             outcome=outcome,
         )
-        outcome.worst_floor = max(outcome.worst_floor, max(r.floor for r in rows))
+        floor = max(r.floor for r in rows)
+        if floor > outcome.worst_floor or not outcome.worst_floor_size:
+            outcome.worst_floor, outcome.worst_floor_size = floor, size
     if not outcome.metrics:
         raise AuditError(
             f"every ngram_lbf.adjacency_sizes value is >= the {train_users.size} train users: "

@@ -11,6 +11,7 @@ privately (a non-private checkpoint is as private as the train set).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from gate.atomic import atomic_write_text
+from gate.atomic import atomic_write_text, current_umask
 from gate.digests import sha256_file
 from gate.errors import ReleaseError
 from gate.generators.base import (
@@ -455,7 +456,9 @@ class RemediationRun:
             json.dumps({"record_id": f"g{plan.index}-{i:06d}", "text": t}, ensure_ascii=False)
             for i, t in enumerate(texts)
         )
-        atomic_write_text(release, "\n".join(lines) + "\n")
+        # private until it passes: a round's release carries what its generator leaked
+        # (round 0's is not DP), and a killed run leaves it here (a review)
+        atomic_write_text(release, "\n".join(lines) + "\n", private=True)
         seconds["sample"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -496,6 +499,8 @@ class RemediationRun:
             generator_dir = f"round-{plan.index}/generator"
         if status != "pass":
             release.unlink()  # a release that failed the gate carries what it leaked
+        else:  # the kept release, to be published: as the umask has files
+            os.chmod(release, 0o666 & ~current_umask())
         record = RoundRecord(
             plan=plan,
             status=status,
