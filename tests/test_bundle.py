@@ -206,7 +206,8 @@ def test_split_far_from_p_fails_or_warns(tmp_path: Path, bundle_files: dict[str,
         split_warnings(bundle, MembershipPolicy())
     warn = MembershipPolicy(split_check=SplitCheck(action="warn"))
     warnings = split_warnings(bundle, warn)
-    assert len(warnings) == 1 and "far from the declared p" in warnings[0]
+    assert len(warnings) == 2 and "far from the declared p" in warnings[1]
+    assert warnings[0].startswith("the split is declared (train and holdout files without")
 
 
 def test_declared_p_matching_an_unbalanced_split_passes(

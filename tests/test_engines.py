@@ -149,7 +149,8 @@ def example_check(tmp_path: Path, name: str, *, memory_mb: float = 32, **kw) -> 
 
 def comparable(report: dict) -> dict:
     """Verdict, metrics and witnesses (without the feature and user hashes, keyed per
-    process; the source record id names the user)."""
+    process; the source record id names the user; the release record's keyed hash is
+    kept, so two processes must share ``GATE_WITNESS_KEY``)."""
     audit = report["audits"]["disclosure"]
     return {
         "status": report["status"],
@@ -618,10 +619,14 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory):
         log.close()
 
 
-def test_gate_check_through_a_spark_connect_server(connect_server: str, tmp_path: Path) -> None:
+def test_gate_check_through_a_spark_connect_server(
+    connect_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`gate check --engine spark --spark-master sc://...` in its own process (a Connect
     client marks its whole process as remote) on datasets the server reads, against the
-    local engine's report of the files they were written from."""
+    local engine's report of the files they were written from (one witness key for both
+    processes: a redacted witness names its release record by a keyed hash)."""
+    monkeypatch.setenv("GATE_WITNESS_KEY", "engine parity")
     policy = write_policy(tmp_path / "p.yaml", NGRAM_POLICY.format(engine="local", memory_mb=32))
 
     def args(train, holdout, synthetic, out: str) -> list[str]:

@@ -471,6 +471,37 @@ def test_against_a_real_mlflow_server(bundle, tmp_path: Path, capsys) -> None:
             server.kill()
 
 
+def test_a_remediation_verdict_past_its_deadline_leaves_the_withdrawal_standing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: a remediation's PASS tags that outlived the MLflow deadline were written,
+    with FINISHED, over the KILLED run the failure had ended. The late request stops at the
+    next step, and the withdrawal waits for it before writing."""
+    from mlflow import MlflowClient
+
+    from gate.evidence.mlflow_log import NestedRunLog
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    log = NestedRunLog(uri, experiment="gate/race", timeout=60.0)  # the store's creation
+    run_id = log.start("remediate-race", tags={"gate.status": "running"})
+    log.timeout = 1.0
+    real = log.client.log_batch
+
+    def slow_verdict(run_id: str, *args, tags=(), **kwargs):
+        if any(t.key == "gate.passed" and t.value == "true" for t in tags):
+            time.sleep(1.5)
+        return real(run_id, *args, tags=tags, **kwargs)
+
+    monkeypatch.setattr(log.client, "log_batch", slow_verdict)
+    with pytest.raises(TimeoutError):
+        log.end(run_id, status="FINISHED", tags={"gate.status": "pass", "gate.passed": "true"})
+    log.withdraw(run_id, status="KILLED")
+    time.sleep(1.0)  # whatever the late request would still do, it has done
+    run = MlflowClient(tracking_uri=uri).get_run(run_id)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["gate.status"] == "error" and run.data.tags["gate.passed"] == "false"
+
+
 def _stderr_when_quiet(logging_calls: str, cwd: Path) -> str:
     """What a fresh Python process prints on stderr running ``logging_calls`` after the
     gate's ``quiet_libraries``."""

@@ -150,6 +150,15 @@ def test_dp_fit_spends_at_most_the_target(mode: str) -> None:
     assert all(t for t in generator.sample(3))
 
 
+def test_a_privacy_budget_opacus_cannot_reach_is_a_generator_error() -> None:
+    """A review: "The privacy budget is too low" from Opacus was an unexpected ValueError,
+    its message withheld, with no word of the setting to change."""
+    generator = ReferenceGenerator(TINY, seed=3)
+    spec = DpSgdSpec(epsilon=0.1, delta=1e-5, max_grad_norm=1.0, accountant="rdp")
+    with pytest.raises(GeneratorError, match=r"rdp accountant finds no noise for epsilon 0.1"):
+        generator.fit(USERS, epochs=2, privacy=spec)
+
+
 def test_diverging_training_is_an_error() -> None:
     generator = ReferenceGenerator(TINY.model_copy(update={"learning_rate": 1e30}), seed=4)
     with pytest.raises(GeneratorError, match="diverged"):

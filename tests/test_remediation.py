@@ -83,13 +83,15 @@ def test_round_zero_fails_and_a_dp_round_passes(
     real_load = api.load_bundle
 
     def load_bundle(*, synthetic: Path, **kwargs):
-        modes.append(synthetic.stat().st_mode & 0o777)
+        modes.append((synthetic.name, synthetic.stat().st_mode & 0o777))
         return real_load(synthetic=synthetic, **kwargs)
 
     monkeypatch.setattr(api, "load_bundle", load_bundle)
     out = tmp_path / "out"
     assert remediate(policy_file(tmp_path), corpus, out) == 0
-    assert modes == [0o600, 0o600]
+    # gated under a hidden name (a killed run leaves no "release.jsonl"), owner-only
+    assert modes == [(".release-pending.jsonl", 0o600)] * 2
+    assert not list(out.glob("round-*/.release-pending.jsonl"))
     kept = (out / "round-1" / "release.jsonl").stat().st_mode & 0o777
     assert kept == 0o666 & ~current_umask()  # the kept release: as the umask has files
     report = read(out)
@@ -337,6 +339,11 @@ def test_privacy_noise_is_secret_unless_asked_to_be_reproducible(
     assert "not private" in first["rip"]["noise_source"]
     # the terminal says so next to the PASS (a review: it exited 0 as if private)
     assert "warning: remediation.secret_noise is false" in capsys.readouterr().out
+    # and the record's scope claims no eta for it (a review: it had)
+    assert read(tmp_path / "d")["privacy_scope"].startswith(
+        "This release's round drew its privacy noise from its recorded seed"
+    )
+    assert "plug-in claim, not a proof" in read(tmp_path / "a")["privacy_scope"]
 
 
 def test_round_zero_pass_keeps_no_private_checkpoint(
@@ -563,6 +570,9 @@ def test_bad_generator_settings_exit_2(
     [
         ("epsilons: [8, 4]", "epsilons: []", "remediation.dpsgd.epsilons"),
         ("epsilons: [8, 4]", "epsilons: [8, 0]", "remediation.dpsgd.epsilons"),
+        # a review: 1e300 hung in Opacus's noise search, 1e-300 failed after round 0
+        ("epsilons: [8, 4]", "epsilons: [8, 1.0e+300]", "every epsilon must be at most 100"),
+        ("epsilons: [8, 4]", "epsilons: [8, 4]\n    delta: 1.0e-300", "remediation.dpsgd.delta"),
         ("etas: [0.3, 0.1]", "etas: []", "remediation.rip.etas"),
         ("etas: [0.3, 0.1]", "etas: [0.3, 0.5]", "remediation.rip.etas"),
         ("epochs: 1", "epochs: 0", "remediation.epochs"),

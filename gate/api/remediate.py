@@ -173,26 +173,28 @@ def remediate_release(
             tracker=RoundTracker() if tracking is None else tracking.tracker,
             utility=meter,
         )
+        # one guard from the rounds to the verdict: a Ctrl-C between a passing round and
+        # its summary had left the round's release kept (a review)
         try:
             rounds = run.run()
-        except BaseException:
-            if tracking is not None:
-                tracking.abandon()
-            raise
-        result = RemediationResult(
-            status=overall_status(rounds, len(plans)),
-            rounds=tuple(rounds),
-            policy={"name": loaded.policy.name, "path": str(loaded.path), "sha256": loaded.sha256},
-            settings=setup.settings_dict(),
-            seed=root_seed,
-            mlflow_run_id=None if tracking is None else tracking.run_id,
-        )
-        try:
+            result = RemediationResult(
+                status=overall_status(rounds, len(plans)),
+                rounds=tuple(rounds),
+                policy={
+                    "name": loaded.policy.name,
+                    "path": str(loaded.path),
+                    "sha256": loaded.sha256,
+                },
+                settings=setup.settings_dict(),
+                seed=root_seed,
+                mlflow_run_id=None if tracking is None else tracking.run_id,
+            )
             files = write_remediation_report(result, out)
             if tracking is not None:
                 finished = tracking.finish(result, files)
                 if finished is not result:  # logging failed: the files must say error
                     result, files = finished, write_remediation_report(finished, out)
+                    tracking.abandon(replacements=list(files.values()))
         except BaseException as exc:  # interrupted or failed: no summary of a run that did not end
             remove_remediation_report(out)
             if tracking is not None:

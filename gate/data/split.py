@@ -164,6 +164,7 @@ def split_source(
     by: str,
     out_dir: str | Path,
     canary_fraction: float = 0.0,
+    method: Method = KEYED,
 ) -> SplitOutcome:
     """Split a source file by ``by`` into train/holdout files and a manifest in ``out_dir``.
 
@@ -171,6 +172,9 @@ def split_source(
     probability q (a separate random stream, so the train/holdout draw of every other user
     is the one q = 0 gives); those users are in neither train nor holdout, and the canary
     audit takes its prefixes and base LM from them.
+
+    ``method`` is the keyed draw; :data:`UNKEYED` makes a split of the earlier draw again
+    (the bundled example's, kept so that its documented numbers stay its own).
     """
     if not 0 < p < 1:
         raise BundleError(f"--p must be in (0, 1); found {p}")
@@ -201,7 +205,7 @@ def split_source(
         raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(table)}")
 
     flags, canary = draw_sides(
-        units, p=p, seed=seed, canary_fraction=canary_fraction, keyed=True, salt=salt
+        units, p=p, seed=seed, canary_fraction=canary_fraction, keyed=method == KEYED, salt=salt
     )
     sides = [("train", flags & ~canary), ("holdout", ~flags & ~canary)]
     if canary_fraction > 0:  # asked for, a canary source must not be missing without a word
@@ -270,7 +274,7 @@ def split_source(
                 users=int(np.unique(units[masks[name]]).size),
             )
         manifest = SplitManifest(
-            method=KEYED,
+            method=method,
             p=p,
             seed=seed,
             by=by,

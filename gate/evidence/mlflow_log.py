@@ -453,6 +453,11 @@ class NestedRunLog:
         _quiet_mlflow()
         self.uri = uri
         self.timeout = timeout
+        # set when a request outlives its deadline: that request, still running, and every
+        # later one write nothing more but a withdrawal (a review: a verdict request that
+        # timed out wrote PASS over the KILLED run its failure had ended)
+        self._cancelled = threading.Event()
+        self._working = threading.Lock()  # held by the request in flight
 
         def connect() -> tuple[Any, str]:
             with _store_lock(uri):
@@ -462,7 +467,12 @@ class NestedRunLog:
         self.client, self.experiment_id = self._bounded(connect)
 
     def _bounded(self, work: Callable[[], T]) -> T:
-        return with_deadline(time.monotonic() + self.timeout, threading.Event(), work)
+        def one_at_a_time() -> T:
+            with self._working:
+                _stop_if(self._cancelled)
+                return work()
+
+        return with_deadline(time.monotonic() + self.timeout, self._cancelled, one_at_a_time)
 
     def start(
         self,
@@ -495,6 +505,7 @@ class NestedRunLog:
     def artifacts(self, run_id: str, paths: list[Path], *, folder: str | None = None) -> None:
         def upload() -> None:
             for path in paths:
+                _stop_if(self._cancelled)
                 self.client.log_artifact(run_id, str(path), artifact_path=folder)
 
         self._bounded(upload)
@@ -505,6 +516,43 @@ class NestedRunLog:
 
         def finish() -> None:
             self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+            _stop_if(self._cancelled)
             self.client.set_terminated(run_id, status)
 
         self._bounded(finish)
+
+    def withdraw(self, run_id: str, *, status: str, replacements: list[Path] | None = None) -> None:
+        """End a run the remediation gave up on: wait up to the timeout for a request still
+        in flight, tag it ``gate.passed=false``, ``gate.status=error``, end it ``status``,
+        then upload ``replacements`` over the files of the same name uploaded before (a
+        review: an uploaded ``remediation.json`` still said pass). Runs after a timeout,
+        unlike every other request; each step is tried whatever the one before did, within
+        one more timeout, and the first failure is raised at the end."""
+        from mlflow.entities import RunTag
+
+        withdrawn = [RunTag("gate.passed", "false"), RunTag("gate.status", "error")]
+        steps: list[Callable[[], object]] = [
+            lambda: self.client.log_batch(run_id, tags=withdrawn),
+            lambda: self.client.set_terminated(run_id, status),
+        ]
+        steps += [
+            functools.partial(self.client.log_artifact, run_id, str(path))
+            for path in replacements or []
+        ]
+
+        def withdrawal() -> None:
+            settled = self._working.acquire(timeout=self.timeout)
+            failures: list[Exception] = []
+            try:
+                for step in steps:
+                    try:
+                        step()
+                    except Exception as exc:
+                        failures.append(exc)
+            finally:
+                if settled:
+                    self._working.release()
+            if failures:
+                raise failures[0]
+
+        with_deadline(time.monotonic() + 2 * self.timeout, threading.Event(), withdrawal)

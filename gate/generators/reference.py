@@ -242,18 +242,26 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
             noise_gen = torch.Generator(device=device).manual_seed(
                 secrets.randbits(63) if privacy.noise_seed is None else privacy.noise_seed
             )
-            trained, optimizer, loader = engine.make_private_with_epsilon(
-                module=model,
-                optimizer=optimizer,
-                data_loader=loader,
-                target_epsilon=privacy.epsilon,
-                target_delta=privacy.delta,
-                epochs=epochs,
-                max_grad_norm=privacy.max_grad_norm,
-                poisson_sampling=True,
-                grad_sample_mode=c.grad_sample_mode,
-                noise_generator=noise_gen,
-            )
+            try:
+                trained, optimizer, loader = engine.make_private_with_epsilon(
+                    module=model,
+                    optimizer=optimizer,
+                    data_loader=loader,
+                    target_epsilon=privacy.epsilon,
+                    target_delta=privacy.delta,
+                    epochs=epochs,
+                    max_grad_norm=privacy.max_grad_norm,
+                    poisson_sampling=True,
+                    grad_sample_mode=c.grad_sample_mode,
+                    noise_generator=noise_gen,
+                )
+            except ValueError as exc:  # "The privacy budget is too low." and its kind
+                raise GeneratorError(
+                    f"Opacus's {privacy.accountant} accountant finds no noise for epsilon "
+                    f"{privacy.epsilon:g} at delta {privacy.delta:g} over {epochs} epochs of "
+                    f"{len(loader)} batches ({exc}); set a larger remediation.dpsgd.epsilons "
+                    "target or delta, or another accountant"
+                ) from None
             loader.batch_sampler.generator = batches_gen  # seeded Poisson batches
         losses: list[float] = []
         steps = 0

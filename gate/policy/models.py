@@ -888,6 +888,9 @@ class EvidencePolicy(StrictModel):
 # ---------------------------------------------------------------------------- remediation
 
 
+MAX_DPSGD_EPSILON = 100.0
+
+
 def _finite_positive(values: tuple[float, ...], what: str) -> tuple[float, ...]:
     bad = [v for v in values if not v > 0]
     if bad:
@@ -904,7 +907,11 @@ class DpSgdRemediation(StrictModel):
         description="Target epsilon of each round, in the order tried (stop at the first PASS).",
     )
     delta: float | None = Field(
-        None, gt=0, lt=1, description="Target delta; null = 1/(number of train users)."
+        None,
+        ge=1e-12,
+        lt=1,
+        description="Target delta, at least 1e-12 (Opacus's PRV accountant fails below "
+        "about 1e-14); null = 1/(number of train users).",
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Per-user clipping norm C.")
     accountant: Literal["prv", "rdp"] = Field(
@@ -917,7 +924,14 @@ class DpSgdRemediation(StrictModel):
     @field_validator("epsilons")
     @classmethod
     def _positive(cls, values: tuple[float, ...]) -> tuple[float, ...]:
-        return _finite_positive(values, "epsilon")
+        values = _finite_positive(values, "epsilon")
+        large = [v for v in values if v > MAX_DPSGD_EPSILON]
+        if large:  # Opacus's noise search did not end for 1e300 (a review)
+            raise ValueError(
+                f"every epsilon must be at most {MAX_DPSGD_EPSILON:g} (a larger one promises "
+                f"no privacy, and Opacus's noise search may not end); found {large}"
+            )
+        return values
 
 
 class RipRemediation(StrictModel):

@@ -35,7 +35,7 @@ from gate.generators.base import (
 )
 from gate.policy.models import Remediation
 from gate.progress import Progress
-from gate.remediation.outputs import RELEASE_NAME, ROUND_FILE
+from gate.remediation.outputs import PENDING_RELEASE_NAME, RELEASE_NAME, ROUND_FILE
 from gate.remediation.rip_noise import ReplicaSpread, add_rip_noise, replica_spread
 from gate.remediation.schedule import RoundPlan, default_delta
 from gate.remediation.utility import ReleaseUtility, UtilityMeter
@@ -451,13 +451,14 @@ class RemediationRun:
                 f"generator {self.generator_cls.name!r} returned {len(texts)} records for the "
                 f"{n} asked, or a record that is not text"
             )
-        release = round_dir / RELEASE_NAME
+        # gated under a hidden name, readable by its owner only, and named the release only
+        # once it passes: a run killed while it is gated (its longest step) had left an
+        # ungated release (round 0's trained without DP) where a kept one goes (a review)
+        release = round_dir / PENDING_RELEASE_NAME
         lines = (
             json.dumps({"record_id": f"g{plan.index}-{i:06d}", "text": t}, ensure_ascii=False)
             for i, t in enumerate(texts)
         )
-        # private until it passes: a round's release carries what its generator leaked
-        # (round 0's is not DP), and a killed run leaves it here (a review)
         atomic_write_text(release, "\n".join(lines) + "\n", private=True)
         seconds["sample"] = time.perf_counter() - t0
 
@@ -501,6 +502,7 @@ class RemediationRun:
             release.unlink()  # a release that failed the gate carries what it leaked
         else:  # the kept release, to be published: as the umask has files
             os.chmod(release, 0o666 & ~current_umask())
+            os.replace(release, round_dir / RELEASE_NAME)
         record = RoundRecord(
             plan=plan,
             status=status,

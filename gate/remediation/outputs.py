@@ -11,6 +11,7 @@ from gate.atomic import atomic_write_text
 from gate.evidence.writer import is_gate_report_json, out_dir_lock, withdraw_earlier_output
 
 RELEASE_NAME = "release.jsonl"
+PENDING_RELEASE_NAME = ".release-pending.jsonl"  # a round's release while it is gated
 ROUND_FILE = "round.json"
 REPORT_NAME = "remediation.json"
 PLOT_NAME = "privacy-utility.png"

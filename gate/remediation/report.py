@@ -73,6 +73,22 @@ PRIVACY_SCOPE = (
 )
 
 
+RIP_SCOPE = (
+    " A RIP round's eta holds if the spread sigma that calibrates its noise bounds the "
+    "spread of the trained parameters over random halves of train (Corollary 8 takes it "
+    "as known); sigma is estimated from remediation.rip.replicas models trained on random "
+    "halves (B - 1 degrees of freedom per coordinate), so eta is a plug-in claim, not a "
+    "proof: more replicas make the estimate steadier."
+)
+
+
+REPRODUCIBLE_NOISE_SCOPE = (
+    "This release's round drew its privacy noise from its recorded seed "
+    "(remediation.secret_noise: false): whoever reads the evidence can remove it, so no "
+    "epsilon or eta covers this release or its generator (tests only)"
+)
+
+
 NON_PRIVATE_SCOPE = (
     "this release comes from round 0, trained without DP: no epsilon or eta covers it; the "
     "gate's audits found no leak they can prove (an audit proves leakage, never safety)"
@@ -115,10 +131,15 @@ def approved_round(result: RemediationResult) -> RoundRecord | None:
 
 
 def privacy_scope(result: RemediationResult) -> str:
-    """What the approved release's privacy covers: nothing when it comes from round 0."""
+    """What the approved release's privacy covers: nothing when it comes from round 0 or
+    from noise drawn from a recorded seed (a review: the scope had claimed epsilon for it)."""
     passing = approved_round(result)
     if passing is not None and passing.plan.method == "none":
         return NON_PRIVATE_SCOPE[0].upper() + NON_PRIVATE_SCOPE[1:]
+    if passing is not None and passing.noise_reproducible:
+        return REPRODUCIBLE_NOISE_SCOPE
+    if any(r.plan.method == "rip" for r in result.rounds):
+        return PRIVACY_SCOPE + RIP_SCOPE
     return PRIVACY_SCOPE
 
 

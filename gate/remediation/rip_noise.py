@@ -54,9 +54,10 @@ def replica_spread(
     seed: int,
     progress: Progress,
 ) -> ReplicaSpread:
-    """Train ``replicas`` generators on random halves of ``users`` (each its own child
-    seed, the same initialisation seed as the full model so that σ measures the data's
-    influence, not the initialisation's) and measure the parameters' spread."""
+    """Train ``replicas`` generators on random halves of ``users`` (the halves drawn from
+    a child of ``seed``; every replica trained from ``seed``, the full model's, so that σ
+    measures the data's influence, not the initialisation's) and measure the parameters'
+    spread."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
     subsets = half_subsets(len(users), replicas=replicas, rng=rng)
     vectors = []

@@ -158,7 +158,8 @@ class RemediationTracking:
     tracker: RoundTracker
 
     def finish(self, result: Any, files: dict[str, Path]) -> Any:
-        """Log the remediation's files and verdict; a failure to log makes it an error."""
+        """Log the remediation's files and verdict; a failure to log makes it an error (the
+        caller writes the files again and withdraws the run with them: :meth:`abandon`)."""
         try:
             self.log.artifacts(self.run_id, list(files.values()))
             self.log.end(
@@ -172,18 +173,18 @@ class RemediationTracking:
             return result
         except Exception as exc:
             raise_interruption_behind(exc)  # not the store's failure: the run was interrupted
-            self.abandon()
             return replace(
                 result,
                 status="error",
                 error=f"MLflow logging failed: {type(exc).__name__}: {exc}",
             )
 
-    def abandon(self) -> None:
-        """End the parent run as KILLED, best effort: a run left unfinished is never
-        read as a pass either."""
+    def abandon(self, replacements: list[Path] | None = None) -> None:
+        """End the parent run as KILLED, tagged an error, with ``replacements`` uploaded
+        over the files uploaded before; best effort: a run left unfinished is never read as
+        a pass either."""
         with suppress(Exception):
-            self.log.end(self.run_id, status="KILLED", tags={"gate.status": "error"})
+            self.log.withdraw(self.run_id, status="KILLED", replacements=replacements)
 
 
 def missing_release_size(loaded: LoadedPolicy) -> str | None:

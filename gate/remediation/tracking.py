@@ -80,4 +80,4 @@ class MlflowRoundTracker(RoundTracker):
         if run_id is None:
             return
         with suppress(Exception):  # the round's own error is what the user must see
-            self.log.end(run_id, status="KILLED", tags={"gate.status": "error"})
+            self.log.withdraw(run_id, status="KILLED")
