@@ -29,7 +29,17 @@ def atomic_write(path: str | Path, write: Callable[[Path], None], *, private: bo
 
 
 def current_umask() -> int:
-    current = os.umask(0)
+    """The process's umask, read where the system shows it: setting it to read it, as
+    ``os.umask`` does, makes files another thread creates meanwhile world-writable (a
+    review)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    current = os.umask(0o077)  # not Linux: the briefest, and the safest, value to set
     os.umask(current)
     return current
 

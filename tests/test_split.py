@@ -13,7 +13,7 @@ from scipy import stats
 
 from gate.cli import main
 from gate.data.bundle import load_bundle
-from gate.data.split import assign_members, draw_key, draw_sides, read_manifest, split_source
+from gate.data.split import draw_key, draw_sides, read_manifest, split_source
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy
 
@@ -51,20 +51,26 @@ def test_users_stay_together_and_counts_add_up(source: Path, tmp_path: Path) -> 
     assert (m.p, m.seed, m.by, m.method) == (0.3, 5, "user_id", "bernoulli-keyed")
 
 
-def test_assignment_ignores_row_order() -> None:
+def _train_flags(users: np.ndarray, *, p: float, seed: int, keyed: bool) -> np.ndarray:
+    key = draw_key(users, users) if keyed else None  # each user's one text: its name
+    return draw_sides(users, p=p, seed=seed, canary_fraction=0.0, key=key)[0]
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_assignment_ignores_row_order(keyed: bool) -> None:
     users = np.array([f"u{i}" for i in range(50)])
-    flags = assign_members(users, p=0.5, rng=np.random.default_rng(3))
-    shuffled = users[::-1]
-    flags_shuffled = assign_members(shuffled, p=0.5, rng=np.random.default_rng(3))
+    flags = _train_flags(users, p=0.5, seed=3, keyed=keyed)
+    flags_shuffled = _train_flags(users[::-1], p=0.5, seed=3, keyed=keyed)
     assert (flags_shuffled == flags[::-1]).all()
 
 
-def test_assignment_is_bernoulli_p() -> None:
+@pytest.mark.parametrize("keyed", [False, True])
+def test_assignment_is_bernoulli_p(keyed: bool) -> None:
     """Across seeds, the train count of 200 users is Binomial(200, p): a KS-style check on
     the pooled share and a chi-square on per-user frequencies."""
     users = np.array([f"user-{i}" for i in range(200)])
     p = 0.3
-    draws = np.array([assign_members(users, p=p, rng=np.random.default_rng(s)) for s in range(400)])
+    draws = np.array([_train_flags(users, p=p, seed=s, keyed=keyed) for s in range(400)])
     totals = draws.sum(axis=1)
     # Binomial(200, 0.3): mean 60, var 42; the mean of 400 draws has sd 0.324.
     assert abs(totals.mean() - 60) < 4 * np.sqrt(42 / 400)
@@ -206,15 +212,25 @@ def test_a_hand_made_split_cannot_borrow_a_seed(tmp_path: Path, bundle_files) ->
         load_bundle(manifest=path, **load)
 
 
-def test_draw_key_is_the_hash_of_the_sorted_distinct_users_lengths_then_names() -> None:
+def test_draw_key_is_the_hash_of_every_records_user_and_text_sorted() -> None:
+    def le(*values: int) -> bytes:
+        return np.array(values, dtype="<i8").tobytes()
 
-    lengths = np.array([1, 2, 5], dtype="<i8").tobytes()  # "a", "bc", "é€" (UTF-8 bytes)
-    expected = hashlib.sha256(lengths + "abcé€".encode()).digest()
-    assert draw_key(np.array(["bc", "é€", "a", "bc"])) == expected
-    assert draw_key(np.array(["ab", "c"])) != draw_key(np.array(["a", "bc"]))
-    assert draw_key(np.array([7, 12])) == draw_key(np.array(["12", "7"]))
-    salted = hashlib.sha256(b"s" + lengths + "abcé€".encode()).digest()
-    assert draw_key(np.array(["a", "bc", "é€"]), salt=b"s") == salted
+    # records (b, x), (a, é€), (a, y): sorted (a, y), (a, é€), (b, x) by code point
+    expected = hashlib.sha256(le(3) + le(1, 1, 1) + b"aab" + le(1, 5, 1) + "yé€x".encode())
+    key = draw_key(np.array(["b", "a", "a"]), np.array(["x", "é€", "y"]))
+    assert key == expected.digest()
+    # who holds which text, not the names alone: the names swapped are another key
+    assert key != draw_key(np.array(["a", "b", "b"]), np.array(["x", "é€", "y"]))
+    assert draw_key(np.array(["ab", "c"]), ["t", "t"]) != draw_key(
+        np.array(["a", "bc"]), ["t", "t"]
+    )
+    assert draw_key(np.array([7, 12]), ["s", "t"]) == draw_key(np.array(["12", "7"]), ["t", "s"])
+    # a NUL is a character like another (a review: names were cut at it, "T\x00a" was "T")
+    assert draw_key(np.array(["T\x00a", "T"], dtype=object), ["s", "t"]) != draw_key(
+        np.array(["T", "T"], dtype=object), ["s", "t"]
+    )
+    assert draw_key(np.array([], dtype=object), []) == hashlib.sha256(le(0)).digest()
 
 
 def test_the_unkeyed_draw_is_the_one_earlier_splits_made() -> None:
@@ -228,17 +244,18 @@ def test_the_unkeyed_draw_is_the_one_earlier_splits_made() -> None:
         earlier = (np.random.default_rng(seed).random(distinct.size) < 0.3)[
             np.searchsorted(distinct, names)
         ]
-        flags, _ = draw_sides(names, p=0.3, seed=seed, canary_fraction=0.0, keyed=False)
+        flags, _ = draw_sides(names, p=0.3, seed=seed, canary_fraction=0.0, key=None)
         assert (flags == earlier).all()
 
 
-def _fitted_names(want_train: np.ndarray, *, seed: int) -> np.ndarray:
-    """Names that put the users ``want_train`` picks into train under the unkeyed draw:
-    the forgery a review showed (sorted names are drawn in order, so a name at a place
-    the seed draws for train makes its user a train user)."""
+def _fitted_names(want_train: np.ndarray, *, seed: int, key: bytes | None) -> np.ndarray:
+    """Names that put the users ``want_train`` picks into train: draw over a set of names,
+    then give the names the seed draws for train to the users meant for train (the
+    forgery two reviews showed: against the unkeyed draw, and against a draw keyed by the
+    set of names, which the handing out leaves as it was)."""
     n = want_train.size
     slots = np.array([f"u{i:03d}" for i in range(n)])
-    drawn, _ = draw_sides(slots, p=0.5, seed=seed, canary_fraction=0.0, keyed=False)
+    drawn, _ = draw_sides(slots, p=0.5, seed=seed, canary_fraction=0.0, key=key)
     if drawn.sum() != want_train.sum():
         raise ValueError("choose a seed that draws as many train users as are wanted")
     names = np.empty(n, dtype=object)
@@ -246,48 +263,47 @@ def _fitted_names(want_train: np.ndarray, *, seed: int) -> np.ndarray:
     return names
 
 
+@pytest.mark.parametrize("names_key", [False, True])
 def test_a_hand_picked_split_cannot_be_fitted_by_naming_its_users(
-    tmp_path: Path, bundle_files
+    tmp_path: Path, bundle_files, names_key: bool
 ) -> None:
-    """A review: under the unkeyed draw anyone could name the users of a hand-picked split
-    so that a seed draws it. The keyed draw (the key: the users' names) refuses it; the
-    unkeyed one of an earlier gate split is still checked, and the report says which."""
+    """Two reviews: anyone could name the users of a hand-picked split so that a seed
+    draws it, under the unkeyed draw and under a draw keyed by the set of names. Keyed by
+    who holds which text, the draw refuses both; the unkeyed one of an earlier gate split
+    is still checked, and the report says which it was."""
     load = dict(membership=MembershipPolicy(), synthetic=bundle_files["synthetic"])
     want_train = np.arange(40) < 20  # the first twenty, hand-picked
+    slots = np.array([f"u{i:03d}" for i in range(40)])
+    # the set of names keyed alone: the key the first keyed draw had (a user holds a name)
+    key = draw_key(slots, slots) if names_key else None
     seed = next(
         s
         for s in range(1000)
-        if draw_sides(
-            np.array([f"u{i:03d}" for i in range(40)]),
-            p=0.5,
-            seed=s,
-            canary_fraction=0.0,
-            keyed=False,
-        )[0].sum()
-        == 20
+        if draw_sides(slots, p=0.5, seed=s, canary_fraction=0.0, key=key)[0].sum() == 20
     )
-    names = _fitted_names(want_train, seed=seed)
+    names = _fitted_names(want_train, seed=seed, key=key)
+    assert (
+        draw_sides(names, p=0.5, seed=seed, canary_fraction=0.0, key=key)[0] == want_train
+    ).all()
     rows = [{"user_id": name, "text": unique_text(i)} for i, name in enumerate(names)]
-    unkeyed = _hand_made_split(tmp_path / "u", rows, {"seed": seed, "method": "bernoulli"})
-    bundle = load_bundle(manifest=unkeyed, **load)
-    assert bundle.membership.how == f"gate split seed={seed}, an earlier unkeyed draw"
+    if not names_key:
+        unkeyed = _hand_made_split(tmp_path / "u", rows, {"seed": seed, "method": "bernoulli"})
+        bundle = load_bundle(manifest=unkeyed, **load)
+        assert bundle.membership.how == f"gate split seed={seed}, an earlier unkeyed draw"
     keyed = _hand_made_split(tmp_path / "k", rows, {"seed": seed, "method": "bernoulli-keyed"})
     with pytest.raises(BundleError, match=rf"seed {seed} and p = 0\.5 do not give this split"):
         load_bundle(manifest=keyed, **load)
 
 
-def test_a_keyed_split_is_another_draw_for_other_names(tmp_path: Path) -> None:
-    """The users' names and a split-by-line source's bytes key the draw: the same seed
-    splits another set of names, or the same lines in another order, otherwise."""
+def test_a_keyed_split_is_another_draw_for_other_holders(tmp_path: Path) -> None:
+    """Who holds which text keys the draw: the same seed splits the same names holding
+    other texts, or the same lines in another order, otherwise."""
     users = np.array([f"u{i:03d}" for i in range(200)])
-    renamed = np.array([f"v{i:03d}" for i in range(200)])
+    texts = np.array([unique_text(i) for i in range(200)])
     draw = dict(p=0.5, seed=9, canary_fraction=0.0)
-    a, _ = draw_sides(users, keyed=True, **draw)
-    b, _ = draw_sides(renamed, keyed=True, **draw)
-    assert (a != b).sum() > 60  # about 100 of 200 differ; the unkeyed draws are equal
-    assert (
-        draw_sides(users, keyed=False, **draw)[0] == draw_sides(renamed, keyed=False, **draw)[0]
-    ).all()
+    a, _ = draw_sides(users, key=draw_key(users, texts), **draw)
+    b, _ = draw_sides(users, key=draw_key(users, texts[::-1]), **draw)
+    assert (a != b).sum() > 60  # about 100 of 200 differ
     rows = [{"text": unique_text(i)} for i in range(200)]
     (tmp_path / "f").mkdir(), (tmp_path / "b").mkdir()
     forward = write_jsonl(tmp_path / "f" / "source.jsonl", rows)
@@ -299,6 +315,41 @@ def test_a_keyed_split_is_another_draw_for_other_names(tmp_path: Path) -> None:
         sides.append({json.loads(line)["text"] for line in train})
         assert outcome.manifest.method == "bernoulli-keyed"
     assert len(sides[0] ^ sides[1]) > 60
+
+
+def test_users_the_draw_set_aside_as_canaries_are_not_taken_in_holdout(
+    source: Path, tmp_path: Path, bundle_files
+) -> None:
+    """A review: only the train side was compared with the draw, so canary users moved
+    into holdout (hashes and counts mended in the manifest) were accepted."""
+    from gate.digests import sha256_file
+
+    outcome = split_source(
+        source, p=0.5, seed=3, by="user_id", out_dir=tmp_path / "s", canary_fraction=0.2
+    )
+    split = tmp_path / "s"
+    canary_lines = (split / "canary-source.jsonl").read_text().splitlines(keepends=True)
+    moved_user = json.loads(canary_lines[0])["user_id"]
+    moved = [line for line in canary_lines if json.loads(line)["user_id"] == moved_user]
+    kept = [line for line in canary_lines if json.loads(line)["user_id"] != moved_user]
+    (split / "canary-source.jsonl").write_text("".join(kept))
+    holdout = split / "holdout.jsonl"
+    holdout.write_text(holdout.read_text() + "".join(moved))
+    data = json.loads(outcome.manifest_path.read_text())
+    data["holdout"].update(
+        sha256=sha256_file(holdout),
+        records=data["holdout"]["records"] + len(moved),
+        users=data["holdout"]["users"] + 1,
+    )
+    data["canary_source"].update(
+        sha256=sha256_file(split / "canary-source.jsonl"),
+        records=data["canary_source"]["records"] - len(moved),
+        users=data["canary_source"]["users"] - 1,
+    )
+    outcome.manifest_path.write_text(json.dumps(data))
+    load = dict(membership=MembershipPolicy(), synthetic=bundle_files["synthetic"])
+    with pytest.raises(BundleError, match=r"do not give this split: \d+ records are on another"):
+        load_bundle(manifest=outcome.manifest_path, **load)
 
 
 @pytest.mark.parametrize("canary_fraction", [0.0, 0.2])

@@ -26,7 +26,14 @@ from gate.data.io import (
     require_text,
 )
 from gate.data.normalize import normalize_text, visible_texts
-from gate.data.split import KEYED, FileEntry, SplitManifest, draw_sides, read_manifest
+from gate.data.split import (
+    KEYED,
+    FileEntry,
+    SplitManifest,
+    draw_key,
+    draw_sides,
+    read_manifest,
+)
 from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -455,7 +462,7 @@ def load_bundle(
     how = "declared"
     if split_manifest is not None:
         how = f"gate split seed={split_manifest.seed}"
-        if split_manifest.method != KEYED:  # fits a hand-picked split by naming the users
+        if split_manifest.method != KEYED:  # a hand-picked split fits it (see README)
             how += ", an earlier unkeyed draw"
     membership_info = Membership(
         how=how,
@@ -604,33 +611,48 @@ def _verify_manifest_split(
     if manifest.by not in tables["train"].frame.columns:
         _verify_split_by_line(manifest, path, tables, read=read)
         return
-    users = frame["user_id"].to_numpy(dtype=str)
-    if manifest.canary_source is not None and canary is None:  # another canary source given
-        table = _manifest_file(manifest.canary_source, path, "canary-source", read=read)
-        canary = _source_frame(table, "canary", "canary:", manifest.by)
-    every = users if canary is None else np.concatenate([users, canary["user_id"].to_numpy(str)])
-    train, _ = _drawn_sides(every, manifest)
-    moved = train[: users.size] != (frame["split"] == "train").to_numpy()
+    units = [frame["user_id"].to_numpy(dtype=object)]
+    texts = [require_text(tables[side]).to_numpy(dtype=object) for side in ("train", "holdout")]
+    if manifest.canary_source is not None:  # the draw ran over its users too
+        if canary is None:  # another canary source was given: the manifest's is read
+            table = _manifest_file(manifest.canary_source, path, "canary-source", read=read)
+            canary = _source_frame(table, "canary", "canary:", manifest.by)
+        else:
+            table = tables["canary_source"]
+        units.append(canary["user_id"].to_numpy(dtype=object))
+        texts.append(require_text(table).to_numpy(dtype=object))
+    n = len(frame)
+    train, holdout = _drawn_sides(np.concatenate(units), np.concatenate(texts), manifest)
+    split = frame["split"].to_numpy()
+    # every side compared (a review: only train was, and users the draw set aside as
+    # canaries were taken in holdout)
+    moved = (train[:n] != (split == "train")) | (holdout[:n] != (split == "holdout"))
     if moved.any():
         raise BundleError(
             f"{path}: seed {manifest.seed} and p = {manifest.p:g} do not give this split: "
-            f"{int(moved.sum())} records are on the other side than the draw puts their "
+            f"{int(moved.sum())} records are on another side than the draw puts their "
             "users (files or manifest edited after `gate split`)"
+        )
+    drawn_in = int((train[n:] | holdout[n:]).sum())
+    if drawn_in:
+        raise BundleError(
+            f"{path}: seed {manifest.seed} and p = {manifest.p:g} do not give this split: "
+            f"{drawn_in} records of the canary source are of users the draw puts in train or "
+            "holdout (files or manifest edited after `gate split`)"
         )
 
 
 def _drawn_sides(
-    units: np.ndarray, manifest: SplitManifest, *, salt: bytes = b""
+    units: np.ndarray, texts: np.ndarray, manifest: SplitManifest
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The train and holdout flags :func:`gate.data.split.draw_sides` gives ``units``
-    under the manifest's method, seed, p and canary fraction."""
+    """The train and holdout flags :func:`gate.data.split.draw_sides` gives the records
+    (``units``, ``texts``) under the manifest's method, seed, p and canary fraction."""
     flags, canary = draw_sides(
         units,
         p=manifest.p,
         seed=manifest.seed,
         canary_fraction=manifest.canary_fraction,
-        keyed=manifest.method == KEYED,
-        salt=salt,
+        key=draw_key(units, texts) if manifest.method == KEYED else None,
     )
     return flags & ~canary, ~flags & ~canary
 
@@ -669,8 +691,8 @@ def _verify_split_by_line(
     """
     source = _manifest_file(manifest.source, path, "source", read=read)
     units = source.frame["__line__"].astype(str).to_numpy()
-    train, holdout = _drawn_sides(units, manifest, salt=bytes.fromhex(source.sha256))
     texts = require_text(source)
+    train, holdout = _drawn_sides(units, texts.to_numpy(dtype=object), manifest)
     for side, members in (("train", train), ("holdout", holdout)):
         if texts[members].tolist() != require_text(tables[side]).tolist():
             raise BundleError(

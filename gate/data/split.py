@@ -9,7 +9,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,7 @@ from gate.digests import sha256_file
 from gate.errors import BundleError, GateError
 
 MANIFEST_NAME = "split-manifest.json"
-CANARY_STREAM = 1  # second seed word of the canary-source draw
+TRAIN_STREAM, CANARY_STREAM = 0, 1  # the numbers of the draw's two streams
 Method = Literal["bernoulli", "bernoulli-keyed"]
 KEYED: Method = "bernoulli-keyed"  # the draw `gate split` makes: seeded by the seed and the users
 UNKEYED: Method = "bernoulli"  # an earlier gate split's draw: seeded by the seed alone
@@ -74,56 +74,68 @@ class SplitManifest(BaseModel):
     canary_source: FileEntry | None = None
 
 
-def _distinct_units(units: np.ndarray) -> tuple[pa.LargeStringArray, np.ndarray]:
-    """The distinct ``units`` as text in code-point order (``numpy.unique``'s: UTF-8
-    bytes sort so), and the index of each unit among them."""
-    text = pa.array(units.astype(str), type=pa.large_string())
-    distinct = pc.unique(text)
-    distinct = distinct.take(pc.sort_indices(distinct))
-    return distinct, pc.index_in(text, value_set=distinct).to_numpy()
-
-
-def assign_members(units: np.ndarray, *, p: float, rng: np.random.Generator) -> np.ndarray:
-    """Independent Bernoulli(p) train flags for the distinct ``units`` (users).
-
-    The units are sorted first, so the assignment depends on the seed and the set of
-    users, not on the order of the rows. Returns a boolean array aligned with ``units``.
-    """
-    if not 0 < p < 1:
-        raise ValueError(f"p must be in (0, 1); found {p!r}")
-    distinct, inverse = _distinct_units(units)
-    return (rng.random(len(distinct)) < p)[inverse]
-
-
 @dataclass(frozen=True)
 class SplitOutcome:
     manifest_path: Path
     manifest: SplitManifest
 
 
-def _key(distinct: pa.LargeStringArray, salt: bytes) -> bytes:
-    _, offsets, data = distinct.buffers()
-    ends = np.frombuffer(
-        offsets, dtype=np.int64, count=len(distinct) + 1, offset=8 * distinct.offset
-    )
-    digest = hashlib.sha256(salt)
+def _text_array(values: np.ndarray | pd.Series) -> pa.LargeStringArray:
+    """``values`` as Arrow text, each as ``str()`` gives it (through Python objects: from
+    a NumPy unicode array pyarrow cuts each text at its first NUL, a review found, and
+    NumPy drops trailing ones)."""
+    texts = pd.Series(values, copy=False).astype(str).to_numpy(dtype=object)
+    return pa.array(texts, type=pa.large_string())
+
+
+def _hash_text(digest: Any, array: pa.LargeStringArray) -> None:
+    """Feed ``digest`` the UTF-8 lengths of ``array``'s texts (64-bit little-endian), then
+    the texts."""
+    _, offsets, data = array.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int64, count=len(array) + 1, offset=8 * array.offset)
     digest.update(np.diff(ends).astype("<i8").tobytes())
     if data is not None:
         digest.update(memoryview(data)[int(ends[0]) : int(ends[-1])])
+
+
+def draw_key(units: np.ndarray | pd.Series, texts: np.ndarray | pd.Series) -> bytes:
+    """What a keyed draw is seeded with besides the seed: the SHA-256 of every record's
+    pair (its user, its text as the file holds it), the pairs sorted: their number
+    (64-bit little-endian), the users' UTF-8 lengths, the users, the texts' lengths, the
+    texts.
+
+    A key of the users' names alone (this draw's first version) let anyone fit a
+    hand-picked split by handing the names the seed draws for train to the users meant
+    for train, a review showed: the set of names, and so the draw, stayed the same. Keyed
+    by who holds which text, every other assignment of names (or order of lines, for a
+    split by line) draws anew, and fitting a split of N users is a search over about 2^N
+    assignments or seeds (p = 1/2).
+    """
+    if len(units) != len(texts):
+        raise ValueError(f"units and texts must align; found {len(units)} and {len(texts)}")
+    pairs = pa.table({"unit": _text_array(units), "text": _text_array(texts)})
+    order = pc.sort_indices(pairs, sort_keys=[("unit", "ascending"), ("text", "ascending")])
+    pairs = pairs.take(order)
+    digest = hashlib.sha256(np.int64(len(units)).astype("<i8").tobytes())
+    for column in ("unit", "text"):
+        _hash_text(digest, pairs.column(column).combine_chunks())
     return digest.digest()
 
 
-def draw_key(units: np.ndarray, *, salt: bytes = b"") -> bytes:
-    """The SHA-256 of ``salt``, then the UTF-8 lengths of the distinct ``units`` as text
-    in sorted order (64-bit little-endian), then those texts: what a keyed draw is seeded
-    with besides the seed.
-
-    Keyed so, a split cannot be fitted to a seed by naming the users: every other set of
-    names draws anew, so a hand-picked split of N users is matched by a search over about
-    2^N names or seeds (for p = 1/2), where an unkeyed draw let anyone give the users meant
-    for train the names the seed draws for train (a review).
-    """
-    return _key(_distinct_units(units)[0], salt)
+def _unkeyed_sides(
+    units: np.ndarray, *, p: float, seed: int, canary_fraction: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The earlier gate split's draw, exactly: NumPy's sorted distinct units, one uniform
+    each from ``seed`` (the canary stream from ``[seed, CANARY_STREAM]``)."""
+    text = units.astype(str)
+    distinct = np.unique(text)
+    inverse = np.searchsorted(distinct, text)
+    flags = (np.random.default_rng(seed).random(distinct.size) < p)[inverse]
+    canary = np.zeros(units.size, dtype=bool)
+    if canary_fraction > 0:
+        stream = np.random.default_rng([seed, CANARY_STREAM])
+        canary = (stream.random(distinct.size) < canary_fraction)[inverse]
+    return flags, canary
 
 
 def draw_sides(
@@ -132,27 +144,36 @@ def draw_sides(
     p: float,
     seed: int,
     canary_fraction: float,
-    keyed: bool,
-    salt: bytes = b"",
+    key: bytes | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``gate split``'s draw over ``units``: the Bernoulli(``p``) train flags, and the
     canary-source flags (Bernoulli(``canary_fraction``) from a stream of their own, so
     every other unit's side is the one ``canary_fraction`` 0 gives). Train is
-    ``flags & ~canary``, holdout ``~flags & ~canary``.
+    ``flags & ~canary``, holdout ``~flags & ~canary``. The units are sorted first, so the
+    draw does not depend on the order of the rows.
 
-    The streams are seeded by ``seed`` and, if ``keyed``, by :func:`draw_key` of the
-    units and ``salt`` (a split by line: the source's SHA-256, so that its lines in
-    another order draw anew); unkeyed is an earlier gate split's draw.
+    ``key`` is :func:`draw_key` of the records; each stream is seeded by the key's words,
+    the stream's number and ``seed``, in that order (the seed last, so that no stream of
+    one seed is a stream of another, as a seed above 2^32 made of the words of two had).
+    ``None`` is an earlier gate split's unkeyed draw (:func:`_unkeyed_sides`).
     """
     if not 0 < p < 1:
         raise ValueError(f"p must be in (0, 1); found {p!r}")
-    distinct, inverse = _distinct_units(units)
-    words = np.frombuffer(_key(distinct, salt), dtype="<u4").tolist() if keyed else []
-    flags = (np.random.default_rng([seed, *words]).random(len(distinct)) < p)[inverse]
+    if key is None:
+        return _unkeyed_sides(units, p=p, seed=seed, canary_fraction=canary_fraction)
+    text = _text_array(units)
+    distinct = pc.unique(text)
+    distinct = distinct.take(pc.sort_indices(distinct))
+    inverse = pc.index_in(text, value_set=distinct).to_numpy()
+    words = np.frombuffer(key, dtype="<u4").tolist()
+
+    def stream(number: int) -> np.ndarray:
+        return np.random.default_rng([*words, number, seed]).random(len(distinct))
+
+    flags = (stream(TRAIN_STREAM) < p)[inverse]
     canary = np.zeros(units.size, dtype=bool)
     if canary_fraction > 0:
-        stream = np.random.default_rng([seed, CANARY_STREAM, *words])
-        canary = (stream.random(len(distinct)) < canary_fraction)[inverse]
+        canary = (stream(CANARY_STREAM) < canary_fraction)[inverse]
     return flags, canary
 
 
@@ -197,16 +218,13 @@ def split_source(
         )
     if by in frame.columns:
         units = id_column(table, by, frame[by]).to_numpy()
-        salt = b""
     elif by == "user_id":
         units = frame["__line__"].astype(str).to_numpy()  # no users: each record is its own
-        salt = bytes.fromhex(table.sha256)
     else:
         raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(table)}")
 
-    flags, canary = draw_sides(
-        units, p=p, seed=seed, canary_fraction=canary_fraction, keyed=method == KEYED, salt=salt
-    )
+    key = draw_key(units, texts) if method == KEYED else None
+    flags, canary = draw_sides(units, p=p, seed=seed, canary_fraction=canary_fraction, key=key)
     sides = [("train", flags & ~canary), ("holdout", ~flags & ~canary)]
     if canary_fraction > 0:  # asked for, a canary source must not be missing without a word
         sides.append(("the canary source", canary))

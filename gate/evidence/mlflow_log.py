@@ -266,43 +266,73 @@ class GateRunLog:
     def abandon(
         self, status: str, replacements: dict[str, Path] | None = None, *, wait: float
     ) -> None:
-        """Withdraw a run the gate gave up on: wait up to ``wait`` seconds for a request
-        of :meth:`open` or :meth:`finish` still in flight, tag it ``gate.passed=false``,
-        ``gate.status=error`` (first: the withdrawal's time is bounded, and a slow store
-        must not leave a verdict standing while files upload), end it ``FAILED`` or
-        ``KILLED``, then upload ``replacements`` (the error run's own files) over the files
-        of the same name uploaded before the failure (which may say PASS). Each step is
-        tried whatever the one before did; the first failure is raised at the end."""
-        from mlflow.entities import RunTag
-
-        run_id = self._require_run()
-        withdrawn = [RunTag("gate.passed", "false"), RunTag("gate.status", "error")]
-        steps: list[Callable[[], object]] = [
-            lambda: self.client.log_batch(run_id, tags=withdrawn),
-            lambda: self.client.set_terminated(run_id, status),
-        ]
-        steps += [
-            functools.partial(self.client.log_artifact, run_id, str(path))
-            for path in (replacements or {}).values()
-        ]
-        settled = self._working.acquire(timeout=wait)
-        failures: list[Exception] = []
-        try:
-            for step in steps:
-                try:
-                    step()
-                except Exception as exc:
-                    failures.append(exc)
-        finally:
-            if settled:
-                self._working.release()
-        if failures:
-            raise failures[0]
+        """Withdraw the run the gate gave up on (:func:`withdraw_run`), after waiting up to
+        ``wait`` seconds for a request of :meth:`open` or :meth:`finish` still in flight;
+        ``replacements``: the error run's own files."""
+        withdraw_run(
+            self.client,
+            self._require_run(),
+            status=status,
+            replacements=list((replacements or {}).values()),
+            working=self._working,
+            wait=wait,
+        )
 
     def _require_run(self) -> str:
         if self.run_id is None:
             raise RunCancelled("the MLflow run was never created")
         return self.run_id
+
+
+def withdraw_run(
+    client: Any,
+    run_id: str,
+    *,
+    status: str,
+    replacements: list[Path],
+    working: threading.Lock,
+    wait: float,
+) -> None:
+    """Withdraw a run the gate gave up on: wait up to ``wait`` seconds for the request
+    that holds ``working`` (one still in flight), tag the run ``gate.passed=false``,
+    ``gate.status=error`` (first: the withdrawal's time is bounded, and a slow store must
+    not leave a verdict standing while files upload), end it ``status`` (``FAILED`` or
+    ``KILLED``), then upload ``replacements`` (the error's own files) over the files of
+    the same name uploaded before the failure (which may say PASS). When the request in
+    flight outlasts the wait, the tags and the end state are written again once it ends,
+    within another ``wait`` (a review saw its PASS written over the withdrawal). Each step
+    is tried whatever the one before did; the first failure is raised at the end."""
+    from mlflow.entities import RunTag
+
+    withdrawn = [RunTag("gate.passed", "false"), RunTag("gate.status", "error")]
+    verdict: list[Callable[[], object]] = [
+        lambda: client.log_batch(run_id, tags=withdrawn),
+        lambda: client.set_terminated(run_id, status),
+    ]
+    uploads: list[Callable[[], object]] = [
+        functools.partial(client.log_artifact, run_id, str(path)) for path in replacements
+    ]
+    settled = working.acquire(timeout=wait)
+    failures: list[Exception] = []
+
+    def run(steps: list[Callable[[], object]]) -> None:
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                failures.append(exc)
+
+    try:
+        run(verdict + uploads)
+        if not settled:
+            settled = working.acquire(timeout=wait)
+            if settled:
+                run(verdict)
+    finally:
+        if settled:
+            working.release()
+    if failures:
+        raise failures[0]
 
 
 def _stop_if(cancelled: threading.Event) -> None:
@@ -467,6 +497,8 @@ class NestedRunLog:
         self.client, self.experiment_id = self._bounded(connect)
 
     def _bounded(self, work: Callable[[], T]) -> T:
+        _stop_if(self._cancelled)  # no new thread queued behind a request that hung
+
         def one_at_a_time() -> T:
             with self._working:
                 _stop_if(self._cancelled)
@@ -522,37 +554,18 @@ class NestedRunLog:
         self._bounded(finish)
 
     def withdraw(self, run_id: str, *, status: str, replacements: list[Path] | None = None) -> None:
-        """End a run the remediation gave up on: wait up to the timeout for a request still
-        in flight, tag it ``gate.passed=false``, ``gate.status=error``, end it ``status``,
-        then upload ``replacements`` over the files of the same name uploaded before (a
-        review: an uploaded ``remediation.json`` still said pass). Runs after a timeout,
-        unlike every other request; each step is tried whatever the one before did, within
-        one more timeout, and the first failure is raised at the end."""
-        from mlflow.entities import RunTag
-
-        withdrawn = [RunTag("gate.passed", "false"), RunTag("gate.status", "error")]
-        steps: list[Callable[[], object]] = [
-            lambda: self.client.log_batch(run_id, tags=withdrawn),
-            lambda: self.client.set_terminated(run_id, status),
-        ]
-        steps += [
-            functools.partial(self.client.log_artifact, run_id, str(path))
-            for path in replacements or []
-        ]
-
-        def withdrawal() -> None:
-            settled = self._working.acquire(timeout=self.timeout)
-            failures: list[Exception] = []
-            try:
-                for step in steps:
-                    try:
-                        step()
-                    except Exception as exc:
-                        failures.append(exc)
-            finally:
-                if settled:
-                    self._working.release()
-            if failures:
-                raise failures[0]
-
-        with_deadline(time.monotonic() + 2 * self.timeout, threading.Event(), withdrawal)
+        """End a run the remediation gave up on (:func:`withdraw_run`, a review: an
+        uploaded ``remediation.json`` still said pass), after a timeout too, unlike every
+        other request; within three more timeouts."""
+        with_deadline(
+            time.monotonic() + 3 * self.timeout,
+            threading.Event(),
+            lambda: withdraw_run(
+                self.client,
+                run_id,
+                status=status,
+                replacements=replacements or [],
+                working=self._working,
+                wait=self.timeout,
+            ),
+        )

@@ -255,7 +255,9 @@ class ReferenceGenerator(ParametricGenerator[ReferenceConfig]):
                     grad_sample_mode=c.grad_sample_mode,
                     noise_generator=noise_gen,
                 )
-            except ValueError as exc:  # "The privacy budget is too low." and its kind
+            except ValueError as exc:
+                if "budget" not in str(exc):  # Opacus: "The privacy budget is too low."
+                    raise
                 raise GeneratorError(
                     f"Opacus's {privacy.accountant} accountant finds no noise for epsilon "
                     f"{privacy.epsilon:g} at delta {privacy.delta:g} over {epochs} epochs of "

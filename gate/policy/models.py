@@ -705,7 +705,7 @@ class DistinguishabilityAudit(AuditConfig):
     )
     alpha_conf: float | None = Field(
         None,
-        gt=0,
+        ge=1e-8,  # split over the games, a level below 1e-12 is refused by the statistics
         lt=1,
         description="Two-sided Clopper-Pearson level, divided by the number of (lambda, "
         "attack) games (Bonferroni) so the worst epsilon keeps it; null = 2 x the policy's "

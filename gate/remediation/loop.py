@@ -500,9 +500,6 @@ class RemediationRun:
             generator_dir = f"round-{plan.index}/generator"
         if status != "pass":
             release.unlink()  # a release that failed the gate carries what it leaked
-        else:  # the kept release, to be published: as the umask has files
-            os.chmod(release, 0o666 & ~current_umask())
-            os.replace(release, round_dir / RELEASE_NAME)
         record = RoundRecord(
             plan=plan,
             status=status,
@@ -526,4 +523,7 @@ class RemediationRun:
             round_dir / ROUND_FILE,
             json.dumps(record.as_dict(), indent=2, allow_nan=False, ensure_ascii=False) + "\n",
         )
+        if status == "pass":  # last: a kept release is never without its record (a review)
+            os.chmod(release, 0o666 & ~current_umask())
+            os.replace(release, round_dir / RELEASE_NAME)
         return record

@@ -48,9 +48,12 @@ def withdraw_kept_releases(out: Path, *, reason: str) -> None:
     ended in an error after that round passed, so it approves nothing, and a step that
     publishes ``round-*/release.jsonl`` must find none. A generator trained with DP,
     which may be kept, stays."""
+    for round_dir in sorted(p for p in out.glob("round-*") if p.is_dir()):
+        # a kept release, or one a killed run left, whatever a record says (a review: a
+        # round killed before its record was written kept its release)
+        for name in (RELEASE_NAME, PENDING_RELEASE_NAME):
+            (round_dir / name).unlink(missing_ok=True)
     for round_file in sorted(out.glob(f"round-*/{ROUND_FILE}")):
-        # only a kept release outlives its gate: deleted first, whatever its record says
-        (round_file.parent / RELEASE_NAME).unlink(missing_ok=True)
         try:
             record = json.loads(round_file.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):  # not the gate's record: no release kept now

@@ -74,7 +74,8 @@ PRIVACY_SCOPE = (
 
 
 RIP_SCOPE = (
-    " A RIP round's eta holds if the spread sigma that calibrates its noise bounds the "
+    " For a RIP round that cover is conditional: its eta holds if the spread sigma that "
+    "calibrates its noise bounds the "
     "spread of the trained parameters over random halves of train (Corollary 8 takes it "
     "as known); sigma is estimated from remediation.rip.replicas models trained on random "
     "halves (B - 1 degrees of freedom per coordinate), so eta is a plug-in claim, not a "
@@ -85,7 +86,7 @@ RIP_SCOPE = (
 REPRODUCIBLE_NOISE_SCOPE = (
     "This release's round drew its privacy noise from its recorded seed "
     "(remediation.secret_noise: false): whoever reads the evidence can remove it, so no "
-    "epsilon or eta covers this release or its generator (tests only)"
+    "epsilon or eta covers this release or its generator (tests only)."
 )
 
 
