@@ -37,7 +37,7 @@ from gate.errors import BundleError, GateError
 MANIFEST_NAME = "split-manifest.json"
 TRAIN_STREAM, CANARY_STREAM = 0, 1  # the numbers of the draw's two streams
 Method = Literal["bernoulli", "bernoulli-keyed"]
-KEYED: Method = "bernoulli-keyed"  # the draw `gate split` makes: seeded by the seed and the users
+KEYED: Method = "bernoulli-keyed"  # `gate split`'s draw: seeded by the seed and who holds what
 UNKEYED: Method = "bernoulli"  # an earlier gate split's draw: seeded by the seed alone
 
 
