@@ -32,16 +32,22 @@ def current_umask() -> int:
     """The process's umask, read where the system shows it: setting it to read it, as
     ``os.umask`` does, makes files another thread creates meanwhile world-writable (a
     review)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
+    shown = _umask_shown()
+    if shown is not None:
+        return shown
     current = os.umask(0o077)  # not Linux: the briefest, and the safest, value to set
     os.umask(current)
     return current
+
+
+def _umask_shown() -> int | None:
+    """The ``Umask:`` line of ``/proc/self/status`` (Linux), or None."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            umask = [line.split()[1] for line in status if line.startswith("Umask:")]
+    except OSError:
+        return None
+    return int(umask[0], 8) if umask else None
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, private: bool = False) -> Path:

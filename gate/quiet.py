@@ -74,13 +74,9 @@ class _Stderr(logging.StreamHandler):
         self.setLevel(logging.WARNING)
         self.setFormatter(WithheldMessages())
 
-    @property
-    def stream(self) -> TextIO:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: TextIO) -> None:
-        pass  # StreamHandler.__init__ sets it; the stream is always the current stderr
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
 
 
 class WithheldMessages(logging.Formatter):

@@ -319,6 +319,7 @@ def load_source(
             ignore_index=True,
         )
         _refuse_users_on_one_side(tables["train"], tables["holdout"], user_column)
+    as_written = frame["text"].to_numpy(dtype=object)  # what the split's draw is keyed by
     frame["text"] = normalize_text(frame["text"], text or TextPolicy())
     reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
     _reject_shared_users(frame)
@@ -345,6 +346,7 @@ def load_source(
             split_manifest,
             Path(manifest),  # type: ignore[arg-type]
             frame,
+            as_written,
             tables,
             own_canaries,
             read=read,
@@ -576,6 +578,7 @@ def _verify_manifest_split(
     manifest: SplitManifest,
     path: Path,
     frame: pd.DataFrame,
+    as_written: np.ndarray,
     tables: dict[str, RawTable],
     canary: pd.DataFrame | None,
     *,
@@ -586,7 +589,8 @@ def _verify_manifest_split(
     file hashes alone let anyone give a hand-picked split a manifest with any seed).
 
     The draw runs over every user of the source, canary source included: ``canary`` when
-    it is the manifest's own canary-source file, else that file, read here. A split by
+    it is the manifest's own canary-source file, else that file, read here; a keyed draw
+    is keyed by the texts ``as_written`` (``frame``'s before normalisation). A split by
     line (files without the user column: each record its own user, numbered by its line
     in the source) is checked against the source file the manifest names.
 
@@ -612,7 +616,7 @@ def _verify_manifest_split(
         _verify_split_by_line(manifest, path, tables, read=read)
         return
     units = [frame["user_id"].to_numpy(dtype=object)]
-    texts = [require_text(tables[side]).to_numpy(dtype=object) for side in ("train", "holdout")]
+    texts = [as_written]
     if manifest.canary_source is not None:  # the draw ran over its users too
         if canary is None:  # another canary source was given: the manifest's is read
             table = _manifest_file(manifest.canary_source, path, "canary-source", read=read)

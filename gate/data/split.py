@@ -122,22 +122,6 @@ def draw_key(units: np.ndarray | pd.Series, texts: np.ndarray | pd.Series) -> by
     return digest.digest()
 
 
-def _unkeyed_sides(
-    units: np.ndarray, *, p: float, seed: int, canary_fraction: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The earlier gate split's draw, exactly: NumPy's sorted distinct units, one uniform
-    each from ``seed`` (the canary stream from ``[seed, CANARY_STREAM]``)."""
-    text = units.astype(str)
-    distinct = np.unique(text)
-    inverse = np.searchsorted(distinct, text)
-    flags = (np.random.default_rng(seed).random(distinct.size) < p)[inverse]
-    canary = np.zeros(units.size, dtype=bool)
-    if canary_fraction > 0:
-        stream = np.random.default_rng([seed, CANARY_STREAM])
-        canary = (stream.random(distinct.size) < canary_fraction)[inverse]
-    return flags, canary
-
-
 def draw_sides(
     units: np.ndarray,
     *,
@@ -150,30 +134,35 @@ def draw_sides(
     canary-source flags (Bernoulli(``canary_fraction``) from a stream of their own, so
     every other unit's side is the one ``canary_fraction`` 0 gives). Train is
     ``flags & ~canary``, holdout ``~flags & ~canary``. The units are sorted first, so the
-    draw does not depend on the order of the rows.
+    draw does not depend on the order of the rows; each distinct unit gets one uniform
+    of each stream.
 
     ``key`` is :func:`draw_key` of the records; each stream is seeded by the key's words,
     the stream's number and ``seed``, in that order (the seed last, so that no stream of
     one seed is a stream of another, as a seed above 2^32 made of the words of two had).
-    ``None`` is an earlier gate split's unkeyed draw (:func:`_unkeyed_sides`).
+    ``None`` is an earlier gate split's unkeyed draw, exactly: NumPy's sorted distinct
+    units, the streams seeded by ``seed`` and ``[seed, CANARY_STREAM]``.
     """
     if not 0 < p < 1:
         raise ValueError(f"p must be in (0, 1); found {p!r}")
+    seeds: tuple[Any, Any]
     if key is None:
-        return _unkeyed_sides(units, p=p, seed=seed, canary_fraction=canary_fraction)
-    text = _text_array(units)
-    distinct = pc.unique(text)
-    distinct = distinct.take(pc.sort_indices(distinct))
-    inverse = pc.index_in(text, value_set=distinct).to_numpy()
-    words = np.frombuffer(key, dtype="<u4").tolist()
-
-    def stream(number: int) -> np.ndarray:
-        return np.random.default_rng([*words, number, seed]).random(len(distinct))
-
-    flags = (stream(TRAIN_STREAM) < p)[inverse]
+        text = units.astype(str)  # NumPy's text, as the earlier draw read it
+        distinct = np.unique(text)
+        count, inverse = distinct.size, np.searchsorted(distinct, text)
+        seeds = (seed, [seed, CANARY_STREAM])
+    else:
+        arrow_text = _text_array(units)
+        arrow_distinct = pc.unique(arrow_text)
+        arrow_distinct = arrow_distinct.take(pc.sort_indices(arrow_distinct))
+        count = len(arrow_distinct)
+        inverse = pc.index_in(arrow_text, value_set=arrow_distinct).to_numpy()
+        words = np.frombuffer(key, dtype="<u4").tolist()
+        seeds = ([*words, TRAIN_STREAM, seed], [*words, CANARY_STREAM, seed])
+    flags = (np.random.default_rng(seeds[0]).random(count) < p)[inverse]
     canary = np.zeros(units.size, dtype=bool)
     if canary_fraction > 0:
-        canary = (stream(CANARY_STREAM) < canary_fraction)[inverse]
+        canary = (np.random.default_rng(seeds[1]).random(count) < canary_fraction)[inverse]
     return flags, canary
 
 
