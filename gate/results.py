@@ -95,6 +95,7 @@ class AuditResult:
     statements: Mapping[str, str] = field(default_factory=dict)
     curves: tuple[Curve, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # for the run's warnings: what may void its statements
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]

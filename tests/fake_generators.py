@@ -28,6 +28,7 @@ class ParrotConfig(GeneratorConfig):
     fail_with: str | None = Field(
         None,
         description="'diverge', 'empty', 'interrupt', 'blank' (invisible text, no error), "
+        "'constant' (one line for every record), "
         "'nan_epsilon' or 'delta_above' (an accountant's impossible report), 'record_unit' "
         "(record-level DP)",
     )
@@ -96,6 +97,8 @@ class ParrotGenerator(ParametricGenerator[ParrotConfig]):
             raise KeyboardInterrupt
         if self.config.fail_with == "blank" and self.private:
             return ["\u200b"] * n
+        if self.config.fail_with == "constant":
+            return [GENERIC] * n
         rng = np.random.default_rng(self.seed)
         copies = self.config.private_copies if self.private else 1.0
         noisy = float(np.linalg.norm(self.theta - self.fitted)) > 1.0  # RIP noise destroyed it

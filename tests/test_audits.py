@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gate.api import run_gate
+from gate.audits.membership import perfect_separation_message
 from gate.data.bundle import load_bundle
 from gate.policy import parse_policy
 from gate.policy.models import MembershipPolicy
@@ -219,7 +220,7 @@ def _verbatim(rows, rng):
     ("thresholds", "users", "message"),
     [
         # a review: 5 + 5 users, a verbatim copy, AUC 1, epsilon_lower 0 <= 0: PASS, exit 0
-        ("{max_epsilon: 0.0}", 10, "the one-run epsilon bound (split_half) is at most 0"),
+        ("{max_epsilon: 0.0}", 10, "the one-run epsilon bound (split_half) <= max_epsilon = 0"),
         ("{max_rip_eta: 0.0}", 8, "the RIP eta bound is at most 0"),
     ],
 )
@@ -235,7 +236,22 @@ def test_membership_checks_that_cannot_fail_are_an_error(
     result = run_gate(policy, bundle, seed=1)
     membership = result.audits["membership"]
     assert result.status == "error" and membership.status == "error"
-    assert "the checks cannot fail" in membership.error and message in membership.error
+    assert "checks that a total leak would pass" in membership.error
+    assert message in membership.error
+
+
+def test_the_threshold_a_total_leak_must_exceed_by_hand() -> None:
+    """100 draws at alpha 0.05: a threshold is refused when more than 5 draws stay at or
+    under it, and the message names the smallest value more than 5 stay under."""
+    values = np.r_[np.zeros(3), np.full(3, 0.4), np.linspace(1.0, 2.0, 94)]
+    kwargs = {"bound": "b", "threshold_name": "max_epsilon", "alpha": 0.05}
+    assert perfect_separation_message(values, threshold=0.3, **kwargs) is None  # 3 %
+    message = perfect_separation_message(values, threshold=0.4, **kwargs)  # 6 %
+    assert message is not None
+    assert "in 6.0% of draws" in message and "max_epsilon must be below 0.4" in message
+    zeros = np.r_[np.zeros(6), np.ones(94)]
+    message = perfect_separation_message(zeros, threshold=0.0, **kwargs)
+    assert message is not None and "no max_epsilon can fail them" in message
 
 
 def test_a_class_without_rare_features_cannot_gate(tmp_path) -> None:
@@ -274,3 +290,92 @@ def test_a_scorer_that_scores_every_user_alike_says_so(tmp_path) -> None:
     result = run_gate(parse_policy(POLICY), bundle)
     said = result.audits["membership"].result.statements["ngram"]
     assert said.startswith("All 120 users scored 0: this scorer had nothing to tell them apart")
+
+
+def test_a_class_few_train_users_hold_rare_features_of_cannot_pass_a_copy(tmp_path) -> None:
+    """A review: 200 users, only 6 of whom write texts long enough for an n-gram; a copy
+    of every train record disclosed 720 n-grams of the few train users among them, whose
+    count caps the exact bound (0.05^(1/m)), and passed max_epsilon 0 (exit 0). The
+    class's checks are refused with the number of train users that hold a rare feature."""
+    rng = np.random.default_rng(4)
+    is_train = rng.random(200) < 0.5
+    rows: dict[str, list[dict[str, str]]] = {"train": [], "holdout": []}
+    for u in range(200):
+        text = unique_text(u) if u < 6 else f"ok {u}"  # 2 tokens: no 3-gram
+        rows["train" if is_train[u] else "holdout"].append(
+            {"record_id": f"r{u}", "user_id": f"u{u}", "text": text}
+        )
+    holding = int(is_train[:6].sum())
+    assert 1 <= holding <= 5
+    bundle = load_bundle(
+        membership=MembershipPolicy(),
+        train=write_jsonl(tmp_path / "train.jsonl", rows["train"]),
+        holdout=write_jsonl(tmp_path / "holdout.jsonl", rows["holdout"]),
+        synthetic=write_jsonl(
+            tmp_path / "synthetic.jsonl", [{"text": r["text"]} for r in rows["train"]]
+        ),
+    )
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.0}\n"
+    )
+    result = run_gate(policy, bundle, seed=1)
+    disclosure = result.audits["disclosure"]
+    assert result.status == "error" and disclosure.status == "error"
+    assert f"only {holding} train users holding a rare ngram feature" in disclosure.error
+
+
+def test_a_release_holding_the_whole_source_is_warned_of(tmp_path) -> None:
+    """A review: a verbatim copy of every train and holdout record discloses as much of
+    the holdout as of train, so the test finds nothing and the run passes; the report
+    warns that the holdout's own rare features are in the release. A leaky release
+    (half the train records' spans) gets no such warning."""
+
+    def everything(rows, rng):
+        return [{"text": r["text"]} for r in rows["train"] + rows["holdout"]]
+
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    bundle, _ = make_bundle(tmp_path, everything)
+    result = run_gate(policy, bundle, seed=1)
+    assert result.status == "pass"
+    holdout = int((~bundle.user_is_train).sum())
+    assert any(
+        w.startswith("disclosure (ngram): the release discloses rare features of ")
+        and f"of the {holdout} holdout users that hold one" in w
+        for w in result.warnings
+    ), result.warnings
+    (tmp_path / "leaky").mkdir()
+    leaky_bundle, _ = make_bundle(tmp_path / "leaky", leaky)
+    assert not any(
+        "holdout users that hold one" in w for w in run_gate(policy, leaky_bundle).warnings
+    )
+
+
+@pytest.mark.parametrize("space", ["\u200b", "", "-", "\u2060"])
+def test_a_release_running_its_words_together_is_warned_of(tmp_path, space: str) -> None:
+    """A review: train copied with every space replaced by U+200B (which the gate
+    removes), deleted, or replaced by punctuation matched no n-gram and passed; the report
+    says most of the release's text runs its words together. A plain copy is not warned
+    of (its FAIL says enough)."""
+
+    def fused(rows, rng):
+        return [{"text": r["text"].replace(" ", space)} for r in rows["train"]]
+
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    bundle, _ = make_bundle(tmp_path, fused)
+    warnings = run_gate(policy, bundle, seed=1).warnings
+    assert any("words run together" in w for w in warnings), warnings
+    (tmp_path / "plain").mkdir()
+    plain, _ = make_bundle(
+        tmp_path / "plain", lambda rows, rng: [{"text": r["text"]} for r in rows["train"]]
+    )
+    assert not any("words run together" in w for w in run_gate(policy, plain).warnings)

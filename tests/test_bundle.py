@@ -91,9 +91,32 @@ def test_missing_text_column(tmp_path: Path, bundle_files: dict[str, Path]) -> N
         load(bundle_files, train=headless)
     assert not {"u17", "Jane", "555", "Zebulon"} & set(str(e.value).replace("'", " ").split())
     named = tmp_path / "named.csv"
-    named.write_text("Text,user_id,comment\nx,u,y\n")  # the bundle's own names are quoted
-    with pytest.raises(BundleError, match=r"\['Text', 'user_id'\] and 1 more, not shown"):
+    named.write_text("user_id,comment\nx,y\n")  # the bundle's own names are quoted
+    with pytest.raises(BundleError, match=r"\['user_id'\] and 1 more, not shown"):
         load(bundle_files, train=named)
+
+
+@pytest.mark.parametrize("name", ["TEXT", "Text", "text ", " user_id", "Record_ID"])
+def test_a_column_named_as_the_bundles_but_for_case_is_refused(
+    tmp_path: Path, bundle_files: dict[str, Path], name: str
+) -> None:
+    """A review: a release whose `text` was one harmless line and whose `TEXT` held train
+    verbatim passed, in JSON Lines, CSV and Parquet; readers that ignore case take the
+    two for one column."""
+    rows = [{"text": "thank you", name: "a private record"}]
+    frame = pd.DataFrame(rows)
+    paths = [write_jsonl(tmp_path / "release.jsonl", rows), tmp_path / "release.parquet"]
+    frame.to_parquet(paths[1])
+    frame.to_csv(tmp_path / "release.csv", index=False)
+    paths.append(tmp_path / "release.csv")
+    known = name.strip().casefold()
+    for path in paths:
+        with pytest.raises(BundleError, match=rf"column '{name}' is the bundle's '{known}'"):
+            load(bundle_files, synthetic=path)
+    headerless = tmp_path / "train.csv"  # the message names the column, a CSV's "text "
+    headerless.write_text("text ,user_id\nx,u\n")
+    with pytest.raises(BundleError, match=r"column 'text ' is the bundle's 'text'"):
+        load(bundle_files, train=headerless)
 
 
 def test_null_text_names_line(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
@@ -181,7 +204,7 @@ def test_user_in_both_splits(tmp_path: Path, bundle_files: dict[str, Path]) -> N
         ],
     )
     with pytest.raises(
-        BundleError, match=r"a user is in both train and holdout \(1 such users\), at .*h.jsonl:1"
+        BundleError, match=r"a user is in both train and holdout \(1 such user\), at .*h.jsonl:1"
     ) as err:
         load(bundle_files, holdout=holdout)
     assert "ut5" not in str(err.value)

@@ -356,11 +356,58 @@ def test_no_inserted_canaries_give_no_evidence(tmp_path: Path) -> None:
             out_dir=tmp_path / f"o{seed}",
             mlflow=False,
         )
-        values = outcome.result.audits["canary"].result.metric_values  # type: ignore[union-attr]
+        canary = outcome.result.audits["canary"].result
+        values = canary.metric_values  # type: ignore[union-attr]
         for signal in ("bigram", "jaccard", "bigram_rmia"):
             assert values[f"{signal}.epsilon_lower"] == 0
             assert values[f"{signal}.auc_p_value"] > 0.05
+            assert canary.statements[signal].startswith("Null control (n_rep = 0)")  # type: ignore[union-attr]
         assert outcome.result.status == "pass"
+
+
+def test_the_null_control_cannot_gate_a_release(tmp_path: Path, capsys) -> None:
+    """A review: n_rep 0 plants nothing, so its checks fail a leaking pipeline no more
+    often than a clean one, and gate check counted its PASS. gate check and gate
+    remediate refuse it (exit 2, naming the setting); gate canary runs it (above)."""
+    policy = write_policy(tmp_path / "p.yaml", PARROT_POLICY.replace("n_rep: 2", "n_rep: 0"))
+    for command in (["check", "--synthetic", str(EXAMPLE / "synthetic.jsonl")], ["remediate"]):
+        out = tmp_path / command[0]
+        code = main(
+            [
+                *command[:1],
+                "--quiet",
+                "--no-mlflow",
+                "--policy",
+                str(policy),
+                "--manifest",
+                str(MANIFEST),
+                *command[1:],
+                "--canary-source",
+                str(PUBLIC),
+                "--out",
+                str(out),
+            ]
+        )
+        assert code == 2, command
+        assert "audits.canary.n_rep: 0 is the null control" in capsys.readouterr().err
+        assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_generator_writing_one_line_is_an_error(tmp_path: Path) -> None:
+    """A review: a generator whose release is one line scored every canary alike, every
+    signal at chance, and the audit passed, certifying nothing about the pipeline."""
+    text = PARROT_POLICY + "  generator_config: {fail_with: constant}\n"
+    outcome = audit_canaries(
+        policy=write_policy(tmp_path / "p.yaml", text),
+        manifest=MANIFEST,
+        canary_source=PUBLIC,
+        out_dir=tmp_path / "out",
+        mlflow=False,
+    )
+    assert outcome.result.status == "error"
+    error = outcome.result.audits["canary"].error
+    assert error is not None and "every signal scored all 48 canaries alike" in error
+    assert "400 records (1 distinct)" in error
 
 
 def test_gate_check_runs_the_canary_audit_next_to_the_passive_ones(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def assert_same(found: NgramDisclosures, expected: NgramDisclosures) -> None:
         expected.rare_features,
         expected.disclosed_features,
     )
-    for name in ("record_counts", "user_counts", *WITNESS_FIELDS):
+    for name in ("record_counts", "user_counts", "rare_records", *WITNESS_FIELDS):
         assert np.array_equal(getattr(found, name), getattr(expected, name)), name
 
 

@@ -218,6 +218,25 @@ def test_mlflow_run_in_local_sqlite(bundle, tmp_path: Path) -> None:
     assert report["evidence"]["mlflow_run_id"] == run_id
 
 
+def test_a_sqlite_stores_artifacts_go_beside_its_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: with --tracking-uri sqlite:////elsewhere/mlflow.db the report, the HTML and
+    the witnesses went to ./mlruns of whatever directory the first run started in."""
+    from mlflow import MlflowClient
+
+    from gate.evidence.mlflow_log import _experiment_id
+
+    store = tmp_path / "store" / "mlflow.db"
+    store.parent.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    uri = f"sqlite:///{store}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment(_experiment_id(client, "gate/x", uri))
+    assert experiment.artifact_location == (store.parent / "mlruns" / "gate_x").as_uri()
+
+
 def test_dataset_content_only_when_the_policy_allows_it(bundle, tmp_path: Path) -> None:
     from mlflow import MlflowClient
 

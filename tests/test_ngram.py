@@ -54,6 +54,25 @@ def reference(
     return counts, len(rare), len(rare & in_synthetic), user_counts
 
 
+def reference_rare_records(
+    source: list[str], users: list[int], n_min: int, n_max: int, k: int
+) -> list[bool]:
+    """Dictionary-based reference: does each source record hold a rare n-gram?"""
+    grams_of = [
+        {
+            tuple(tokens[i : i + n])
+            for n in range(n_min, n_max + 1)
+            for i in range(len(tokens) - n + 1)
+        }
+        for tokens in (text.split() for text in source)
+    ]
+    holders: dict[tuple, set] = defaultdict(set)
+    for grams, user in zip(grams_of, users, strict=True):
+        for g in grams:
+            holders[g].add(user)
+    return [any(len(holders[g]) <= k for g in grams) for grams in grams_of]
+
+
 def witness_grams(found, src) -> list[tuple[int, str, int]]:
     """(source record, witness n-gram as text, synthetic record) of every witness."""
     return [
@@ -78,6 +97,7 @@ def test_hand_case() -> None:
     assert found.disclosed_features == 8
     assert found.record_counts.tolist() == [4, 3, 1]
     assert found.witness_length.tolist() == [3, 3, 2]
+    assert found.rare_records.tolist() == [True, True, True]
     witnesses = [gram for _, gram, _ in witness_grams(found, src)]
     assert witnesses == ["b c d", "y z a", "s t"]  # the first of the longest
 
@@ -85,9 +105,10 @@ def test_hand_case() -> None:
 def test_same_user_twice_is_still_rare() -> None:
     src, syn = corpora(["a b c", "a b c", "a b c"], ["a b c"])
     found = ngram_disclosures(src, syn, users=np.array([0, 0, 1]), n_min=3, n_max=3, max_users=1)
-    assert found.rare_features == 0
+    assert found.rare_features == 0 and found.rare_records.tolist() == [False] * 3
     found = ngram_disclosures(src, syn, users=np.array([0, 0, 1]), n_min=3, n_max=3, max_users=2)
     assert found.rare_features == 1 and found.record_counts.tolist() == [1, 1, 1]
+    assert found.rare_records.tolist() == [True] * 3
     assert found.user_counts.tolist() == [1, 1]  # one feature per user, not per record
 
 
@@ -238,6 +259,9 @@ def assert_spilled_as_reference(
     assert (found.rare_features, found.disclosed_features) == (rare, disclosed)
     for name in WITNESS_FIELDS:
         assert np.array_equal(getattr(found, name), getattr(in_memory, name)), name
+    holding = reference_rare_records(source, users.tolist(), 2, 10, k)
+    assert in_memory.rare_records.tolist() == holding
+    assert found.rare_records.tolist() == holding
 
 
 def skewed_corpus(seed: int) -> tuple[list[str], list[str], np.ndarray, int]:

@@ -229,63 +229,32 @@ def test_restricted_delta_keeps_one_sided_outputs_at_infinite_epsilon() -> None:
     assert full == pytest.approx(0.1) and top == pytest.approx(0.1)
 
 
-def test_delta_ceiling_bounds_every_outcome() -> None:
-    from gate.stats.one_run import one_run_delta_ceiling
-
-    for m in (10, 100, 1000):
-        ceiling = one_run_delta_ceiling(epsilon=1.0, records=2 * m, alpha=0.05)
-        assert 0 < ceiling < 0.05 / (2 * 0.95)
-        rng = np.random.default_rng(m)
-        labels = np.r_[np.ones(m, bool), np.zeros(m, bool)]
-        out = one_run_delta_from_scores(
-            scores=labels + rng.normal(0, 0.01, 2 * m), is_train=labels, rng=rng, epsilon=1.0
-        )
-        assert out.delta_lower <= ceiling
-    assert one_run_delta_ceiling(epsilon=1.0, records=0, alpha=0.05) == 0.0
-
-
-@pytest.mark.parametrize("epsilon", [0.0, 0.5, 1.0])
-def test_delta_ceiling_bounds_every_outcome_of_an_odd_number_of_records(epsilon: float) -> None:
-    """With an odd number of records the evaluated half has one more record than the half
-    that picks the guess counts, and the scaled counts leave the grid (a first version
-    computed the ceiling on the grid alone: 0.00507 at ε = 1 for 51 evaluated records,
-    below the δ̂ = 0.00944 of 26 + 25 correct guesses)."""
-    from gate.stats.one_run import one_run_delta, one_run_delta_ceiling
+def test_delta_of_an_odd_number_of_records_by_hand() -> None:
+    """26 + 25 correct guesses of 51 evaluated records at ε = 1 (App. D's window)."""
+    from gate.stats.one_run import one_run_delta
 
     reached = one_run_delta(epsilon=1.0, k_plus=26, k_minus=25, correct=51, alpha=0.05, scored=51)
     assert reached == pytest.approx(0.00944, abs=5e-5)
-    assert one_run_delta_ceiling(epsilon=1.0, records=101, alpha=0.05) >= reached
-    for records in range(7, 160, 2):
-        rng = np.random.default_rng(records)
-        labels = rng.permutation(np.arange(records) < records // 2 + 1)
-        out = one_run_delta_from_scores(
-            scores=labels + rng.normal(0, 0.01, records), is_train=labels, rng=rng, epsilon=epsilon
-        )
-        ceiling = one_run_delta_ceiling(epsilon=epsilon, records=records, alpha=0.05)
-        assert out.delta_lower <= ceiling, records
 
 
-@pytest.mark.parametrize("records", [19, 23, 47])
-def test_delta_ceiling_is_what_a_perfect_attack_reaches(records: int) -> None:
-    """A review: the ceiling took the larger of the choosing half's two possible sizes,
-    but with n records that half has n // 2; for odd n the other size could give a value
-    no data can reach, and a check that could never fail passed (10 + 9 users of a
-    verbatim copy, max_delta 0: exit 0). Here every outcome of a perfect score stays at or
-    below the ceiling, and the ceiling is reached."""
-    from gate.stats.one_run import one_run_delta_ceiling
+@pytest.mark.parametrize(("records", "refused"), [(19, True), (23, True), (101, False)])
+def test_max_delta_0_and_a_total_leak(records: int, refused: bool) -> None:
+    """A review: 10 + 9 users of a verbatim copy passed max_delta 0. Perfectly separating
+    scores of 19 or 23 users give δ̂ = 0 at ε = 1 in most draws (the split of the members
+    between the halves and which users a threshold reaches are random), so max_delta 0 is
+    refused there; at 101 users they give 0 in under 1 % of draws and it stands."""
+    from gate.audits.membership import perfect_separation_message
+    from gate.stats.one_run import perfect_separation_draws
 
-    ceiling = one_run_delta_ceiling(epsilon=1.0, records=records, alpha=0.05)
-    reached = []
-    for seed in range(200):
-        rng = np.random.default_rng(seed)
-        labels = rng.permutation(np.arange(records) < records // 2)
-        out = one_run_delta_from_scores(
-            scores=labels.astype(float), is_train=labels, rng=rng, epsilon=1.0
-        )
-        reached.append(out.delta_lower)
-    assert max(reached) <= ceiling
-    # 19 records: no perfect attack ever gets delta above 0 at epsilon 1 (the former ceiling
-    # said 0.0014), so a max_delta of 0 is refused as a check that cannot fail. 23 records
-    # were 0 too until the grid kept its largest two-sided guess (5 + 5 of the choosing
-    # 11: round(5.5) = 6 had dropped it)
-    assert (ceiling == 0.0) == (records == 19) and (max(reached) > 0) == (ceiling > 0)
+    values = perfect_separation_draws(
+        lambda s, y, rng: (
+            one_run_delta_from_scores(scores=s, is_train=y, rng=rng, epsilon=1.0).delta_lower
+        ),
+        records=records,
+        members=records // 2,
+    )
+    message = perfect_separation_message(
+        values, bound="delta", threshold_name="max_delta", threshold=0.0, alpha=0.05
+    )
+    assert (message is not None) == refused
+    assert np.all(values < 0.05 / (2 * 0.95))  # App. D: below alpha / (2(1 - alpha)) always

@@ -769,6 +769,7 @@ def test_coded_disclosures_hand_case() -> None:
     assert (found.rare_features, found.disclosed_features) == (2, 1)
     assert found.record_counts.tolist() == [1, 0, 1, 0]
     assert found.user_counts.tolist() == [1, 0, 0]  # two records, one feature, one user
+    assert found.rare_records.tolist() == [True, False, True, True]  # doc 1 holds only code 0
     assert found.witness_record.tolist() == [0, 2] and found.witness_synthetic.tolist() == [0, 0]
 
 

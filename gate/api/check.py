@@ -20,8 +20,10 @@ import numpy as np
 from gate.api.preflight import (
     cache_warnings,
     check_before_work,
+    fused_text_warnings,
     only_audit,
     precision_warnings,
+    refuse_null_control,
     refuse_unused_canary_source,
     refuse_unused_tracking_uri,
     require_canary_source,
@@ -181,6 +183,7 @@ def run_gate(
     progress = progress or NullProgress()
     warnings = (
         split_warnings(bundle, policy_model.membership)
+        + fused_text_warnings(bundle)
         + precision_warnings(policy_model)
         + cache_warnings(policy_model)
     )
@@ -196,6 +199,9 @@ def run_gate(
             outcomes[name] = _run_audit(
                 name, config, bundle, policy_model, store, root_seed, child, progress
             )
+    warnings += tuple(
+        w for o in outcomes.values() if o.result is not None for w in o.result.warnings
+    )
     with progress.step("validating thresholds (Great Expectations)"):
         gx, gx_error = validate_with_gx(
             outcomes, suite_name=f"gate-{policy_model.name}", data_docs_dir=data_docs_dir
@@ -402,6 +408,8 @@ def _check_files(
         if only is not None:
             loaded = only_audit(loaded, only)
         check_before_work(loaded)
+        if only is None:
+            refuse_null_control(loaded)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         profile = loaded.policy.audits.profile

@@ -18,6 +18,7 @@ from gate.data.bundle import Bundle
 from gate.engines.base import uses_feature_caches
 from gate.errors import BundleError, InputError
 from gate.features.embeddings import native_bfloat16
+from gate.features.tokenize import long_word_share
 from gate.plugins import ENGINES
 from gate.policy.loader import LoadedPolicy, policy_location
 from gate.policy.models import (
@@ -30,6 +31,33 @@ from gate.policy.models import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+FUSED_WORD = 30  # characters: a word longer than this is words run together
+FUSED_RELEASE_SHARE = 0.5  # of the release's characters in such words: warned of
+FUSED_SOURCE_SHARE = 0.1  # ... when the source's is below this (a language without spaces)
+
+
+def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
+    """A warning when most of the release's text runs words together while the source's
+    does not: a copy whose spaces are deleted, or replaced by invisible characters (which
+    the gate removes) or punctuation, matches no n-gram, PII span or embedding of the
+    records it copies, and passed (a review); the gate cannot read such text, so it says so.
+    """
+    if bundle.synthetic is None or bundle.synthetic.empty:
+        return ()
+    release = long_word_share(bundle.synthetic["text"], longer_than=FUSED_WORD)
+    if release < FUSED_RELEASE_SHARE:
+        return ()
+    source = long_word_share(bundle.source["text"], longer_than=FUSED_WORD)
+    if source >= FUSED_SOURCE_SHARE:
+        return ()
+    return (
+        f"{release:.0%} of the release's text is in words of more than {FUSED_WORD} "
+        f"characters ({source:.0%} of the source's): words run together (spaces deleted, or "
+        "replaced by invisible characters or punctuation) hide copied text from the n-gram, "
+        "PII and semantic classes, so their counts may miss what the release copies",
+    )
 
 
 def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
@@ -207,6 +235,20 @@ def refuse_unused_canary_source(loaded: LoadedPolicy, canary_source: str | Path 
             f"--canary-source {canary_source}: the policy {loaded.path} enables no canary "
             "audit, so the canary source would go unused (enable audits.canary, or leave "
             "the option out)"
+        )
+
+
+def refuse_null_control(loaded: LoadedPolicy) -> None:
+    """Refuse a canary audit with ``n_rep: 0`` where it would gate a release (``gate
+    check``, ``gate remediate``): nothing is planted, so its checks fail a pipeline that
+    leaks no more often than one that does not, and its PASS approved releases (a review).
+    ``gate canary`` runs it, as the null control it is."""
+    canary = loaded.policy.audits.canary
+    if canary is not None and canary.enabled and canary.n_rep == 0:
+        raise InputError(
+            f"{loaded.path}: audits.canary.n_rep: 0 is the null control (no canary is "
+            "planted), whose checks cannot tell a leaking pipeline from a clean one, so it "
+            "cannot gate a release; run it with `gate canary`, or set n_rep to 1 or more"
         )
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gate.api.check import run_gate
 from gate.api.preflight import (
     check_before_work,
+    refuse_null_control,
     refuse_unused_canary_source,
     refuse_unused_tracking_uri,
     require_canary_source,
@@ -105,6 +106,7 @@ def remediate_release(
         if root_seed < 0:
             raise InputError(f"--seed must be >= 0; found {root_seed}")
         setup = remediation_setup(loaded, generator=generator, method=method)
+        refuse_null_control(loaded)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         check_before_work(loaded)

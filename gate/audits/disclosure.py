@@ -229,12 +229,19 @@ def round_robin(lists: list[list[Witness]], limit: int) -> tuple[Witness, ...]:
 
 
 def refuse_checks_that_cannot_fail(
-    config: DisclosureAudit, *, train_users: int, p: float, alpha: float
+    config: DisclosureAudit,
+    *,
+    train_users: int,
+    p: float,
+    alpha: float,
+    feature_class: str | None = None,
 ) -> None:
     """Raise when the thresholds ``config`` sets (if any) cannot fail with ``train_users``
     train users, whatever the release holds (a copy of every train record included): with
     few users the test cannot reject zero learning at ``alpha``, and a PASS would say
-    nothing.
+    nothing. With ``feature_class``, ``train_users`` are the train users holding a rare
+    feature of that class: only they can be disclosed (a review: 4 of 100 train users
+    held a rare n-gram, and a copy of every train record passed max_epsilon 0).
 
     Raises:
         AuditError: every check is bounded below its threshold; the message names how many
@@ -247,6 +254,7 @@ def refuse_checks_that_cannot_fail(
         t.excess_statistic == "point" or t.max_excess_disclosures < 0
     ):
         return  # the point excess grows with the disclosures; a bound can pass below 0
+    unit = "train users" if feature_class is None else "train users holding one"
     needs: list[str] = []
     if t.max_epsilon is not None:
         rate = largest_rate_lower_bound(
@@ -264,7 +272,7 @@ def refuse_checks_that_cannot_fail(
         )
         needs.append(
             f"the {t.epsilon_estimator} epsilon bound is at most {ceiling:.4g} <= max_epsilon "
-            f"= {t.max_epsilon:g} (it needs {fewest} train users)"
+            f"= {t.max_epsilon:g} (it needs {fewest} {unit})"
         )
     if t.max_excess_disclosures is not None:  # the lower bound: > 0 only if the test rejects
         rate = largest_rate_lower_bound(train_users=train_users, alpha=alpha, estimator="exact")
@@ -273,13 +281,56 @@ def refuse_checks_that_cannot_fail(
         needed = train_users_to_exceed(rate=p, alpha=alpha, estimator="exact")
         needs.append(
             "the excess's lower bound is at most 0 <= max_excess_disclosures = "
-            f"{t.max_excess_disclosures:g} (it needs at least {needed} train users)"
+            f"{t.max_excess_disclosures:g} (it needs at least {needed} {unit})"
         )
+    users = (
+        f"{train_users} train users"
+        if feature_class is None
+        else f"only {train_users} train users holding a rare {feature_class} feature"
+    )
+    point = ", or gate on excess_statistic: point" if t.max_excess_disclosures is not None else ""
     raise AuditError(
-        f"the checks cannot fail: with {train_users} train users at alpha = {alpha:g} and "
-        f"p = {p:g}, even a release that copies every train record passes: "
-        + "; ".join(needs)
-        + ". Audit more users, or gate on excess_statistic: point"
+        f"the {feature_class + ' ' if feature_class else ''}checks cannot fail: with {users} "
+        f"at alpha = {alpha:g} and p = {p:g}, even a release that copies every train record "
+        "passes: " + "; ".join(needs) + f". Audit more users{point}"
+    )
+
+
+HOLDOUT_SHARE_WARNED = 0.5  # of the holdout users holding a rare feature, disclosed
+
+
+def _holders(found: ClassDisclosures, bundle: Bundle) -> np.ndarray:
+    """Per user code: the user holds a rare feature of the class (every user when the
+    class does not say)."""
+    users = bundle.user_is_train.size
+    if found.rare_records is None:
+        return np.ones(users, dtype=bool)
+    return np.bincount(bundle.user_codes[found.rare_records], minlength=users) > 0
+
+
+def holdout_disclosure_warning(
+    feature_class: str, *, counts: np.ndarray, is_train: np.ndarray, holders: np.ndarray
+) -> str | None:
+    """A warning when the release discloses rare features of at least
+    :data:`HOLDOUT_SHARE_WARNED` of the holdout users that hold one, or ``None``.
+
+    A generator that never saw the holdout rarely writes what only a holdout user wrote;
+    a release holding the private corpus itself (a copy of train and holdout, or a split
+    drawn after training) discloses as much of the holdout as of train, and the test,
+    which compares the two, finds nothing (a review: a copy of every source record
+    passed). Not a check: generic text shared by many users can be rare under a small
+    ``max_users`` too.
+    """
+    holding = holders & ~is_train
+    disclosed = int((holding & (counts > 0)).sum())
+    if holding.sum() == 0 or disclosed < HOLDOUT_SHARE_WARNED * holding.sum():
+        return None
+    return (
+        f"disclosure ({feature_class}): the release discloses rare features of {disclosed} of "
+        f"the {int(holding.sum())} holdout users that hold one: a generator that never saw "
+        "them rarely does. If holdout records reached its training, or the split was drawn "
+        "after it, comparing train with the holdout cannot show a leak (every statement "
+        "here assumes the holdout was held out)"
     )
 
 
@@ -325,6 +376,7 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
         statements: dict[str, str] = {}
         details: dict[str, object] = {}
         per_class: list[list[Witness]] = []
+        warnings: list[str] = []
         user_is_train = bundle.user_is_train
         refuse_checks_that_cannot_fail(
             config, train_users=int(user_is_train.sum()), p=context.p, alpha=context.alpha
@@ -340,6 +392,14 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                 )
             if config.sets_threshold():
                 require_rare_features(found, records=len(bundle.source))
+                if found.rare_records is not None:
+                    refuse_checks_that_cannot_fail(
+                        config,
+                        train_users=int((user_is_train & _holders(found, bundle)).sum()),
+                        p=context.p,
+                        alpha=context.alpha,
+                        feature_class=name,
+                    )
             counts = found.user_counts
             test = feature_match_test(
                 counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
@@ -387,6 +447,11 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                 f"{int(test.holdout_statistic)} holdout disclosures). This is not evidence "
                 "of safety: an audit can show leakage, never its absence."
             )
+            warning = holdout_disclosure_warning(
+                name, counts=counts, is_train=user_is_train, holders=_holders(found, bundle)
+            )
+            if warning is not None:
+                warnings.append(warning)
             per_class.append(witnesses_of(found, bundle, context))
             details[name] = {
                 "excess_interval": [excess.lower, excess.upper],
@@ -403,4 +468,5 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
             witnesses=round_robin(per_class, context.max_witnesses),
             statements=statements,
             details=details,
+            warnings=tuple(warnings),
         )

@@ -129,4 +129,5 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
                 "neighbour_search": asdict(neighbour_search),
                 "windows": {"mode": config.windows, **store.window_embeddings(config).summary()},
             },
+            rare_records=rare,
         )

@@ -56,6 +56,9 @@ class ClassDisclosures:
     user_counts: np.ndarray  # per user code (Bundle.user_codes)
     candidates: WitnessCandidates
     details: Mapping[str, Any] = field(default_factory=dict)  # for the report (JSON-safe)
+    # per source row: it holds a rare feature (a release copying it would disclose one);
+    # None from a plug-in that does not say, and then every user is taken to hold one
+    rare_records: np.ndarray | None = None
 
 
 def require_rare_features(found: ClassDisclosures, *, records: int) -> None:
@@ -158,6 +161,8 @@ class CountedFeatures(Protocol):
     def witness_record(self) -> np.ndarray: ...
     @property
     def witness_synthetic(self) -> np.ndarray: ...
+    @property
+    def rare_records(self) -> np.ndarray: ...
 
 
 def counted_disclosures(
@@ -184,6 +189,7 @@ def counted_disclosures(
             feature_ids=feature_ids,
             feature_kind=feature_kind,
         ),
+        rare_records=found.rare_records,
     )
 
 

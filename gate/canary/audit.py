@@ -325,6 +325,14 @@ class CanaryAuditRunner(Audit[CanaryAudit]):
                     ]
                 )
                 values[RMIA] = rmia_log_scores(target=values["bigram"], references=reference_bigram)
+        if all(np.ptp(v) == 0 for v in values.values()):  # a review: one line passed
+            distinct = len(set(target.texts))
+            raise AuditError(
+                f"every signal scored all {members.size} canaries alike: the release of "
+                f"{len(target.texts)} records ({distinct} distinct) gives nothing to tell "
+                "them apart by, so the audit would pass whatever the training did; check "
+                "the generator's sampling"
+            )
         return self._result(
             config,
             context,
@@ -393,6 +401,17 @@ class CanaryAuditRunner(Audit[CanaryAudit]):
             auc += auc_chance(
                 scores=scores, is_member=members, thresholds=config.thresholds, rng=context.rng
             )
+            if np.ptp(scores) == 0:
+                auc = (
+                    f"All {scores.size} canaries scored {float(scores[0]):g}: this signal had "
+                    f"nothing to tell them apart by. {auc}"
+                )
+            if config.n_rep == 0:
+                auc = (
+                    "Null control (n_rep = 0): no canary was planted, so these numbers "
+                    "measure the audit's own false positives and show nothing about the "
+                    f"pipeline. {auc}"
+                )
             statements[name] = (
                 f"{auc}With probability >= {1 - context.alpha:g} over the random inclusion of "
                 f"the canaries, the training pipeline is not (epsilon, {config.delta:g})-DP "

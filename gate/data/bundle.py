@@ -531,7 +531,8 @@ def _reject_shared_users(frame: pd.DataFrame) -> None:
             f"{f}:{ln} ({s})" for f, ln, s in rows[["__file__", "__line__", "split"]].values[:4]
         ]
         raise BundleError(  # the user id is not shown: it may identify a person
-            f"a user is in both train and holdout ({len(shared)} such users), at "
+            f"a user is in both train and holdout ({len(shared)} such "
+            f"{'user' if len(shared) == 1 else 'users'}), at "
             f"{', '.join(where)}; membership is per user: all records of a user go to one side"
         )
 

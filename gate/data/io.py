@@ -460,6 +460,27 @@ def value_kind(value: object) -> str:
     return type(value).__name__
 
 
+def refuse_lookalike_columns(table: RawTable) -> None:
+    """Refuse a column named as one of the bundle's but for case or white space around it
+    (``TEXT``, ``Text``, ``text ``): the gate reads only the exact name, while readers that
+    ignore case (Spark SQL, Hive) take the two for one column, so a release could hold
+    train verbatim under ``TEXT`` beside a harmless ``text`` and pass (a review).
+
+    Raises:
+        BundleError: naming the column and the bundle column it looks like.
+    """
+    for name in table.frame.columns:
+        if not isinstance(name, str) or name == "__line__" or name in _KNOWN_COLUMNS:
+            continue
+        known = name.strip().casefold()
+        if known in _KNOWN_COLUMNS:
+            raise BundleError(
+                f"{table.path}: column {name!r} is the bundle's {known!r} but for case or "
+                "white space; the gate reads only the exact name, other readers may read "
+                f"this one: rename it to {known!r} or drop it"
+            )
+
+
 def require_text(table: RawTable) -> pd.Series:
     """The table's ``text`` column as strings.
 
@@ -468,6 +489,7 @@ def require_text(table: RawTable) -> pd.Series:
             named, never the value).
     """
     frame = table.frame
+    refuse_lookalike_columns(table)
     if "text" not in frame.columns:
         raise BundleError(f"{table.path}: no 'text' column; columns found: {column_names(table)}")
     text = frame["text"]

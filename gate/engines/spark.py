@@ -623,6 +623,11 @@ class SparkEngine(Engine):
                 )
                 disclosed = cache(rare.select(*_KEY).join(first_release, on=_KEY))
                 disclosed_features = disclosed.count()
+                # the records holding a rare n-gram (one with an n-gram not hashed has a
+                # unique n_min-gram, which is rare)
+                rare_docs = (
+                    source.join(rare.select(*_KEY), on=_KEY).select("doc").distinct().toPandas()
+                )
             with progress.step("spark: disclosures per record and per user"):
                 hits = cache(source.join(disclosed, on=_KEY))
                 per_record = hits.select("doc", *_KEY).distinct().groupBy("doc").count().toPandas()
@@ -654,6 +659,8 @@ class SparkEngine(Engine):
         record_counts[per_record["doc"].to_numpy()] = per_record["count"].to_numpy()
         user_counts = np.zeros(n_users, dtype=np.int64)
         user_counts[per_user["user"].to_numpy()] = per_user["count"].to_numpy()
+        rare_records = np.zeros(n_records, dtype=bool)
+        rare_records[rare_docs["doc"].to_numpy(dtype=np.int64)] = True
         return NgramDisclosures(
             rare_features=int(rare_features),
             disclosed_features=int(disclosed_features),
@@ -663,6 +670,7 @@ class SparkEngine(Engine):
             witness_offset=witness["offset"].to_numpy(dtype=np.int64),
             witness_length=witness["n"].to_numpy(dtype=np.int64),
             witness_synthetic=witness["release_doc"].to_numpy(dtype=np.int64),
+            rare_records=rare_records,
         )
 
 

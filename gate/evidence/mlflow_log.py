@@ -359,15 +359,18 @@ def _log_batches(
 
 def _experiment_id(client: Any, name: str, uri: str) -> str:
     """The experiment called ``name``, created if missing (another gate process may create
-    it at the same moment: then use theirs)."""
+    it at the same moment: then use theirs). A SQLite store's artifacts go to ``mlruns/``
+    beside its database file."""
     from mlflow.exceptions import MlflowException
 
     found = client.get_experiment_by_name(name)
     if found is not None:
         return str(found.experiment_id)
     location = None
-    if uri.startswith("sqlite:"):
-        location = (Path.cwd() / "mlruns" / name.replace("/", "_")).resolve().as_uri()
+    if uri.startswith("sqlite:"):  # beside the database: a review found them in the cwd
+        database = sqlite_path(uri)
+        folder = Path.cwd() if database is None else database.parent
+        location = (folder / "mlruns" / name.replace("/", "_")).resolve().as_uri()
     try:
         return str(client.create_experiment(name, artifact_location=location))
     except MlflowException:

@@ -15,7 +15,7 @@ import numpy as np
 class CodedDisclosures:
     """``record_counts``/``user_counts``: distinct rare disclosed codes per source record /
     user. ``witness_*``: for each source record with a disclosure, one disclosed code and a
-    release document holding it."""
+    release document holding it. ``rare_records[i]``: source record ``i`` holds a rare code."""
 
     rare_features: int
     disclosed_features: int
@@ -24,6 +24,7 @@ class CodedDisclosures:
     witness_record: np.ndarray
     witness_code: np.ndarray
     witness_synthetic: np.ndarray
+    rare_records: np.ndarray
 
 
 def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,6 +78,8 @@ def coded_disclosures(
         if w_codes.size
         else w_codes
     )
+    rare_records = np.zeros(n_records, dtype=bool)
+    rare_records[src_docs[np.isin(src_codes, rare_codes)]] = True
     return CodedDisclosures(
         rare_features=int(rare_codes.size),
         disclosed_features=int(disclosed_codes.size),
@@ -85,4 +88,5 @@ def coded_disclosures(
         witness_record=w_records,
         witness_code=w_codes,
         witness_synthetic=np.asarray(w_syn, dtype=np.int64),
+        rare_records=rare_records,
     )

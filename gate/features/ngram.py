@@ -205,21 +205,26 @@ def distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.ndar
     return g[first], m[first]
 
 
-def _count_rare(hashes: np.ndarray, users: np.ndarray, max_users: int) -> tuple[int, np.ndarray]:
-    """Distinct hashes held by at most ``max_users`` users, and which entries of ``hashes``
-    occur more than once."""
+def _count_rare(
+    hashes: np.ndarray, users: np.ndarray, max_users: int
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Distinct hashes held by at most ``max_users`` users, which entries of ``hashes``
+    occur more than once, and which entries are of a hash so held."""
     distinct, sizes = sorted_runs(np.sort(hashes))
     singles = int((sizes == 1).sum())
     repeated = distinct[sizes > 1]  # sorted, unique
     is_repeated = np.zeros(hashes.size, dtype=bool)
     if repeated.size == 0:
-        return singles, is_repeated
+        return singles, is_repeated, ~is_repeated
     idx = _bit_filter(repeated, hashes)
     idx = idx[_members(repeated, hashes[idx])]
     is_repeated[idx] = True
     pair_hashes, _ = distinct_per_group(hashes[idx], users[idx])
-    _, users_per_hash = sorted_runs(pair_hashes)
-    return singles + int((users_per_hash <= max_users).sum()), is_repeated
+    held, users_per_hash = sorted_runs(pair_hashes)
+    rare_repeated = held[users_per_hash <= max_users]
+    is_rare = ~is_repeated
+    is_rare[idx[_members(rare_repeated, hashes[idx])]] = True
+    return singles + int(rare_repeated.size), is_repeated, is_rare
 
 
 @dataclass(frozen=True)
@@ -232,6 +237,8 @@ class NgramDisclosures:
     ``witness_*`` hold, for each source record with ``c_i > 0``, its longest disclosed
     n-gram (the first in the record among equally long ones): its token offset in the
     record, its length, and the release record of its first occurrence in the release.
+    ``rare_records[i]``: record ``i`` holds a rare n-gram (a release copying it would
+    disclose one).
     """
 
     rare_features: int
@@ -242,6 +249,7 @@ class NgramDisclosures:
     witness_offset: np.ndarray
     witness_length: np.ndarray
     witness_synthetic: np.ndarray
+    rare_records: np.ndarray
 
 
 class Documents(Protocol):
@@ -269,6 +277,7 @@ class NgramTally:
         self.best_len = np.zeros(n_records, dtype=np.int64)
         self.best_pos = np.full(n_records, -1, dtype=np.int64)
         self.best_syn = np.full(n_records, -1, dtype=np.int64)
+        self.rare_records = np.zeros(n_records, dtype=bool)
         # unique_room[r]: n-grams that occur once in the source with r tokens to go in
         # their document; each extends to one unique (hence rare) n-gram of every length
         # up to r, so they are counted without being hashed again
@@ -306,8 +315,10 @@ class NgramTally:
         unique if the n-gram is and occurs in the other corpus only if the n-gram does).
         """
         empty = np.empty(0, dtype=np.int64)
-        rare, repeated = _count_rare(repeated_hash, users[source.doc_of(repeated_pos)], max_users)
+        docs = source.doc_of(repeated_pos)
+        rare, repeated, is_rare = _count_rare(repeated_hash, users[docs], max_users)
         self.rare += rare
+        self.rare_records[docs[is_rare]] = True
         unique = repeated_pos[~repeated]
         room = np.minimum(source.doc_end(unique) - unique, self.n_max + 1)
         self.unique_room += np.bincount(room, minlength=self.n_max + 2)
@@ -377,6 +388,7 @@ class NgramTally:
             witness_offset=self.best_pos[has] - source_starts[has],
             witness_length=self.best_len[has],
             witness_synthetic=self.best_syn[has],
+            rare_records=self.rare_records,
         )
 
 

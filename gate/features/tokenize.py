@@ -94,6 +94,15 @@ def tokenize(
     return TokenizedCorpus(ids=ids, starts=starts, vocab=encoded.dictionary)
 
 
+def long_word_share(texts: Texts, *, longer_than: int) -> float:
+    """The share of the characters of ``texts`` outside white space that are in words (runs
+    without white space) of more than ``longer_than`` characters; 0 for no character."""
+    words = pc.utf8_split_whitespace(arrow_texts(texts).combine_chunks()).flatten()
+    lengths = pc.utf8_length(words).to_numpy(zero_copy_only=False).astype(np.int64)
+    total = int(lengths.sum())
+    return float(lengths[lengths > longer_than].sum() / total) if total else 0.0
+
+
 def split_corpus(corpus: TokenizedCorpus, n_first: int) -> tuple[TokenizedCorpus, TokenizedCorpus]:
     """Split a corpus into its first ``n_first`` documents and the rest (one vocabulary)."""
     if not 0 <= n_first <= corpus.n_docs:

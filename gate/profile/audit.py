@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from gate.audits.base import Audit, AuditContext
-from gate.audits.membership import scorer_plugin
+from gate.audits.membership import perfect_separation_message, scorer_plugin
 from gate.digests import sha256_tree
 from gate.errors import AuditError
 from gate.metrics import LBF_PAPER, ONE_RUN_PAPER, Metric, MetricSet, MetricSpec
@@ -48,9 +48,9 @@ from gate.results import AuditResult, Curve
 from gate.stats._validate import split_alpha
 from gate.stats.one_run import (
     one_run_delta,
-    one_run_delta_ceiling,
     one_run_delta_from_scores,
     one_run_epsilon,
+    perfect_separation_draws,
 )
 from gate.stats.roc import roc_auc
 from gate.stats.surprisal import median_difference, threshold_likelihood_ratio
@@ -357,14 +357,30 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
         outcome = one_run_delta_from_scores(
             scores=scores, is_train=labels, rng=context.rng, epsilon=target, alpha=level
         )
-        ceiling = one_run_delta_ceiling(epsilon=target, records=labels.size, alpha=level)
         max_delta = config.thresholds.max_delta
-        if max_delta is not None and ceiling <= max_delta:
-            raise AuditError(
-                f"{name}: the check cannot fail: with {outcome.evaluated} evaluated users at "
-                f"level {level:.3g} the delta bound at epsilon = {target:g} is at most "
-                f"{ceiling:.3g} <= max_delta = {max_delta:g}; lower max_delta or audit more users"
+        if max_delta is not None:
+
+            def delta_lower(
+                scores: np.ndarray, is_train: np.ndarray, rng: np.random.Generator
+            ) -> float:
+                return one_run_delta_from_scores(
+                    scores=scores, is_train=is_train, rng=rng, epsilon=target, alpha=level
+                ).delta_lower
+
+            total_leak = perfect_separation_message(
+                perfect_separation_draws(
+                    delta_lower, records=labels.size, members=int(labels.sum())
+                ),
+                bound=f"the delta bound at epsilon = {target:g}",
+                threshold_name="max_delta",
+                threshold=max_delta,
+                alpha=level,
             )
+            if total_leak is not None:
+                raise AuditError(
+                    f"{name}: a check that a total leak would pass, with {labels.size} users "
+                    f"at level {level:.3g}: {total_leak}. Lower max_delta or audit more users"
+                )
         kp, km, v = outcome.k_plus, outcome.k_minus, outcome.correct
         m = max(outcome.evaluated, kp + km)
         guesses = {"k_plus": kp, "k_minus": km, "correct": v, "alpha": level, "scored": m}
@@ -408,7 +424,6 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
                 **guesses,
                 "evaluated": outcome.evaluated,
                 "epsilon_at_delta_0": eps_zero,
-                "delta_ceiling": ceiling,
             },
             "auc_p_value_method": roc.p_value_method,
         }
