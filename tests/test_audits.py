@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from gate.api import run_gate
-from gate.audits.membership import perfect_separation_message
+from gate.audits.membership import total_leak_message
 from gate.data.bundle import load_bundle
 from gate.policy import parse_policy
 from gate.policy.models import MembershipPolicy
+from gate.stats.one_run import TotalLeakPasses, total_leak_passes
 
 from .conftest import unique_text, write_jsonl
 
@@ -241,17 +242,38 @@ def test_membership_checks_that_cannot_fail_are_an_error(
 
 
 def test_the_threshold_a_total_leak_must_exceed_by_hand() -> None:
-    """100 draws at alpha 0.05: a threshold is refused when more than 5 draws stay at or
-    under it, and the message names the smallest value more than 5 stay under."""
-    values = np.r_[np.zeros(3), np.full(3, 0.4), np.linspace(1.0, 2.0, 94)]
+    """A check is refused unless the upper confidence bound on how often a total leak
+    passes it is at most alpha; the message gives the counts and the largest threshold
+    that would stand."""
     kwargs = {"bound": "b", "threshold_name": "max_epsilon", "alpha": 0.05}
-    assert perfect_separation_message(values, threshold=0.3, **kwargs) is None  # 3 %
-    message = perfect_separation_message(values, threshold=0.4, **kwargs)  # 6 %
+    found = TotalLeakPasses(passing=30, draws=1000, upper=0.0405, limit=0.7)
+    assert total_leak_message(found, threshold=0.3, **kwargs) is None
+    found = TotalLeakPasses(passing=52, draws=10_000, upper=0.0537, limit=0.4)
+    message = total_leak_message(found, threshold=0.5, **kwargs)
     assert message is not None
-    assert "in 6.0% of draws" in message and "max_epsilon must be below 0.4" in message
-    zeros = np.r_[np.zeros(6), np.ones(94)]
-    message = perfect_separation_message(zeros, threshold=0.0, **kwargs)
+    assert "in 52 of 10000 draws (upper bound 0.0537" in message
+    assert "max_epsilon must be below 0.4" in message
+    found = TotalLeakPasses(passing=600, draws=1000, upper=0.63, limit=0.0)
+    message = total_leak_message(found, threshold=0.0, **kwargs)
     assert message is not None and "no max_epsilon can fail them" in message
+
+
+@pytest.mark.parametrize(("threshold", "refused"), [(0.03, False), (0.06, True), (0.2, True)])
+def test_a_total_leak_is_drawn_until_its_rate_is_on_one_side_of_alpha(
+    threshold: float, refused: bool
+) -> None:
+    """A statistic uniform on [0, 1] is at or under t with probability t: 3 % is accepted
+    and 20 % refused after one batch of 1,000 draws; 6 %, near alpha, needs more batches
+    before its lower bound clears alpha. The largest threshold that would stand lies near
+    the 5 % quantile."""
+
+    def uniform(scores: np.ndarray, is_train: np.ndarray, rng: np.random.Generator) -> float:
+        return float(rng.random())
+
+    found = total_leak_passes(uniform, threshold=threshold, alpha=0.05, records=4)
+    assert (found.upper > 0.05) == refused
+    assert (found.draws > 1000) == (threshold == 0.06)
+    assert 0.03 < found.limit < 0.06
 
 
 def test_a_class_without_rare_features_cannot_gate(tmp_path) -> None:

@@ -243,18 +243,18 @@ def test_max_delta_0_and_a_total_leak(records: int, refused: bool) -> None:
     scores of 19 or 23 users give δ̂ = 0 at ε = 1 in most draws (the split of the members
     between the halves and which users a threshold reaches are random), so max_delta 0 is
     refused there; at 101 users they give 0 in under 1 % of draws and it stands."""
-    from gate.audits.membership import perfect_separation_message
-    from gate.stats.one_run import perfect_separation_draws
+    from gate.audits.membership import total_leak_message
+    from gate.stats.one_run import perfect_separation_draws, total_leak_passes
 
-    values = perfect_separation_draws(
-        lambda s, y, rng: (
-            one_run_delta_from_scores(scores=s, is_train=y, rng=rng, epsilon=1.0).delta_lower
-        ),
-        records=records,
-        members=records // 2,
+    def delta_lower(s: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> float:
+        return one_run_delta_from_scores(scores=s, is_train=y, rng=rng, epsilon=1.0).delta_lower
+
+    found = total_leak_passes(
+        delta_lower, threshold=0.0, alpha=0.05, records=records, members=records // 2
     )
-    message = perfect_separation_message(
-        values, bound="delta", threshold_name="max_delta", threshold=0.0, alpha=0.05
+    message = total_leak_message(
+        found, bound="delta", threshold_name="max_delta", threshold=0.0, alpha=0.05
     )
     assert (message is not None) == refused
+    values = perfect_separation_draws(delta_lower, records=records, members=records // 2)
     assert np.all(values < 0.05 / (2 * 0.95))  # App. D: below alpha / (2(1 - alpha)) always

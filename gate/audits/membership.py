@@ -10,7 +10,6 @@ one-run ε bound); *Provable Re-Identification Privacy*, Theorem 4 (η-RIP).
 
 from __future__ import annotations
 
-import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -41,8 +40,9 @@ from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Curve
 from gate.stats.one_run import (
     OneRunResult,
+    TotalLeakPasses,
     one_run_epsilon_from_scores,
-    perfect_separation_draws,
+    total_leak_passes,
 )
 from gate.stats.rip import epsilon_from_eta, rip_eta_ceiling, rip_eta_from_scores
 from gate.stats.roc import (
@@ -398,35 +398,30 @@ def score_checks(
     return checks
 
 
-def perfect_separation_message(
-    values: np.ndarray, *, bound: str, threshold_name: str, threshold: float, alpha: float
+def total_leak_message(
+    found: TotalLeakPasses, *, bound: str, threshold_name: str, threshold: float, alpha: float
 ) -> str | None:
     """Why a threshold on a lower bound is a check a total leak would pass, or ``None``.
 
-    ``values``: the bound on scores that separate members perfectly
-    (:func:`gate.stats.one_run.perfect_separation_draws`). The check is refused when they
-    stay at or under ``threshold`` in more than ``alpha`` of the draws: it would then fail
-    a release that gives every member away less often than the audit may wrongly fail a
+    ``found``: how often scores that separate members perfectly give a bound at or under
+    ``threshold`` (:func:`gate.stats.one_run.total_leak_passes`). The check is refused
+    unless the rate's upper confidence bound is at most ``alpha``: else it could fail a
+    release that gives every member away less often than the audit may wrongly fail a
     clean one. Checking only that the largest bound exceeded the threshold let a
     max_epsilon of 0.5 pass such a release in 6 % of runs at 64 canaries (a review).
     """
-    ordered = np.sort(values)
-    passing = float(np.mean(ordered <= threshold))
-    if passing <= alpha:
+    if found.upper <= alpha:
         return None
-    # the smallest value more than alpha of the draws stay at or under: thresholds below
-    # it are accepted
-    limit = float(ordered[math.floor(alpha * ordered.size)])
     need = (
-        f"{threshold_name} must be below {limit:.4g}"
-        if limit > 0
-        else f"they give 0 in more than {alpha:g} of draws, so no {threshold_name} can fail "
-        "them often enough"
+        f"{threshold_name} must be below {found.limit:.4g}"
+        if found.limit > 0
+        else f"they give 0 too often, so no {threshold_name} can fail them often enough"
     )
     return (
         f"scores that separate members from non-members perfectly give {bound} <= "
-        f"{threshold_name} = {threshold:g} in {passing:.1%} of draws (more than alpha = "
-        f"{alpha:g}); {need}"
+        f"{threshold_name} = {threshold:g} in {found.passing} of {found.draws} draws (upper "
+        f"bound {found.upper:.3g} on the rate at {1 - alpha:g}, above alpha = {alpha:g}); "
+        f"{need}"
     )
 
 
@@ -444,8 +439,8 @@ def refuse_score_checks_that_cannot_fail(
 ) -> None:
     """Raise when a total leak would pass ``max_epsilon`` or ``max_rip_eta`` of
     ``thresholds``: the one-run bound of perfectly separating scores stays at or under
-    ``max_epsilon`` in more than ``alpha`` of draws
-    (:func:`perfect_separation_message`), or the RIP bound cannot exceed ``max_rip_eta``.
+    ``max_epsilon`` too often (:func:`total_leak_message`), or the RIP bound cannot
+    exceed ``max_rip_eta``.
     ``train``/``holdout``: the members and non-members, when known before scoring (the
     canary audit's are drawn by its coin, with probability ``p``).
 
@@ -469,9 +464,11 @@ def refuse_score_checks_that_cannot_fail(
                 selection=selection,
             ).epsilon_lower
 
-        values = perfect_separation_draws(epsilon_lower, records=records, members=train, p=p)
-        message = perfect_separation_message(
-            values,
+        found = total_leak_passes(
+            epsilon_lower, threshold=max_epsilon, alpha=alpha, records=records, members=train, p=p
+        )
+        message = total_leak_message(
+            found,
             bound=f"the one-run epsilon bound ({selection})",
             threshold_name="max_epsilon",
             threshold=max_epsilon,

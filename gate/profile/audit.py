@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from gate.audits.base import Audit, AuditContext
-from gate.audits.membership import perfect_separation_message, scorer_plugin
+from gate.audits.membership import scorer_plugin, total_leak_message
 from gate.digests import sha256_tree
 from gate.errors import AuditError
 from gate.metrics import LBF_PAPER, ONE_RUN_PAPER, Metric, MetricSet, MetricSpec
@@ -50,7 +50,7 @@ from gate.stats.one_run import (
     one_run_delta,
     one_run_delta_from_scores,
     one_run_epsilon,
-    perfect_separation_draws,
+    total_leak_passes,
 )
 from gate.stats.roc import roc_auc
 from gate.stats.surprisal import median_difference, threshold_likelihood_ratio
@@ -367,9 +367,13 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
                     scores=scores, is_train=is_train, rng=rng, epsilon=target, alpha=level
                 ).delta_lower
 
-            total_leak = perfect_separation_message(
-                perfect_separation_draws(
-                    delta_lower, records=labels.size, members=int(labels.sum())
+            total_leak = total_leak_message(
+                total_leak_passes(
+                    delta_lower,
+                    threshold=max_delta,
+                    alpha=level,
+                    records=labels.size,
+                    members=int(labels.sum()),
                 ),
                 bound=f"the delta bound at epsilon = {target:g}",
                 threshold_name="max_delta",

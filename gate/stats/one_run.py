@@ -31,6 +31,7 @@ from gate.stats._validate import (
     is_number,
     split_alpha,
 )
+from gate.stats.binomial import clopper_pearson
 
 DEFAULT_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
@@ -473,7 +474,8 @@ def one_run_delta_from_scores(
     return OneRunDeltaResult(delta, epsilon, o.k_plus, o.k_minus, o.correct, evaluate.size, alpha)
 
 
-PERFECT_SEPARATION_DRAWS = 1000  # score sets of perfect_separation_draws
+PERFECT_SEPARATION_DRAWS = 1000  # score sets of perfect_separation_draws, per batch
+PERFECT_SEPARATION_BATCHES = 10  # batches total_leak_passes draws at most
 PERFECT_SEPARATION_SEED = 20231  # its draws depend on the settings only, not on a run
 
 
@@ -484,7 +486,7 @@ def perfect_separation_draws(
     members: int | None = None,
     p: float = 0.5,
     draws: int = PERFECT_SEPARATION_DRAWS,
-    seed: int = PERFECT_SEPARATION_SEED,
+    seed: int | tuple[int, ...] = PERFECT_SEPARATION_SEED,
 ) -> np.ndarray:
     """``statistic(scores, is_train, rng)`` on ``draws`` sets of ``records`` scores that
     separate members from non-members perfectly (every member above every non-member, no
@@ -518,3 +520,55 @@ def perfect_separation_draws(
         scores = is_train + 0.5 * rng.random(records)
         values[i] = statistic(scores, is_train, rng)
     return values
+
+
+class TotalLeakPasses(NamedTuple):
+    """How often perfectly separating scores give a bound at or under a threshold."""
+
+    passing: int  # draws at or under the threshold
+    draws: int
+    upper: float  # Clopper-Pearson upper confidence bound (1 - alpha) on the passing rate
+    limit: float  # a threshold below it has the bound at or under alpha on these draws
+
+
+def total_leak_passes(
+    statistic: Callable[[np.ndarray, np.ndarray, np.random.Generator], float],
+    *,
+    threshold: float,
+    alpha: float,
+    records: int,
+    members: int | None = None,
+    p: float = 0.5,
+) -> TotalLeakPasses:
+    """:func:`perfect_separation_draws` in batches of :data:`PERFECT_SEPARATION_DRAWS` until
+    the Clopper-Pearson bounds at ``alpha`` on the rate at or under ``threshold`` lie on
+    one side of ``alpha``, at most :data:`PERFECT_SEPARATION_BATCHES` batches. A caller
+    refusing a threshold whose ``upper`` exceeds ``alpha`` refuses, when the draws leave it
+    undecided, on the side of the data (a review: one fixed batch of 1,000 accepted a
+    threshold a total leak passed in 6.2 % of 20,000 draws)."""
+    check_alpha(alpha)
+    values = np.empty(0)
+    for batch in range(PERFECT_SEPARATION_BATCHES):
+        drawn = perfect_separation_draws(
+            statistic,
+            records=records,
+            members=members,
+            p=p,
+            seed=(PERFECT_SEPARATION_SEED, batch),
+        )
+        values = np.r_[values, drawn]
+        passing = int((values <= threshold).sum())
+        upper = clopper_pearson(
+            successes=passing, trials=values.size, alpha=alpha, side="upper"
+        ).upper
+        lower = clopper_pearson(
+            successes=passing, trials=values.size, alpha=alpha, side="lower"
+        ).lower
+        if upper <= alpha or lower > alpha:
+            break
+    # the most draws at or under a threshold whose upper bound stays at or under alpha
+    ordered = np.sort(values)
+    counts = np.arange(ordered.size)
+    accepted = np.nonzero(stats.beta.ppf(1 - alpha, counts + 1, ordered.size - counts) <= alpha)[0]
+    limit = float(ordered[accepted[-1]]) if accepted.size else 0.0
+    return TotalLeakPasses(passing, int(values.size), upper, limit)
