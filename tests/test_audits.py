@@ -263,9 +263,9 @@ def test_a_total_leak_is_drawn_until_its_rate_is_on_one_side_of_alpha(
     threshold: float, refused: bool
 ) -> None:
     """A statistic uniform on [0, 1] is at or under t with probability t: 3 % is accepted
-    and 20 % refused after one batch of 1,000 draws; 6 %, near alpha, needs more batches
-    before its lower bound clears alpha. The largest threshold that would stand lies near
-    the 5 % quantile."""
+    and 20 % refused after the first batch of 200 draws; 6 %, near alpha, needs more
+    batches before its lower bound clears alpha. The largest threshold that would stand
+    lies below the 5 % quantile (by the margin of the draws made)."""
 
     def uniform(scores: np.ndarray, is_train: np.ndarray, rng: np.random.Generator) -> float:
         return float(rng.random())
