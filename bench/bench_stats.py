@@ -52,7 +52,7 @@ def main() -> None:
         )
     scores = rng.normal(size=n) + 0.1 * train
     timed(
-        "one-run ε̂, 10^6 scored users (split half, 12-point grid)",
+        "one-run ε̂, 10^6 scored users (split half, 35-point grid, thresholds carried)",
         lambda: (
             f"{one_run_epsilon_from_scores(scores=scores, is_train=train, rng=np.random.default_rng(1)).epsilon_lower:.4f}"
         ),
