@@ -54,10 +54,10 @@ remediation:
 """
 
 
-def _canary_main(policy: Path, out: Path, *extra: str) -> int:
+def _canary_main(policy: Path, out: Path, *extra: str, command: str = "canary") -> int:
     return main(
         [
-            "canary",
+            command,
             "--quiet",
             "--no-mlflow",
             "--policy",
@@ -370,24 +370,12 @@ def test_the_null_control_cannot_gate_a_release(tmp_path: Path, capsys) -> None:
     often than a clean one, and gate check counted its PASS. gate check and gate
     remediate refuse it (exit 2, naming the setting); gate canary runs it (above)."""
     policy = write_policy(tmp_path / "p.yaml", PARROT_POLICY.replace("n_rep: 2", "n_rep: 0"))
-    for command in (["check", "--synthetic", str(EXAMPLE / "synthetic.jsonl")], ["remediate"]):
-        out = tmp_path / command[0]
-        code = main(
-            [
-                *command[:1],
-                "--quiet",
-                "--no-mlflow",
-                "--policy",
-                str(policy),
-                "--manifest",
-                str(MANIFEST),
-                *command[1:],
-                "--canary-source",
-                str(PUBLIC),
-                "--out",
-                str(out),
-            ]
-        )
+    for command, *extra in (
+        ["check", "--synthetic", str(EXAMPLE / "synthetic.jsonl")],
+        ["remediate"],
+    ):
+        out = tmp_path / command
+        code = _canary_main(policy, out, *extra, "--canary-source", str(PUBLIC), command=command)
         assert code == 2, command
         assert "audits.canary.n_rep: 0 is the null control" in capsys.readouterr().err
         assert not out.exists() or not any(out.iterdir())

@@ -390,12 +390,13 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                     f"disclosure class {name!r} returned disclosures of class "
                     f"{found.feature_class!r}"
                 )
+            holders = _holders(found, bundle)
             if config.sets_threshold():
                 require_rare_features(found, records=len(bundle.source))
                 if found.rare_records is not None:
                     refuse_checks_that_cannot_fail(
                         config,
-                        train_users=int((user_is_train & _holders(found, bundle)).sum()),
+                        train_users=int((user_is_train & holders).sum()),
                         p=context.p,
                         alpha=context.alpha,
                         feature_class=name,
@@ -448,7 +449,7 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                 "of safety: an audit can show leakage, never its absence."
             )
             warning = holdout_disclosure_warning(
-                name, counts=counts, is_train=user_is_train, holders=_holders(found, bundle)
+                name, counts=counts, is_train=user_is_train, holders=holders
             )
             if warning is not None:
                 warnings.append(warning)

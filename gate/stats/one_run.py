@@ -264,6 +264,26 @@ def _halves(size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     return perm[: size // 2], perm[size // 2 :]
 
 
+def _guess_the_other_half(
+    scores: np.ndarray,
+    is_train: np.ndarray,
+    chosen: GuessOutcome,
+    chosen_order: np.ndarray,
+    evaluate: np.ndarray,
+    rng: np.random.Generator,
+) -> GuessOutcome:
+    """:func:`carried_outcome` of the guesses ``chosen`` on one half, on the records
+    ``evaluate`` (ties among them broken at random)."""
+    return carried_outcome(
+        scores=scores,
+        is_train=is_train,
+        chosen_order=chosen_order,
+        k_plus=chosen.k_plus,
+        k_minus=chosen.k_minus,
+        evaluated_order=evaluate[descending_order(scores[evaluate], rng)],
+    )
+
+
 def one_run_epsilon_from_scores(
     *,
     scores: np.ndarray,
@@ -322,14 +342,7 @@ def one_run_epsilon_from_scores(
     _, chosen, chosen_order = best(choose, alpha)
     if chosen.k_plus + chosen.k_minus == 0:
         return OneRunResult(0.0, 0, 0, 0, evaluate.size, selection, alpha)
-    o = carried_outcome(
-        scores=s,
-        is_train=y,
-        chosen_order=chosen_order,
-        k_plus=chosen.k_plus,
-        k_minus=chosen.k_minus,
-        evaluated_order=evaluate[descending_order(s[evaluate], rng)],
-    )
+    o = _guess_the_other_half(s, y, chosen, chosen_order, evaluate, rng)
     eps = bound(o, alpha, evaluate.size) if o.k_plus + o.k_minus else 0.0
     return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, evaluate.size, selection, alpha)
 
@@ -451,14 +464,7 @@ def one_run_delta_from_scores(
             best, chosen = key, o
     if chosen.k_plus + chosen.k_minus == 0:
         return OneRunDeltaResult(0.0, epsilon, 0, 0, 0, evaluate.size, alpha)
-    o = carried_outcome(
-        scores=s,
-        is_train=y,
-        chosen_order=order,
-        k_plus=chosen.k_plus,
-        k_minus=chosen.k_minus,
-        evaluated_order=evaluate[descending_order(s[evaluate], rng)],
-    )
+    o = _guess_the_other_half(s, y, chosen, order, evaluate, rng)
     if o.k_plus + o.k_minus == 0:
         return OneRunDeltaResult(0.0, epsilon, 0, 0, 0, evaluate.size, alpha)
     delta = float(
