@@ -283,6 +283,10 @@ def test_source_file_needs_valid_split(tmp_path: Path, bundle_files: dict[str, P
     with pytest.raises(BundleError, match=r"line 2: .*found another value") as err:
         load_bundle(membership=MEMBERSHIP, source=shifted, synthetic=bundle_files["synthetic"])
     assert "Zebulon" not in str(err.value)
+    # a review: a record without the key was said to hold "another value"
+    keyless = write_jsonl(tmp_path / "k.jsonl", [{"text": "x", "split": "train"}, {"text": "y"}])
+    with pytest.raises(BundleError, match=r"k.jsonl: line 2: .*found none \(no 'split' in"):
+        load_bundle(membership=MEMBERSHIP, source=keyless, synthetic=bundle_files["synthetic"])
 
 
 def test_source_and_train_are_exclusive(bundle_files: dict[str, Path]) -> None:

@@ -96,6 +96,21 @@ def test_every_problem_of_a_policy_is_an_error_line_of_its_own(
     assert "\\n" not in "".join(lines)
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("audits:\n  1: {}\n", "p.yaml:4: audits[1]: Keys should be strings; found 1"),
+        (
+            "audits:\n  disclosure:\n    features: [{class: ngram}]\n    null: 3\n",
+            "p.yaml:6: audits.disclosure.None: Keys should be strings; found null",
+        ),
+    ],
+)
+def test_a_key_that_is_no_string_is_named_at_its_own_line(body: str, expected: str) -> None:
+    """A review: a key written as a number or null was reported at its parent's line."""
+    assert error_of(HEAD + body) == expected
+
+
 def test_error_names_yaml_path_line_expected_and_found() -> None:
     message = error_of(
         HEAD

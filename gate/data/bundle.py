@@ -292,10 +292,13 @@ def load_source(
         # as written, as a training pipeline's filter on it reads it: " Train" is no value
         bad = ~table.frame["split"].isin(["train", "holdout"]).to_numpy(dtype=bool)
         if bad.any():
-            line = first_line(table.frame, pd.Series(bad, index=table.frame.index))
+            where = pd.Series(bad, index=table.frame.index)
+            line = first_line(table.frame, where)
+            missing = bool(table.frame["split"][where].isna().iloc[0])
+            found = "none (no 'split' in the record, or null)" if missing else "another value"
             raise BundleError(  # the value is not quoted: it may be text shifted there
                 f"{source}: line {line}: 'split' must be 'train' or 'holdout', as written (in "
-                "lower case, without spaces); found another value"
+                f"lower case, without spaces); found {found}"
             )
         split = table.frame["split"].astype(str)
         frame = _source_frame(table, split, id_prefix="")

@@ -521,7 +521,10 @@ def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:
     values = frame[column]
     missing = values.isna()
     if missing.any():
-        raise BundleError(f"{table.path}: line {first_line(frame, missing)}: empty {column!r}")
+        raise BundleError(
+            f"{table.path}: line {first_line(frame, missing)}: empty {column!r} (missing, "
+            "null or NaN)"
+        )
     ids = _canonical_ids(table, column, values)
     stripped = ids.str.strip()
     blank = stripped == ""

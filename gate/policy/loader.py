@@ -181,12 +181,23 @@ def path_is_tag(part: str, node: dict[str, Any]) -> bool:
     )
 
 
+def _is_key(node: yaml.Node, part: int | str) -> bool:
+    """Whether the mapping key ``node`` is the path's ``part``: a string by its text, any
+    other key (``1``, ``null``) by the scalar YAML reads, as pydantic names it (1,
+    'None'): a review found such keys reported at their parent's line."""
+    if node.value == part:
+        return True
+    if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:str":
+        return False
+    return str(yaml.safe_load(node.value or "null")) == str(part)
+
+
 def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
     node = root
     line = None if node is None else node.start_mark.line + 1
     for part in path:
         if isinstance(node, yaml.MappingNode):
-            match = [(k, v) for k, v in node.value if k.value == part]
+            match = [(k, v) for k, v in node.value if _is_key(k, part)]
             if not match:
                 return line
             key, node = match[0]
