@@ -725,3 +725,27 @@ def test_rip_ceiling_closed_form_and_bound() -> None:
         y = np.r_[np.ones(7, bool), np.zeros(9, bool)]
         out = rip_eta_from_scores(scores=y + 0.0, is_train=y, rng=rng, alpha=ALPHA)
         assert out.eta_lower == pytest.approx(rip_eta_ceiling(train=7, holdout=9, alpha=ALPHA))
+
+
+def test_upper_bounds_by_hand_and_as_the_scalar_bound() -> None:
+    """K = 0 of T: 1 - alpha^(1/T) (20 trials at 0.05: 0.13911); K = T: 1; every K as
+    clopper_pearson's one-sided upper bound."""
+    from gate.stats.binomial import upper_bounds
+
+    bounds = upper_bounds(successes=np.arange(21), trials=20, alpha=ALPHA)
+    assert bounds[0] == pytest.approx(1 - ALPHA ** (1 / 20)) == pytest.approx(0.13911, abs=1e-5)
+    assert bounds[-1] == 1.0
+    for k in range(21):
+        expected = clopper_pearson(successes=k, trials=20, alpha=ALPHA, side="upper").upper
+        assert bounds[k] == pytest.approx(expected)
+
+
+def test_a_bound_that_is_not_a_number_counts_as_a_total_leak_passing() -> None:
+    """Fail closed: NaN is never above a threshold, so such draws make the check refused."""
+    from gate.stats.one_run import total_leak_passes
+
+    def broken(scores: np.ndarray, is_train: np.ndarray, rng: np.random.Generator) -> float:
+        return math.nan
+
+    found = total_leak_passes(broken, threshold=0.5, alpha=ALPHA, records=4)
+    assert found.passing == found.draws == 200 and found.upper == 1.0 and found.limit == 0.0

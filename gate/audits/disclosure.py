@@ -322,12 +322,13 @@ def holdout_disclosure_warning(
     ``max_users`` too.
     """
     holding = holders & ~is_train
+    held = int(holding.sum())
     disclosed = int((holding & (counts > 0)).sum())
-    if holding.sum() == 0 or disclosed < HOLDOUT_SHARE_WARNED * holding.sum():
+    if held == 0 or disclosed < HOLDOUT_SHARE_WARNED * held:
         return None
     return (
         f"disclosure ({feature_class}): the release discloses rare features of {disclosed} of "
-        f"the {int(holding.sum())} holdout users that hold one: a generator that never saw "
+        f"the {held} holdout users that hold one: a generator that never saw "
         "them rarely does. If holdout records reached its training, or the split was drawn "
         "after it, comparing train with the holdout cannot show a leak (every statement "
         "here assumes the holdout was held out)"

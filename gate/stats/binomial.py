@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+import numpy as np
 from scipy import stats
 
 from gate.stats._validate import StatsError, check_alpha, check_count
@@ -46,6 +47,16 @@ def clopper_pearson(
     lower, upper = 0.0, 1.0
     if side != "upper" and successes > 0:
         lower = float(stats.beta.ppf(tail, successes, trials - successes + 1))
-    if side != "lower" and successes < trials:
-        upper = float(stats.beta.ppf(1 - tail, successes + 1, trials - successes))
+    if side != "lower":
+        upper = float(upper_bounds(successes=np.array([successes]), trials=trials, alpha=tail)[0])
     return Interval(lower, upper)
+
+
+def upper_bounds(*, successes: np.ndarray, trials: int, alpha: float) -> np.ndarray:
+    """The one-sided Clopper-Pearson upper bounds ``Beta.ppf(1 - alpha, K + 1, T - K)`` of
+    every count ``K`` in ``successes`` (1 where K = T), at once."""
+    k = np.asarray(successes)
+    bounds = np.ones(k.shape)
+    below = k < trials
+    bounds[below] = stats.beta.ppf(1 - alpha, k[below] + 1, trials - k[below])
+    return bounds

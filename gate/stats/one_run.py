@@ -31,7 +31,7 @@ from gate.stats._validate import (
     is_number,
     split_alpha,
 )
-from gate.stats.binomial import clopper_pearson
+from gate.stats.binomial import clopper_pearson, upper_bounds
 
 DEFAULT_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
@@ -565,7 +565,7 @@ def total_leak_passes(
             seed=(PERFECT_SEPARATION_SEED, batch),
         )
         values = np.r_[values, drawn]
-        passing = int((values <= threshold).sum())
+        passing = int((~(values > threshold)).sum())  # a NaN bound counts as passing
         upper = clopper_pearson(
             successes=passing, trials=values.size, alpha=alpha, side="upper"
         ).upper
@@ -576,7 +576,7 @@ def total_leak_passes(
             break
     # the most draws at or under a threshold whose upper bound stays at or under alpha
     ordered = np.sort(values)
-    counts = np.arange(ordered.size)
-    accepted = np.nonzero(stats.beta.ppf(1 - alpha, counts + 1, ordered.size - counts) <= alpha)[0]
-    limit = float(ordered[accepted[-1]]) if accepted.size else 0.0
+    uppers = upper_bounds(successes=np.arange(ordered.size), trials=ordered.size, alpha=alpha)
+    accepted = np.nonzero(uppers <= alpha)[0]
+    limit = float(ordered[accepted[-1]]) if accepted.size and not np.isnan(ordered).any() else 0.0
     return TotalLeakPasses(passing, int(values.size), upper, limit)
