@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -378,15 +379,57 @@ def test_a_release_holding_the_whole_source_is_warned_of(tmp_path) -> None:
     )
 
 
-@pytest.mark.parametrize("space", ["\u200b", "", "-", "\u2060"])
-def test_a_release_running_its_words_together_is_warned_of(tmp_path, space: str) -> None:
-    """A review: train copied with every space replaced by U+200B (which the gate
-    removes), deleted, or replaced by punctuation matched no n-gram and passed; the report
-    says most of the release's text runs its words together. A plain copy is not warned
-    of (its FAIL says enough)."""
+JOINERS = ["_", ".", "-", "/", "\u200b", "\u2060", "\u00ad", "_.-/"]
+
+
+@pytest.mark.parametrize("joiner", JOINERS)
+@pytest.mark.parametrize(
+    "ngram", ["", ", tokenizer: word, lowercase: true, strip_punctuation: true"]
+)
+def test_a_release_joining_its_words_with_punctuation_or_invisible_characters_fails(
+    tmp_path, joiner: str, ngram: str
+) -> None:
+    """A review: train copied with every space replaced by punctuation or an invisible
+    character (which the first reading removes) matched no n-gram and passed. The release's
+    second reading reads what joins words as spaces, so the copy fails, under both
+    tokenizers; read once (``read_joined_words: false``) it passes. A mixed joiner
+    (``_.-/``: each space one of them in turn) fails too. The witnesses name the release
+    record that holds the copy."""
+
+    def joined(rows, rng):
+        out = []
+        for r in rows["train"]:
+            words = r["text"].split(" ")
+            glue = [joiner[i % len(joiner)] for i in range(len(words) - 1)] + [""]
+            out.append({"text": "".join(w + g for w, g in zip(words, glue, strict=True))})
+        return out
+
+    rules = (
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        "    features: [{{class: ngram, n_min: 3, n_max: 5{ngram}}}]\n"
+        "    thresholds: {{max_epsilon: 0.5}}\n"
+        "evidence: {{redact_witnesses: false}}\n"
+    )
+    bundle, rows = make_bundle(tmp_path, joined)
+    result = run_gate(parse_policy(rules.format(ngram=ngram)), bundle, seed=1)
+    assert not result.passed
+    found = result.audits["disclosure"].result
+    assert found is not None
+    witnesses = [w for w in found.witnesses if w.split == "train"]
+    assert witnesses
+    copied = {r["record_id"]: f"synthetic:{i + 1}" for i, r in enumerate(rows["train"])}
+    assert all(w.synthetic_record_id == copied[w.source_record_id] for w in witnesses)
+    read_once = replace(bundle, release_second_reading=None)  # as text.read_joined_words: false
+    assert run_gate(parse_policy(rules.format(ngram=ngram)), read_once, seed=1).passed
+
+
+def test_a_release_running_its_words_together_is_warned_of(tmp_path) -> None:
+    """A review: train copied with every space deleted matched no n-gram and passed (no
+    reading restores the spaces); the report says most of the release's text runs its
+    words together. A plain copy is not warned of (its FAIL says enough)."""
 
     def fused(rows, rng):
-        return [{"text": r["text"].replace(" ", space)} for r in rows["train"]]
+        return [{"text": r["text"].replace(" ", "")} for r in rows["train"]]
 
     policy = parse_policy(
         "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"

@@ -633,6 +633,83 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
     assert normalize_text(pd.Series(["e\u200b\u0301"]), TextPolicy()).tolist() == ["\u00e9"]
 
 
+def _joiners_as_spaces(text: str) -> str:
+    """RE2's left-to-right replacement of ``normalize._JOINER``, by hand: a character of no
+    letter, digit, mark or separator category and not RE2's ``\\s``, before a letter or
+    digit, becomes a space."""
+
+    def joins(c: str) -> bool:
+        return unicodedata.category(c)[0] not in "LNMZ" and c not in "\t\n\f\r "
+
+    out, i = [], 0
+    while i < len(text):
+        if joins(text[i]) and i + 1 < len(text) and unicodedata.category(text[i + 1])[0] in "LN":
+            out += [" ", text[i + 1]]
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def test_the_second_reading_reads_what_joins_words_as_spaces() -> None:
+    """A copy whose spaces were replaced by punctuation or an invisible character reads as
+    the copy; trailing punctuation stays; texts the reading leaves alone are not read
+    twice; random texts agree with a hand-written replacement."""
+    from gate.data.normalize import joined_words_reading, normalize_text
+    from gate.policy.models import TextPolicy
+
+    policy = TextPolicy()
+    texts = pd.Series(
+        [
+            "John_Smith,_who_lives_at_12_Elm_St..Call",
+            "plain text. Done",
+            "a\u200bb\u2060c/d-e",
+            "(see) $5 don\u2019t",
+            "",
+        ]
+    )
+    second = joined_words_reading(texts, normalize_text(texts, policy), policy)
+    assert second.index.tolist() == [0, 2, 3]
+    assert second.tolist() == [
+        "John Smith, who lives at 12 Elm St. Call",
+        "a b c d e",  # the first reading removes the invisible ones: "abc/d-e"
+        " see)  5 don t",
+    ]
+    rng = np.random.default_rng(3)
+    points = np.concatenate(
+        [np.arange(32, 127), [0x200B, 0x2060, 0x00AD, 0x0301, 0x00E9, 0x3000, 0x0661, 0x1]]
+    )
+    random_texts = pd.Series(
+        ["".join(map(chr, rng.choice(points, int(rng.integers(0, 30))))) for _ in range(3000)]
+    )
+    plain = TextPolicy(normalization="none", strip_invisible=False, fold_confusables=False)
+    read = normalize_text(random_texts, plain)
+    second = joined_words_reading(random_texts, read, plain)
+    expected = random_texts.map(_joiners_as_spaces)
+    changed = np.flatnonzero((expected != random_texts).to_numpy())
+    assert second.index.tolist() == changed.tolist()
+    assert second.tolist() == expected.iloc[changed].tolist()
+
+
+def test_the_release_is_read_a_second_time_unless_the_policy_says_not(tmp_path: Path) -> None:
+    from gate.policy.models import TextPolicy
+
+    train = write_jsonl(tmp_path / "train.jsonl", [{"user_id": "a", "text": "x y"}])
+    holdout = write_jsonl(tmp_path / "holdout.jsonl", [{"user_id": "b", "text": "x z"}])
+    synthetic = write_jsonl(
+        tmp_path / "synthetic.jsonl", [{"text": "one two"}, {"text": "one_two"}]
+    )
+    files = {"train": train, "holdout": holdout, "synthetic": synthetic}
+    bundle = load_bundle(membership=MembershipPolicy(), **files)
+    assert bundle.release_second_reading is not None
+    assert bundle.release_second_reading.to_dict() == {1: "one two"}
+    unread = load_bundle(
+        membership=MembershipPolicy(), text=TextPolicy(read_joined_words=False), **files
+    )
+    assert unread.release_second_reading is None
+
+
 # Unicode 15.1's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), unassigned
 # code points included
 DEFAULT_IGNORABLE = (

@@ -40,9 +40,10 @@ FUSED_SOURCE_SHARE = 0.1  # ... when the source's is below this (a language with
 
 def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
     """A warning when most of the release's text runs words together while the source's
-    does not: a copy whose spaces are deleted, or replaced by invisible characters (which
-    the gate removes) or punctuation, matches no n-gram, PII span or embedding of the
-    records it copies, and passed (a review); the gate cannot read such text, so it says so.
+    does not: a copy whose spaces are deleted matches no n-gram, PII span or embedding of
+    the records it copies, and passed (a review); one whose spaces are replaced by
+    punctuation or invisible characters is matched by the n-gram class's second reading
+    (``text.read_joined_words``) only. The gate cannot read such text in full, so it says so.
     """
     if bundle.synthetic is None or bundle.synthetic.empty:
         return ()
@@ -54,9 +55,10 @@ def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
         return ()
     return (
         f"{release:.0%} of the release's text is in words of more than {FUSED_WORD} "
-        f"characters ({source:.0%} of the source's): words run together (spaces deleted, or "
-        "replaced by invisible characters or punctuation) hide copied text from the n-gram, "
-        "PII and semantic classes, so their counts may miss what the release copies",
+        f"characters ({source:.0%} of the source's): words run together hide copied text "
+        "from the PII and semantic classes, and from the n-gram class where the spaces were "
+        "deleted (it reads punctuation and invisible characters that join words as spaces), "
+        "so their counts may miss what the release copies",
     )
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -32,13 +32,34 @@ class NgramClass(DisclosureClass[NgramFeatures]):
         self, bundle: Bundle, config: NgramFeatures, store: FeatureStore
     ) -> ClassDisclosures:
         source_texts = bundle.source["text"]
+        release = arrow_texts(pa.array(bundle.synthetic["text"]))  # uncopied
+        second = bundle.release_second_reading
+        if second is not None and len(second):  # a feature of either reading is disclosed
+            release = pa.chunked_array(
+                release.chunks + arrow_texts(pa.array(second.array)).chunks, pa.large_string()
+            )
         found = store.engine.ngram_disclosures(
             arrow_texts(pa.array(source_texts)),  # the frame's Arrow strings, uncopied
-            arrow_texts(pa.array(bundle.synthetic["text"])),
+            release,
             users=bundle.user_codes,
             config=config,
             progress=store.progress,
         )
+        details: dict[str, int] = {}
+        if second is not None:
+            details["release_records_read_twice"] = len(second)
+            n_release = len(bundle.synthetic)
+            read_twice = found.witness_synthetic >= n_release
+            if read_twice.any():  # a second reading's record is the release record read
+                rows = second.index.to_numpy(dtype=np.int64)
+                found = replace(
+                    found,
+                    witness_synthetic=np.where(
+                        read_twice,
+                        rows[np.maximum(found.witness_synthetic - n_release, 0)],
+                        found.witness_synthetic,
+                    ),
+                )
 
         def witness_text(i: int) -> str:
             record = tokenize(
@@ -48,7 +69,7 @@ class NgramClass(DisclosureClass[NgramFeatures]):
                 record.tokens(int(found.witness_offset[i]), int(found.witness_length[i]))
             )
 
-        return counted_disclosures("ngram", found, witness_text)
+        return replace(counted_disclosures("ngram", found, witness_text), details=details)
 
 
 @DISCLOSURE_CLASSES.register("pii")

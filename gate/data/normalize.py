@@ -10,6 +10,7 @@ import functools
 import re
 import unicodedata
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,8 +76,15 @@ def invisible_pattern() -> str:
 
 _NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one slice alive)
 
+# A character that is no letter, digit, mark or white space, followed by a letter or digit:
+# it joins what follows to what precedes (``John_Smith``, ``who.lives``, a zero-width space
+# between words). The second reading (:func:`joined_words_reading`) reads it as a space.
+_JOINER = r"([^\p{L}\p{N}\p{M}\p{Z}\s])([\p{L}\p{N}])"
 
-def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
+
+def normalize_text(
+    texts: pd.Series, policy: TextPolicy, *, joiners_as_spaces: bool = False
+) -> pd.Series:
     """``texts`` (strings) read as the text their HTML shows under ``markup: html``
     (:mod:`gate.data.markup`: a character reference may stand for any character the
     next steps remove or fold), in the order they are displayed where bidirectional
@@ -95,6 +103,11 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     by pyarrow's regular-expression kernel (RE2) and the normal form is Python's
     ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of "À" is
     "A" followed by U+0300).
+
+    With ``joiners_as_spaces``, every character that joins a letter or digit to what
+    precedes it (:data:`_JOINER`: punctuation, symbols, invisible characters) is read as
+    a space once the markup and display steps have run, before the rest: the second
+    reading of :func:`joined_words_reading`.
     """
     if policy.fold_confusables:
         ascii_lookalikes()  # a missing list is an error before any text, not at the first
@@ -104,6 +117,10 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     if policy.display_order:
         bidi_layout()
         texts = _displayed(texts)
+    if joiners_as_spaces and len(texts):
+        values = pa.array(texts.array)
+        spaced = pc.replace_substring_regex(values, pattern=_JOINER, replacement=r" \2")
+        texts = pd.Series(pd.array(spaced, dtype=texts.dtype), index=texts.index, name=texts.name)
     unicode_steps = policy.strip_invisible or policy.fold_confusables
     if (unicode_steps or policy.normalization != "none") and len(texts):
         values = pa.array(texts.array)
@@ -122,6 +139,29 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     if policy.casefold:
         texts = texts.str.casefold()
     return texts
+
+
+def joined_words_reading(texts: pd.Series, read: pd.Series, policy: TextPolicy) -> pd.Series:
+    """The second reading of release ``texts`` (as written; ``read`` is their
+    :func:`normalize_text` under ``policy``): each text read again with every character
+    that joins a letter or digit to what precedes it read as a space (``joiners_as_spaces``),
+    for the texts where this reading differs from ``read``; indexed by their positions.
+
+    A copy whose spaces were replaced by ``_``, ``.``, ``-``, ``/`` or an invisible
+    character (which the first reading removes) reads as the copy again; trailing
+    punctuation stays (``Smith,_who`` reads ``Smith, who``). Spaces deleted outright are
+    not restored.
+    """
+    positions = np.flatnonzero(
+        pc.match_substring_regex(pa.array(texts.array), _JOINER).to_numpy(zero_copy_only=False)
+    )
+    if positions.size == 0:
+        return pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
+    second = normalize_text(
+        texts.iloc[positions].reset_index(drop=True), policy, joiners_as_spaces=True
+    )
+    differs = (second != read.iloc[positions].reset_index(drop=True)).to_numpy(dtype=bool)
+    return pd.Series(second[differs].to_numpy(), index=positions[differs], dtype=read.dtype)
 
 
 def _html_read(texts: pd.Series) -> pd.Series:

@@ -201,6 +201,15 @@ class TextPolicy(StrictModel):
     casefold: bool = Field(
         False, description="Case-fold all text (str.casefold) before any feature class."
     )
+    read_joined_words: bool = Field(
+        True,
+        description="Read the release a second time with every character that joins a "
+        "letter or digit to what precedes it (punctuation, symbols, invisible characters) "
+        "as a space: a copy whose spaces were replaced by '_', '.', '-', '/' or a "
+        "zero-width space reads as the copy. The ngram class takes a feature as disclosed "
+        "when either reading holds it (a function of the release alone, so the test's "
+        "level holds).",
+    )
 
 
 # ---------------------------------------------------------------------------- features
