@@ -27,6 +27,7 @@ from gate.registry import PluginUnavailableError
 from gate.results import AuditResult, Witness
 from gate.stats.excess import phantom_excess
 from gate.stats.feature_match import (
+    FeatureMatchResult,
     epsilon_from_rate,
     feature_match_test,
     largest_rate_lower_bound,
@@ -215,6 +216,17 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
             )
         )
     return out
+
+
+def exact_tail_words(test: FeatureMatchResult) -> str:
+    """How the exact tail was computed, for a statement: exactly, or with the larger
+    counts rounded up to a coarser lattice (an upper bound on the tail: conservative)."""
+    if test.lattice_grain == 1:
+        return "exact tail"
+    return (
+        f"exact tail with the larger counts rounded up to multiples of {test.lattice_grain}, "
+        "which can only lower the bound"
+    )
 
 
 def round_robin(lists: list[list[Witness]], limit: int) -> tuple[Witness, ...]:
@@ -436,8 +448,8 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
             share = (
                 f"With probability >= {1 - context.alpha:g} over the random assignment of "
                 f"users to train (p = {context.p:g}), the train share of disclosed {name} "
-                f"features is >= {test.p_lower_exact:.4f} (exact tail; Hoeffding "
-                f"{test.p_lower:.4f})"
+                f"features is >= {test.p_lower_exact:.4f} ({exact_tail_words(test)}; "
+                f"Hoeffding {test.p_lower:.4f})"
             )
             statements[name] = (
                 f"{share}, so the release is not epsilon-DP for any epsilon < "
@@ -458,6 +470,7 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
             details[name] = {
                 "excess_interval": [excess.lower, excess.upper],
                 "excess_interval_level": f"each side at alpha = {context.alpha:g}",
+                "exact_tail_grain": test.lattice_grain,
                 # the first audit to ask for a class (or embeddings) pays for computing it
                 "seconds": round(time.perf_counter() - started, 3),
                 **found.details,

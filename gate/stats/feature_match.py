@@ -31,7 +31,11 @@ from gate.stats._validate import (
     check_probability,
 )
 from gate.stats.saddlepoint import saddlepoint_rate
-from gate.stats.weighted_tail import weight_multiplicities, weighted_bernoulli_sf
+from gate.stats.weighted_tail import (
+    tail_grain,
+    weight_multiplicities,
+    weighted_bernoulli_sf,
+)
 
 _PREDICTION_MARGIN = 1e-4  # relative level margin of the saddlepoint prediction of p̂
 # the prediction is returned only if its exact tail is within this of alpha (relative):
@@ -53,6 +57,11 @@ class FeatureMatchResult(NamedTuple):
             far tail it is the smaller of the two, both valid).
         p_lower / p_lower_exact: lower confidence bounds on the train rate (p̂).
         epsilon_lower / epsilon_lower_exact: lower confidence bounds on ε (Theorem 2).
+        lattice_grain: 1 when the exact tail is exact; ``g > 1`` when the counts are too
+            large for its lattice and it is computed with the larger ones rounded up to
+            multiples of ``g`` (:func:`gate.stats.weighted_tail.tail_grain` at p and at the
+            exact p̂): an upper
+            bound on the tail, so the p-value and bounds stay valid, and conservative.
     """
 
     statistic: float
@@ -69,6 +78,7 @@ class FeatureMatchResult(NamedTuple):
     p_value_exact: float
     p_lower_exact: float
     epsilon_lower_exact: float
+    lattice_grain: int = 1
 
     @property
     def rejects_zero_learning(self) -> bool:
@@ -319,6 +329,7 @@ def feature_match_test(
         p_lower = min(1.0, max(0.0, (t - margin) / c1))
     epsilon = epsilon_from_rate(rate=p_lower, p=p)
 
+    grain = 1
     if not exact:
         p_value_x = p_lower_x = epsilon_x = math.nan
     elif c1 == 0:
@@ -333,6 +344,11 @@ def feature_match_test(
             p_value_x = min(p_value, p_value_job.result())
             p_lower_x = max(p_lower, p_lower_job.result())
         epsilon_x = epsilon_from_rate(rate=p_lower_x, p=p)
+        weights, mult = weight_multiplicities(c)
+        grain = max(
+            tail_grain(weights=weights, multiplicities=mult, q=rate)
+            for rate in (p, min(p_lower_x, 1.0))
+        )
     return FeatureMatchResult(
         statistic=t,
         holdout_statistic=c1 - t,
@@ -348,4 +364,5 @@ def feature_match_test(
         p_value_exact=p_value_x,
         p_lower_exact=p_lower_x,
         epsilon_lower_exact=epsilon_x,
+        lattice_grain=grain,
     )

@@ -6,7 +6,9 @@ supports) in a balanced product tree. Each component and each partial sum is kep
 window ``mean ± sqrt(C2 ln(2/tol) / 2)`` which holds all but ``tol`` of its mass by
 Hoeffding's inequality, so the truncation error is bounded and added back to tail
 probabilities: the returned tails are upper bounds (valid p-values), up to floating-point
-error of order 1e-15 from the FFT.
+error of order 1e-15 from the FFT. Sums too large for :data:`_MAX_CELLS` lattice cells
+are laid on a coarser lattice, with the larger weights rounded up (:func:`lattice_grain`):
+the tail is then an upper bound on the exact one, so the p-values stay valid.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _FFT_MIN = 256  # below this length np.convolve is faster and exact
 _HEAVY_SPAN = 8  # a component this many times longer than the lighter ones is enumerated
 _HEAVY_MIN_CELLS = 1 << 16  # ... if it spans more cells than this
 _HEAVY_VALUES = 1 << 16  # values the enumerated components may take together
+_MAX_CELLS = 1 << 22  # lattice cells the components may lay out (about 0.4 GB at work)
 
 
 class LatticePmf(NamedTuple):
@@ -50,6 +53,42 @@ def _half_width(c2: float | np.ndarray) -> float | np.ndarray:
 def _window(mean: float, c2: float, lo: int, hi: int) -> tuple[int, int]:
     half = float(_half_width(c2))
     return max(lo, math.floor(mean - half)), min(hi, math.ceil(mean + half))
+
+
+def _component_cells(weights: np.ndarray, multiplicities: np.ndarray) -> np.ndarray:
+    """Lattice cells each ``w * Binomial(m, q)`` lays out on its window (:func:`_window`,
+    whose width does not depend on q): the leaves of the product tree, and about what each
+    level of it holds until the windows of the partial sums cut them."""
+    widths = np.minimum(multiplicities, np.ceil(2.0 * _half_width(multiplicities)) + 1)
+    return weights.astype(np.float64) * widths + 1.0
+
+
+def lattice_grain(*, weights: np.ndarray, multiplicities: np.ndarray) -> int:
+    """The grain ``g`` of the lattice :func:`weighted_bernoulli_sf` lays the sum on: 1 when
+    its components fit in :data:`_MAX_CELLS` cells, else the smallest power of two for which
+    they do with every weight rounded up to a multiple of ``g`` (counted in units of ``g``).
+
+    Rounding weights up makes every sum larger, so the tail computed is an upper bound on
+    the exact one: a valid, conservative p-value. A weight ``w`` grows by less than
+    ``g / w``; :func:`weighted_bernoulli_sf` keeps the smallest weights exact while the
+    cells allow, as rounding costs them most.
+    """
+    w, m = check_weights(weights, multiplicities)
+    if w.size == 0 or _component_cells(w, m).sum() <= _MAX_CELLS:
+        return 1
+    grain = 2
+    while grain < w.max():
+        rounded, merged = _rounded_up(w, m, grain)
+        if _component_cells(rounded, merged).sum() <= _MAX_CELLS:
+            break
+        grain *= 2
+    return grain
+
+
+def _rounded_up(w: np.ndarray, m: np.ndarray, grain: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ceil(w / grain)`` for every weight, equal ones merged (their multiplicities add)."""
+    rounded, inverse = np.unique(-(-w // grain), return_inverse=True)
+    return rounded, np.bincount(inverse, weights=m, minlength=rounded.size).astype(np.int64)
 
 
 def _binomial_component(weight: int, m: int, q: float) -> LatticePmf:
@@ -118,7 +157,11 @@ def weighted_bernoulli_pmf(
 def weighted_bernoulli_sf(
     *, weights: np.ndarray, multiplicities: np.ndarray, q: float, threshold: float
 ) -> float:
-    """``P(sum_w w * Binomial(m_w, q) >= threshold)``, an upper bound within 1e-15.
+    """``P(sum_w w * Binomial(m_w, q) >= threshold)``, an upper bound within 1e-15; or, when
+    the components lighter than the enumerated ones below need more than
+    :data:`_MAX_CELLS` lattice cells, an upper bound computed with the larger weights
+    rounded up to multiples of :func:`lattice_grain` (:func:`_coarse_sf`; many users with
+    tens of thousands of disclosures each had run out of memory).
 
     A component that would span more lattice cells than :data:`_HEAVY_SPAN` times all
     lighter ones together (a user with millions of disclosures among users with tens) is
@@ -129,6 +172,30 @@ def weighted_bernoulli_sf(
     """
     check_probability("q", q)
     w, m = check_weights(weights, multiplicities)
+    heavy = _heavy_components(w, m, q)
+    grain = tail_grain(weights=w, multiplicities=m, q=q)
+    if grain > 1:
+        return _coarse_sf(w, m, q=q, threshold=threshold, grain=grain)
+    light = weighted_bernoulli_pmf(weights=w[~heavy], multiplicities=m[~heavy], q=q)
+    if not heavy.any():
+        first = math.ceil(threshold) - light.offset
+        tail = 1.0 if first <= 0 else float(light.pmf[first:].sum())  # empty past the end
+        return min(1.0, tail + light.dropped)
+    values, probabilities, dropped = _heavy_values(w[heavy], m[heavy], q)
+    # P(light >= t) for every t = threshold - h, from the light pmf's upper cumulative sums
+    upper = np.concatenate([np.cumsum(light.pmf[::-1])[::-1], [0.0]])
+    start = np.ceil(threshold - values).astype(np.int64) - light.offset
+    tails = upper[np.clip(start, 0, light.pmf.size)]
+    tails[start <= 0] = 1.0
+    tail = float(np.dot(probabilities, tails))
+    return min(1.0, tail + light.dropped + dropped)
+
+
+def _heavy_components(w: np.ndarray, m: np.ndarray, q: float) -> np.ndarray:
+    """Which components :func:`weighted_bernoulli_sf` enumerates instead of laying them on
+    the lattice: each spanning more than :data:`_HEAVY_SPAN` times the lighter ones
+    together (and :data:`_HEAVY_MIN_CELLS`), while their values stay within
+    :data:`_HEAVY_VALUES`."""
     heavy = np.zeros(w.size, dtype=bool)
     half = _half_width(m)  # :func:`_window` of every binomial component at once
     k_lo = np.maximum(0, np.floor(m * q - half)).astype(np.int64)
@@ -145,19 +212,45 @@ def weighted_bernoulli_sf(
                 heavy_values *= size
             else:
                 light_span += int(spans[i])
-    light = weighted_bernoulli_pmf(weights=w[~heavy], multiplicities=m[~heavy], q=q)
-    if not heavy.any():
-        first = math.ceil(threshold) - light.offset
-        tail = 1.0 if first <= 0 else float(light.pmf[first:].sum())  # empty past the end
-        return min(1.0, tail + light.dropped)
-    values, probabilities, dropped = _heavy_values(w[heavy], m[heavy], q)
-    # P(light >= t) for every t = threshold - h, from the light pmf's upper cumulative sums
-    upper = np.concatenate([np.cumsum(light.pmf[::-1])[::-1], [0.0]])
-    start = np.ceil(threshold - values).astype(np.int64) - light.offset
-    tails = upper[np.clip(start, 0, light.pmf.size)]
+    return heavy
+
+
+def tail_grain(*, weights: np.ndarray, multiplicities: np.ndarray, q: float) -> int:
+    """The grain of the lattice :func:`weighted_bernoulli_sf` uses at ``q``: 1 (exact) when
+    the components it does not enumerate fit in :data:`_MAX_CELLS` cells, else
+    :func:`lattice_grain` of all of them."""
+    check_probability("q", q)
+    w, m = check_weights(weights, multiplicities)
+    if q in (0.0, 1.0):
+        return 1
+    light = ~_heavy_components(w, m, q)
+    if lattice_grain(weights=w[light], multiplicities=m[light]) == 1:
+        return 1
+    return lattice_grain(weights=w, multiplicities=m)
+
+
+def _coarse_sf(w: np.ndarray, m: np.ndarray, *, q: float, threshold: float, grain: int) -> float:
+    """An upper bound on ``P(sum_w w * Binomial(m_w, q) >= threshold)`` within
+    :data:`_MAX_CELLS` cells: the smallest weights, exact, as long as the cells allow
+    (``fine``), plus ``grain`` times the others rounded up to multiples of ``grain``
+    (``coarse``). Each sum is at most ``fine + grain * coarse``, so
+    ``P(S >= t) <= sum_k P(coarse = k) P(fine >= t - grain k)``."""
+    order = np.argsort(w, kind="stable")
+    w, m = w[order], m[order]
+    rounded, merged = _rounded_up(w, m, grain)
+    spare = _MAX_CELLS - _component_cells(rounded, merged).sum()
+    # keeping weight w exact costs its cells less its rounded ones (weights ascending)
+    extra = _component_cells(w, m) - _component_cells(-(-w // grain), m)
+    exact = np.cumsum(extra) <= spare
+    fine = weighted_bernoulli_pmf(weights=w[exact], multiplicities=m[exact], q=q)
+    kept, merged = _rounded_up(w[~exact], m[~exact], grain)
+    coarse = weighted_bernoulli_pmf(weights=kept, multiplicities=merged, q=q)
+    upper = np.concatenate([np.cumsum(fine.pmf[::-1])[::-1], [0.0]])
+    values = grain * (coarse.offset + np.arange(coarse.pmf.size, dtype=np.int64))
+    start = np.ceil(threshold - values).astype(np.int64) - fine.offset
+    tails = upper[np.clip(start, 0, fine.pmf.size)]
     tails[start <= 0] = 1.0
-    tail = float(np.dot(probabilities, tails))
-    return min(1.0, tail + light.dropped + dropped)
+    return min(1.0, float(np.dot(coarse.pmf, tails)) + fine.dropped + coarse.dropped)
 
 
 def _heavy_values(
