@@ -56,6 +56,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _directory(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"must name a directory; found {text!r} (an unset variable?), which would "
+            "write into the current directory"
+        )
+    return text
+
+
 class _Once(argparse.Action):
     """An option's value, given once: a second ``--synthetic`` had silently replaced the
     first (a review: a CI wrapper that appends options gated the last file given)."""
@@ -169,7 +178,10 @@ def _parser() -> argparse.ArgumentParser:
         help="canary-source records when the policy has audits.canary (default: the manifest's)",
     )
     remediate.add_argument(
-        "--out", default="gate-remediation", help="output directory (gate-remediation/)"
+        "--out",
+        type=_directory,
+        default="gate-remediation",
+        help="output directory (gate-remediation/)",
     )
     remediate.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
     remediate.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
@@ -191,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     split.add_argument("--p", type=float, default=0.5, help="train probability (0.5)")
     split.add_argument("--seed", type=_seed, required=True, help="seed of the assignment")
     split.add_argument("--by", default="user_id", help="column that defines users (user_id)")
-    split.add_argument("--out", required=True, help="output directory")
+    split.add_argument("--out", type=_directory, required=True, help="output directory")
     split.add_argument(
         "--canary-fraction",
         type=float,
@@ -233,7 +245,7 @@ def _add_bundle_and_run_options(command: argparse.ArgumentParser, *, out: str) -
         help="records for canary prefixes and the canary audit's base LM, in neither train "
         "nor holdout (default: the manifest's canary split)",
     )
-    command.add_argument("--out", default=out, help=f"report directory ({out}/)")
+    command.add_argument("--out", type=_directory, default=out, help=f"report directory ({out}/)")
     command.add_argument("--seed", type=_seed, help="override the policy's seed (>= 0)")
     command.add_argument("--quiet", action="store_true", help="no progress bars (CI logs)")
     command.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
@@ -290,7 +302,7 @@ def _withdraw_after_usage_error(argv: Sequence[str]) -> None:
     except ValueError:  # --out without a value
         return
     for out in given:
-        if not (Path(out).exists() or Path(out).is_symlink()):
+        if not out.strip() or not (Path(out).exists() or Path(out).is_symlink()):
             continue  # nothing to withdraw, and no folder to make for it
         with contextlib.suppress(GateError, OSError):  # refused: its verdict withdrawn
             if command == "remediate":

@@ -868,6 +868,11 @@ def test_exit_codes_of_odd_arguments(
         main([*check_args(bundle_files, out), "--seed", "-1"])
     assert info.value.code == 2
     assert "--seed: must be an integer >= 0; found -1" in capsys.readouterr().err
+    for command in (["check"], ["remediate"], ["split", "--source", "s.jsonl"]):
+        with pytest.raises(SystemExit) as info:  # an unset variable: the working directory
+            main([*command, "--policy", "p.yaml", "--out", " "])
+        assert info.value.code == 2
+        assert "--out: must name a directory; found ' '" in capsys.readouterr().err
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     cases = {
