@@ -379,7 +379,21 @@ def test_a_release_holding_the_whole_source_is_warned_of(tmp_path) -> None:
     )
 
 
-JOINERS = ["_", ".", "-", "/", "\u200b", "\u2060", "\u00ad", "_.-/"]
+JOINERS = [
+    *"_.-/",
+    "\u200b",  # zero-width space
+    "\u2060",  # word joiner
+    "\u00ad",  # soft hyphen
+    "\ufe00",  # a variation selector (a mark)
+    "\u180b",  # a Mongolian variation selector (a mark)
+    "\u17b4",  # a Khmer inherent vowel (a letter)
+    "_\u200b",  # a joiner and an invisible one
+    "_\u034f",  # ... the combining grapheme joiner (a mark)
+    "__",
+    "...",
+    "._",
+    ("_", ".", "-", "/"),  # each space one of them in turn
+]
 
 
 @pytest.mark.parametrize("joiner", JOINERS)
@@ -387,20 +401,20 @@ JOINERS = ["_", ".", "-", "/", "\u200b", "\u2060", "\u00ad", "_.-/"]
     "ngram", ["", ", tokenizer: word, lowercase: true, strip_punctuation: true"]
 )
 def test_a_release_joining_its_words_with_punctuation_or_invisible_characters_fails(
-    tmp_path, joiner: str, ngram: str
+    tmp_path, joiner: str | tuple[str, ...], ngram: str
 ) -> None:
-    """A review: train copied with every space replaced by punctuation or an invisible
-    character (which the first reading removes) matched no n-gram and passed. The release's
-    second reading reads what joins words as spaces, so the copy fails, under both
-    tokenizers; read once (``read_joined_words: false``) it passes. A mixed joiner
-    (``_.-/``: each space one of them in turn) fails too. The witnesses name the release
-    record that holds the copy."""
+    """Two reviews: train copied with every space replaced by punctuation or invisible
+    characters (which the first reading removes), one or a run of them, matched no n-gram
+    and passed. The release's other readings read what joins words as spaces, so the copy
+    fails, under both tokenizers; read once (``read_joined_words: false``) it passes. The
+    witnesses name the release record that holds the copy."""
+    glues = (joiner,) if isinstance(joiner, str) else joiner
 
     def joined(rows, rng):
         out = []
         for r in rows["train"]:
             words = r["text"].split(" ")
-            glue = [joiner[i % len(joiner)] for i in range(len(words) - 1)] + [""]
+            glue = [glues[i % len(glues)] for i in range(len(words) - 1)] + [""]
             out.append({"text": "".join(w + g for w, g in zip(words, glue, strict=True))})
         return out
 
@@ -419,7 +433,7 @@ def test_a_release_joining_its_words_with_punctuation_or_invisible_characters_fa
     assert witnesses
     copied = {r["record_id"]: f"synthetic:{i + 1}" for i, r in enumerate(rows["train"])}
     assert all(w.synthetic_record_id == copied[w.source_record_id] for w in witnesses)
-    read_once = replace(bundle, release_second_reading=None)  # as text.read_joined_words: false
+    read_once = replace(bundle, release_other_readings=None)  # as text.read_joined_words: false
     assert run_gate(parse_policy(rules.format(ngram=ngram)), read_once, seed=1).passed
 
 
@@ -438,7 +452,10 @@ def test_a_release_running_its_words_together_is_warned_of(tmp_path) -> None:
     )
     bundle, _ = make_bundle(tmp_path, fused)
     warnings = run_gate(policy, bundle, seed=1).warnings
-    assert any("words run together" in w for w in warnings), warnings
+    assert any("n-gram class where the spaces were deleted" in w for w in warnings), warnings
+    read_once = replace(bundle, release_other_readings=None)  # text.read_joined_words: false
+    warnings = run_gate(policy, read_once, seed=1).warnings
+    assert any("read_joined_words: false" in w for w in warnings), warnings
     (tmp_path / "plain").mkdir()
     plain, _ = make_bundle(
         tmp_path / "plain", lambda rows, rng: [{"text": r["text"]} for r in rows["train"]]

@@ -633,30 +633,49 @@ def test_text_normalisation_is_python_s_on_every_kind_of_text(
     assert normalize_text(pd.Series(["e\u200b\u0301"]), TextPolicy()).tolist() == ["\u00e9"]
 
 
-def _joiners_as_spaces(text: str) -> str:
-    """RE2's left-to-right replacement of ``normalize._JOINER``, by hand: a character of no
-    letter, digit, mark or separator category and not RE2's ``\\s``, before a letter or
-    digit, becomes a space."""
+def _joins(c: str) -> bool:
+    """No letter, digit, mark or separator, and not RE2's ``\\s``: it joins words."""
+    return unicodedata.category(c)[0] not in "LNMZ" and c not in "\t\n\f\r "
 
-    def joins(c: str) -> bool:
-        return unicodedata.category(c)[0] not in "LNMZ" and c not in "\t\n\f\r "
 
+def _joiners_as_spaces(text: str, *, runs: bool) -> str:
+    """RE2's left-to-right replacement of ``normalize._JOINER`` (the last joiner before a
+    letter or digit) or ``_JOINER_RUN`` (the whole run), by hand."""
     out, i = [], 0
     while i < len(text):
-        if joins(text[i]) and i + 1 < len(text) and unicodedata.category(text[i + 1])[0] in "LN":
-            out += [" ", text[i + 1]]
-            i += 2
-        else:
+        j = i
+        while j < len(text) and _joins(text[j]):
+            j += 1
+        if j == i:
             out.append(text[i])
             i += 1
+        elif j < len(text) and unicodedata.category(text[j])[0] in "LN":
+            out += [text[i : j - 1] if not runs else "", " ", text[j]]
+            i = j + 1
+        else:
+            out.append(text[i:j])
+            i = j
     return "".join(out)
 
 
-def test_the_second_reading_reads_what_joins_words_as_spaces() -> None:
-    """A copy whose spaces were replaced by punctuation or an invisible character reads as
-    the copy; trailing punctuation stays; texts the reading leaves alone are not read
-    twice; random texts agree with a hand-written replacement."""
-    from gate.data.normalize import joined_words_reading, normalize_text
+def _other_readings_by_hand(text: str) -> tuple[str, str]:
+    """Invisible characters as joiners, both readings, the invisible ones left removed."""
+    from gate.data.normalize import invisible_ranges
+
+    invisible = "".join(
+        "\ue000" if any(lo <= ord(c) <= hi for lo, hi in invisible_ranges()) else c for c in text
+    )
+    last = _joiners_as_spaces(invisible, runs=False).replace("\ue000", "")
+    return last, _joiners_as_spaces(invisible, runs=True).replace("\ue000", "")
+
+
+def test_the_other_readings_read_what_joins_words_as_spaces() -> None:
+    """A copy whose spaces were replaced by punctuation or invisible characters, one or a
+    run of them, reads as the copy in one of the two readings: the last joiner of a run
+    as a space (trailing punctuation stays) and the whole run; full-width and enclosed
+    forms are normalised first. Texts a reading leaves alone are not read again; random
+    texts agree with a hand-written replacement."""
+    from gate.data.normalize import joined_words_readings, normalize_text
     from gate.policy.models import TextPolicy
 
     policy = TextPolicy()
@@ -667,14 +686,20 @@ def test_the_second_reading_reads_what_joins_words_as_spaces() -> None:
             "a\u200bb\u2060c/d-e",
             "(see) $5 don\u2019t",
             "",
+            "alpha__bravo alpha_\u200bbravo",
+            "alpha\ufe00bravo alpha\uff3fbravo alpha_\u24d1ravo",
         ]
     )
-    second = joined_words_reading(texts, normalize_text(texts, policy), policy)
-    assert second.index.tolist() == [0, 2, 3]
-    assert second.tolist() == [
+    other = joined_words_readings(texts, normalize_text(texts, policy), policy)
+    assert other.index.tolist() == [0, 2, 3, 5, 6, 0, 5]
+    assert other.tolist() == [
         "John Smith, who lives at 12 Elm St. Call",
         "a b c d e",  # the first reading removes the invisible ones: "abc/d-e"
         " see)  5 don t",
+        "alpha_ bravo alpha_ bravo",
+        "alpha bravo alpha bravo alpha bravo",
+        "John Smith who lives at 12 Elm St Call",
+        "alpha bravo alpha bravo",
     ]
     rng = np.random.default_rng(3)
     points = np.concatenate(
@@ -685,14 +710,19 @@ def test_the_second_reading_reads_what_joins_words_as_spaces() -> None:
     )
     plain = TextPolicy(normalization="none", strip_invisible=False, fold_confusables=False)
     read = normalize_text(random_texts, plain)
-    second = joined_words_reading(random_texts, read, plain)
-    expected = random_texts.map(_joiners_as_spaces)
-    changed = np.flatnonzero((expected != random_texts).to_numpy())
-    assert second.index.tolist() == changed.tolist()
-    assert second.tolist() == expected.iloc[changed].tolist()
+    other = joined_words_readings(random_texts, read, plain)
+    expected = []
+    for i, text in enumerate(random_texts):
+        last, runs = _other_readings_by_hand(text)
+        expected += [(i, last)] if last != text else []
+        expected += [(-i - 1, runs)] if runs not in (text, last) else []
+    expected.sort(key=lambda pair: (pair[0] < 0, abs(pair[0])))
+    assert other.index.tolist() == [i if i >= 0 else -i - 1 for i, _ in expected]
+    assert other.tolist() == [reading for _, reading in expected]
+    assert len(other) > len(set(other.index))  # both readings of some texts
 
 
-def test_the_release_is_read_a_second_time_unless_the_policy_says_not(tmp_path: Path) -> None:
+def test_the_release_is_read_again_unless_the_policy_says_not(tmp_path: Path) -> None:
     from gate.policy.models import TextPolicy
 
     train = write_jsonl(tmp_path / "train.jsonl", [{"user_id": "a", "text": "x y"}])
@@ -702,12 +732,12 @@ def test_the_release_is_read_a_second_time_unless_the_policy_says_not(tmp_path: 
     )
     files = {"train": train, "holdout": holdout, "synthetic": synthetic}
     bundle = load_bundle(membership=MembershipPolicy(), **files)
-    assert bundle.release_second_reading is not None
-    assert bundle.release_second_reading.to_dict() == {1: "one two"}
+    assert bundle.release_other_readings is not None
+    assert bundle.release_other_readings.to_dict() == {1: "one two"}
     unread = load_bundle(
         membership=MembershipPolicy(), text=TextPolicy(read_joined_words=False), **files
     )
-    assert unread.release_second_reading is None
+    assert unread.release_other_readings is None
 
 
 # Unicode 15.1's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), unassigned

@@ -42,7 +42,7 @@ def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
     """A warning when most of the release's text runs words together while the source's
     does not: a copy whose spaces are deleted matches no n-gram, PII span or embedding of
     the records it copies, and passed (a review); one whose spaces are replaced by
-    punctuation or invisible characters is matched by the n-gram class's second reading
+    punctuation or invisible characters is matched by the n-gram class's other readings
     (``text.read_joined_words``) only. The gate cannot read such text in full, so it says so.
     """
     if bundle.synthetic is None or bundle.synthetic.empty:
@@ -53,12 +53,16 @@ def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
     source = long_word_share(bundle.source["text"], longer_than=FUSED_WORD)
     if source >= FUSED_SOURCE_SHARE:
         return ()
+    hidden_from = (
+        "the n-gram, PII and semantic classes (text.read_joined_words: false)"
+        if bundle.release_other_readings is None
+        else "the PII and semantic classes, and from the n-gram class where the spaces were "
+        "deleted (it reads punctuation and invisible characters that join words as spaces)"
+    )
     return (
         f"{release:.0%} of the release's text is in words of more than {FUSED_WORD} "
         f"characters ({source:.0%} of the source's): words run together hide copied text "
-        "from the PII and semantic classes, and from the n-gram class where the spaces were "
-        "deleted (it reads punctuation and invisible characters that join words as spaces), "
-        "so their counts may miss what the release copies",
+        f"from {hidden_from}, so their counts may miss what the release copies",
     )
 
 

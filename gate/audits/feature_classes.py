@@ -33,10 +33,10 @@ class NgramClass(DisclosureClass[NgramFeatures]):
     ) -> ClassDisclosures:
         source_texts = bundle.source["text"]
         release = arrow_texts(pa.array(bundle.synthetic["text"]))  # uncopied
-        second = bundle.release_second_reading
-        if second is not None and len(second):  # a feature of either reading is disclosed
+        other = bundle.release_other_readings
+        if other is not None and len(other):  # a feature of any reading is disclosed
             release = pa.chunked_array(
-                release.chunks + arrow_texts(pa.array(second.array)).chunks, pa.large_string()
+                release.chunks + arrow_texts(pa.array(other.array)).chunks, pa.large_string()
             )
         found = store.engine.ngram_disclosures(
             arrow_texts(pa.array(source_texts)),  # the frame's Arrow strings, uncopied
@@ -46,16 +46,17 @@ class NgramClass(DisclosureClass[NgramFeatures]):
             progress=store.progress,
         )
         details: dict[str, int] = {}
-        if second is not None:
-            details["release_records_read_twice"] = len(second)
+        if other is not None:
+            rows = other.index.to_numpy(dtype=np.int64)
+            details["release_records_read_again"] = int(np.unique(rows).size)
+            details["release_readings_added"] = len(other)
             n_release = len(bundle.synthetic)
-            read_twice = found.witness_synthetic >= n_release
-            if read_twice.any():  # a second reading's record is the release record read
-                rows = second.index.to_numpy(dtype=np.int64)
+            read_again = found.witness_synthetic >= n_release
+            if read_again.any():  # another reading's record is the release record read
                 found = replace(
                     found,
                     witness_synthetic=np.where(
-                        read_twice,
+                        read_again,
                         rows[np.maximum(found.witness_synthetic - n_release, 0)],
                         found.witness_synthetic,
                     ),

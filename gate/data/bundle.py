@@ -25,7 +25,7 @@ from gate.data.io import (
     reject_duplicates,
     require_text,
 )
-from gate.data.normalize import joined_words_reading, normalize_text, visible_texts
+from gate.data.normalize import joined_words_readings, normalize_text, visible_texts
 from gate.data.split import (
     KEYED,
     FileEntry,
@@ -118,9 +118,9 @@ class Bundle:
     membership: Membership
     canary_source: pd.DataFrame | None = None  # record_id, user_id, text: never train/holdout
     model_dir: Path | None = None  # a released model (transformers causal LM) to audit
-    # the release's second reading (text.read_joined_words), by release row, where it
-    # differs from the first (:func:`gate.data.normalize.joined_words_reading`)
-    release_second_reading: pd.Series | None = None
+    # the release's other readings (text.read_joined_words), indexed by release row, where
+    # they differ from the first (:func:`gate.data.normalize.joined_words_readings`)
+    release_other_readings: pd.Series | None = None
 
     @cached_property
     def is_train(self) -> np.ndarray:
@@ -431,7 +431,7 @@ def load_bundle(
     )
     frame, tables, split_manifest = loaded.frame, dict(loaded.tables), loaded.manifest
     fingerprints: dict[str, Fingerprint] = {}
-    second_reading = None
+    other_readings = None
     if synthetic is None:  # audits that make their own release (canary) need none
         synthetic_frame = pd.DataFrame({"record_id": pd.Series(dtype=str), "text": ""})
     else:
@@ -441,7 +441,7 @@ def load_bundle(
             written, reading = synthetic_frame["text"], text or TextPolicy()
             synthetic_frame["text"] = normalize_text(written, reading)
             if reading.read_joined_words:
-                second_reading = joined_words_reading(written, synthetic_frame["text"], reading)
+                other_readings = joined_words_readings(written, synthetic_frame["text"], reading)
             _reject_blank_release(synthetic_frame, tables["synthetic"])
             _reject_copied_files(tables)
             if "source_id" in synthetic_frame.columns:
@@ -493,7 +493,7 @@ def load_bundle(
         membership=membership_info,
         canary_source=loaded.canary_source,
         model_dir=None if model is None else _model_directory(model),
-        release_second_reading=second_reading,
+        release_other_readings=other_readings,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -77,13 +78,21 @@ def invisible_pattern() -> str:
 _NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one slice alive)
 
 # A character that is no letter, digit, mark or white space, followed by a letter or digit:
-# it joins what follows to what precedes (``John_Smith``, ``who.lives``, a zero-width space
-# between words). The second reading (:func:`joined_words_reading`) reads it as a space.
-_JOINER = r"([^\p{L}\p{N}\p{M}\p{Z}\s])([\p{L}\p{N}])"
+# it joins what follows to what precedes (``John_Smith``, ``who.lives``). The other readings
+# of a release (:func:`joined_words_readings`) read the last such character before a letter
+# or digit (``_JOINER``), or the whole run of them (``_JOINER_RUN``), as a space.
+_NOT_WORD = r"[^\p{L}\p{N}\p{M}\p{Z}\s]"
+_JOINER = f"({_NOT_WORD})([\\p{{L}}\\p{{N}}])"
+_JOINER_RUN = f"{_NOT_WORD}+([\\p{{L}}\\p{{N}}])"
+# Invisible characters stand as this private-use character (a joiner) until the joiners
+# are read: the first reading removes them, so they join words too (a zero-width space
+# for a space), also where they follow another joiner or are marks (variation selectors).
+_INVISIBLE_JOINER = "\ue000"
+Joiners = Literal["last", "runs"]
 
 
 def normalize_text(
-    texts: pd.Series, policy: TextPolicy, *, joiners_as_spaces: bool = False
+    texts: pd.Series, policy: TextPolicy, *, joiners: Joiners | None = None
 ) -> pd.Series:
     """``texts`` (strings) read as the text their HTML shows under ``markup: html``
     (:mod:`gate.data.markup`: a character reference may stand for any character the
@@ -104,10 +113,12 @@ def normalize_text(
     ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of "À" is
     "A" followed by U+0300).
 
-    With ``joiners_as_spaces``, every character that joins a letter or digit to what
-    precedes it (:data:`_JOINER`: punctuation, symbols, invisible characters) is read as
-    a space once the markup and display steps have run, before the rest: the second
-    reading of :func:`joined_words_reading`.
+    With ``joiners``, the release's other readings (:func:`joined_words_readings`): after
+    the markup and display steps, invisible characters stand as :data:`_INVISIBLE_JOINER`;
+    after the fold and the normal form (which make ``_`` of ``＿`` and a letter of ``ⓑ``),
+    the last character of every run of joiners before a letter or digit (``last``), or
+    the whole run (``runs``), is read as a space, and the invisible characters left are
+    removed.
     """
     if policy.fold_confusables:
         ascii_lookalikes()  # a missing list is an error before any text, not at the first
@@ -117,10 +128,8 @@ def normalize_text(
     if policy.display_order:
         bidi_layout()
         texts = _displayed(texts)
-    if joiners_as_spaces and len(texts):
-        values = pa.array(texts.array)
-        spaced = pc.replace_substring_regex(values, pattern=_JOINER, replacement=r" \2")
-        texts = pd.Series(pd.array(spaced, dtype=texts.dtype), index=texts.index, name=texts.name)
+    if joiners is not None:
+        texts = _replaced(texts, invisible_pattern(), _INVISIBLE_JOINER)
     unicode_steps = policy.strip_invisible or policy.fold_confusables
     if (unicode_steps or policy.normalization != "none") and len(texts):
         values = pa.array(texts.array)
@@ -136,32 +145,52 @@ def normalize_text(
                 index=texts.index,
                 name=texts.name,
             )
+    if joiners is not None:
+        pattern, spaced = (_JOINER, r" \2") if joiners == "last" else (_JOINER_RUN, r" \1")
+        texts = _replaced(_replaced(texts, pattern, spaced), _INVISIBLE_JOINER, "")
     if policy.casefold:
         texts = texts.str.casefold()
     return texts
 
 
-def joined_words_reading(texts: pd.Series, read: pd.Series, policy: TextPolicy) -> pd.Series:
-    """The second reading of release ``texts`` (as written; ``read`` is their
-    :func:`normalize_text` under ``policy``): each text read again with every character
-    that joins a letter or digit to what precedes it read as a space (``joiners_as_spaces``),
-    for the texts where this reading differs from ``read``; indexed by their positions.
-
-    A copy whose spaces were replaced by ``_``, ``.``, ``-``, ``/`` or an invisible
-    character (which the first reading removes) reads as the copy again; trailing
-    punctuation stays (``Smith,_who`` reads ``Smith, who``). Spaces deleted outright are
-    not restored.
-    """
-    positions = np.flatnonzero(
-        pc.match_substring_regex(pa.array(texts.array), _JOINER).to_numpy(zero_copy_only=False)
+def _replaced(texts: pd.Series, pattern: str, replacement: str) -> pd.Series:
+    """``texts`` with every match of ``pattern`` (RE2) replaced."""
+    if not len(texts):
+        return texts
+    values = pc.replace_substring_regex(
+        pa.array(texts.array), pattern=pattern, replacement=replacement
     )
+    return pd.Series(pd.array(values, dtype=texts.dtype), index=texts.index, name=texts.name)
+
+
+def joined_words_readings(texts: pd.Series, read: pd.Series, policy: TextPolicy) -> pd.Series:
+    """The other readings of release ``texts`` (as written; ``read`` is their
+    :func:`normalize_text` under ``policy``): each text read again with what joins a
+    letter or digit to what precedes it read as a space, the last joiner of a run
+    (``Smith,_who`` reads ``Smith, who``) and the whole run (``alpha__bravo`` reads
+    ``alpha bravo``), :func:`normalize_text`'s ``joiners``. Each reading that differs from
+    ``read`` and from the other is kept, indexed by its text's position (a position at most
+    twice).
+
+    A copy whose spaces were replaced by punctuation, symbols or invisible characters
+    (which the first reading removes), one or several, reads as the copy again. Spaces
+    deleted outright are not restored.
+    """
+    held = pc.match_substring_regex(pa.array(texts.array), f"{_NOT_WORD}|{invisible_pattern()}")
+    positions = np.flatnonzero(held.to_numpy(zero_copy_only=False))
     if positions.size == 0:
         return pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
-    second = normalize_text(
-        texts.iloc[positions].reset_index(drop=True), policy, joiners_as_spaces=True
+    some = texts.iloc[positions].reset_index(drop=True)
+    first = read.iloc[positions].reset_index(drop=True)
+    last = normalize_text(some, policy, joiners="last")
+    runs = normalize_text(some, policy, joiners="runs")
+    keep_last = (last != first).to_numpy(dtype=bool)
+    keep_runs = ((runs != first) & (runs != last)).to_numpy(dtype=bool)
+    return pd.Series(
+        np.concatenate([last[keep_last].to_numpy(), runs[keep_runs].to_numpy()]),
+        index=np.concatenate([positions[keep_last], positions[keep_runs]]),
+        dtype=read.dtype,
     )
-    differs = (second != read.iloc[positions].reset_index(drop=True)).to_numpy(dtype=bool)
-    return pd.Series(second[differs].to_numpy(), index=positions[differs], dtype=read.dtype)
 
 
 def _html_read(texts: pd.Series) -> pd.Series:

@@ -203,12 +203,12 @@ class TextPolicy(StrictModel):
     )
     read_joined_words: bool = Field(
         True,
-        description="Read the release a second time with every character that joins a "
-        "letter or digit to what precedes it (punctuation, symbols, invisible characters) "
-        "as a space: a copy whose spaces were replaced by '_', '.', '-', '/' or a "
-        "zero-width space reads as the copy. The ngram class takes a feature as disclosed "
-        "when either reading holds it (a function of the release alone, so the test's "
-        "level holds).",
+        description="Read the release again with what joins a letter or digit to what "
+        "precedes it (punctuation, symbols, invisible characters) as a space: the last "
+        "joiner of a run in one reading, the whole run in another. A copy whose spaces were "
+        "replaced by '_', '.', '-', '/', '__' or a zero-width space reads as the copy. The "
+        "ngram class takes a feature as disclosed when any reading holds it (a function of "
+        "the release alone, so the test's level holds).",
     )
 
 
