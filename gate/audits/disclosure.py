@@ -220,13 +220,14 @@ def witnesses_of(found: ClassDisclosures, bundle: Bundle, context: AuditContext)
 
 def exact_tail_words(test: FeatureMatchResult) -> str:
     """How the exact tail was computed, for a statement: exactly, or with the larger
-    counts rounded up to a coarser lattice (an upper bound on the tail: conservative)."""
+    counts rounded to a coarser lattice (an upper bound on the tail: conservative), or
+    not at all where Hoeffding's bound was at least as tight."""
     if test.lattice_grain == 1:
         return "exact tail"
-    return (
-        f"exact tail with the larger counts rounded up to multiples of {test.lattice_grain}, "
-        "which can only lower the bound"
-    )
+    rounded = f"the larger counts rounded to multiples of {test.lattice_grain}"
+    if test.p_lower_exact <= test.p_lower:
+        return f"Hoeffding's bound: the exact tail with {rounded} was no tighter"
+    return f"exact tail with {rounded} and the rounding error bounded, which can only lower it"
 
 
 def round_robin(lists: list[list[Witness]], limit: int) -> tuple[Witness, ...]:

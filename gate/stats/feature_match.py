@@ -14,6 +14,7 @@ caller (the policy) decides which one gates.
 
 from __future__ import annotations
 
+import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, NamedTuple
@@ -220,6 +221,7 @@ def exact_rate_lower_bound(
             low, bound = (middle, bound) if rejected(middle) else (low, middle)
         return low
 
+    @functools.cache  # the search may ask for a rate twice
     def log_excess(q: float) -> float:
         tail = weighted_bernoulli_sf(weights=weights, multiplicities=mult, q=q, threshold=statistic)
         return math.log(max(tail, 1e-300)) - math.log(alpha)

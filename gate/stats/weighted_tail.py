@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import signal, stats
 
-from gate.stats._validate import check_probability, check_weights
+from gate.stats._validate import StatsError, check_probability, check_weights
 
 _TOL = 1e-20  # mass dropped per truncation (Hoeffding-bounded)
 _FFT_MIN = 256  # below this length np.convolve is faster and exact
@@ -27,6 +27,10 @@ _HEAVY_SPAN = 8  # a component this many times longer than the lighter ones is e
 _HEAVY_MIN_CELLS = 1 << 16  # ... if it spans more cells than this
 _HEAVY_VALUES = 1 << 16  # values the enumerated components may take together
 _MAX_CELLS = 1 << 22  # lattice cells the components may lay out (about 0.4 GB at work)
+# P(rounding error >= delta) <= eta for each eta here (Hoeffding): the coarse tail takes the
+# best of them
+_ROUNDING_SLACK = 10.0 ** -np.array([2, 2.5, 3, 3.5, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30])
+_HEAVY_WITH_COARSE = 4  # heavy values enumerated against a coarse lattice, at most
 
 
 class LatticePmf(NamedTuple):
@@ -68,10 +72,11 @@ def lattice_grain(*, weights: np.ndarray, multiplicities: np.ndarray) -> int:
     its components fit in :data:`_MAX_CELLS` cells, else the smallest power of two for which
     they do with every weight rounded up to a multiple of ``g`` (counted in units of ``g``).
 
-    Rounding weights up makes every sum larger, so the tail computed is an upper bound on
-    the exact one: a valid, conservative p-value. A weight ``w`` grows by less than
-    ``g / w``; :func:`weighted_bernoulli_sf` keeps the smallest weights exact while the
-    cells allow, as rounding costs them most.
+    The components are laid out with the weights rounded to the nearest multiple of
+    ``g``, and the rounding error is bounded by Hoeffding's inequality
+    (:func:`_coarse_sf`), so the tail computed is an upper bound on the exact one: a
+    valid, conservative p-value. :func:`weighted_bernoulli_sf` keeps the smallest weights
+    exact while the cells allow, as rounding costs them most.
     """
     w, m = check_weights(weights, multiplicities)
     if w.size == 0 or _component_cells(w, m).sum() <= _MAX_CELLS:
@@ -172,10 +177,16 @@ def weighted_bernoulli_sf(
     """
     check_probability("q", q)
     w, m = check_weights(weights, multiplicities)
-    heavy = _heavy_components(w, m, q)
-    grain = tail_grain(weights=w, multiplicities=m, q=q)
+    if not math.isfinite(threshold):
+        raise StatsError(f"threshold must be a finite number; found {threshold}")
+    if w.size == 0 or threshold > int((w * m).sum()):
+        return 1.0 if threshold <= 0 else 0.0
+    if threshold <= 0:
+        return 1.0
+    w, threshold = _in_units_of_gcd(w, threshold)
+    heavy, grain = _plan(w, m, q)
     if grain > 1:
-        return _coarse_sf(w, m, q=q, threshold=threshold, grain=grain)
+        return _coarse_sf(w, m, heavy, q=q, threshold=threshold, grain=grain)
     light = weighted_bernoulli_pmf(weights=w[~heavy], multiplicities=m[~heavy], q=q)
     if not heavy.any():
         first = math.ceil(threshold) - light.offset
@@ -216,41 +227,116 @@ def _heavy_components(w: np.ndarray, m: np.ndarray, q: float) -> np.ndarray:
 
 
 def tail_grain(*, weights: np.ndarray, multiplicities: np.ndarray, q: float) -> int:
-    """The grain of the lattice :func:`weighted_bernoulli_sf` uses at ``q``: 1 (exact) when
-    the components it does not enumerate fit in :data:`_MAX_CELLS` cells, else
-    :func:`lattice_grain` of all of them."""
+    """The grain of the lattice :func:`weighted_bernoulli_sf` uses at ``q``, in units of
+    the weights' greatest common divisor: 1 (exact) when the components it does not
+    enumerate fit in :data:`_MAX_CELLS` cells."""
     check_probability("q", q)
     w, m = check_weights(weights, multiplicities)
+    if w.size == 0:
+        return 1
+    return _plan(_in_units_of_gcd(w, 0.0)[0], m, q)[1]
+
+
+def _in_units_of_gcd(w: np.ndarray, threshold: float) -> tuple[np.ndarray, float]:
+    """Weights and threshold divided by the weights' greatest common divisor ``d``:
+    ``P(S >= t) = P(S / d >= ceil(t / d))``, exactly (one weight is then a binomial)."""
+    divisor = int(np.gcd.reduce(w))
+    if divisor == 1:
+        return w, threshold
+    return w // divisor, float(math.ceil(threshold / divisor))
+
+
+def _plan(w: np.ndarray, m: np.ndarray, q: float) -> tuple[np.ndarray, int]:
+    """The components enumerated and the grain of the lattice of the others: grain 1 when
+    they fit in :data:`_MAX_CELLS` cells; else a coarser lattice for them, with the heavy
+    ones still enumerated when they take at most :data:`_HEAVY_WITH_COARSE` values, and
+    laid on the coarse lattice too when they take more."""
     if q in (0.0, 1.0):
-        return 1
-    light = ~_heavy_components(w, m, q)
-    if lattice_grain(weights=w[light], multiplicities=m[light]) == 1:
-        return 1
-    return lattice_grain(weights=w, multiplicities=m)
+        return np.zeros(w.size, dtype=bool), 1
+    heavy = _heavy_components(w, m, q)
+    grain = lattice_grain(weights=w[~heavy], multiplicities=m[~heavy]) if (~heavy).any() else 1
+    if grain == 1 or not heavy.any():
+        return heavy, grain
+    if _heavy_value_count(w[heavy], m[heavy], q) <= _HEAVY_WITH_COARSE:
+        return heavy, grain
+    return np.zeros(w.size, dtype=bool), lattice_grain(weights=w, multiplicities=m)
 
 
-def _coarse_sf(w: np.ndarray, m: np.ndarray, *, q: float, threshold: float, grain: int) -> float:
+def _heavy_value_count(w: np.ndarray, m: np.ndarray, q: float) -> int:
+    """How many values :func:`_heavy_values` enumerates for these components."""
+    count = 1
+    for mi in m:
+        k_lo, k_hi = _window(int(mi) * q, float(mi), 0, int(mi))
+        count *= k_hi - k_lo + 1
+    return count
+
+
+def _coarse_sf(
+    w: np.ndarray, m: np.ndarray, heavy: np.ndarray, *, q: float, threshold: float, grain: int
+) -> float:
     """An upper bound on ``P(sum_w w * Binomial(m_w, q) >= threshold)`` within
-    :data:`_MAX_CELLS` cells: the smallest weights, exact, as long as the cells allow
-    (``fine``), plus ``grain`` times the others rounded up to multiples of ``grain``
-    (``coarse``). Each sum is at most ``fine + grain * coarse``, so
-    ``P(S >= t) <= sum_k P(coarse = k) P(fine >= t - grain k)``."""
-    order = np.argsort(w, kind="stable")
-    w, m = w[order], m[order]
-    rounded, merged = _rounded_up(w, m, grain)
+    :data:`_MAX_CELLS` cells. Of the components not enumerated (``heavy``), the smallest
+    weights stay exact as long as the cells allow (``F``); the others are rounded to the
+    nearest multiple of ``grain``, ``w = grain * r + e`` with ``|e| <= grain / 2``: the sum
+    is ``F + grain * C + E``, ``C = sum r * Bern(q)`` on its own lattice and ``E = sum e *
+    Bern(q)`` the rounding error. For each ``delta``,
+    ``P(S >= t) <= P(H + F + grain * C >= t - delta) + P(E >= delta)``, and Hoeffding's
+    inequality gives ``P(E >= delta) <= eta`` for ``delta = q sum e + sqrt(sum e^2
+    ln(1/eta) / 2)``; the smallest bound over :data:`_ROUNDING_SLACK` is returned. ``H``,
+    the heavy components, is enumerated (:func:`_heavy_values`)."""
+    light = ~heavy
+    order = np.argsort(w[light], kind="stable")
+    wl, ml = w[light][order], m[light][order]
+    nearest = np.rint(wl / grain).astype(np.int64)
+    rounded, merged = _merged(nearest, ml)
     spare = _MAX_CELLS - _component_cells(rounded, merged).sum()
     # keeping weight w exact costs its cells less its rounded ones (weights ascending)
-    extra = _component_cells(w, m) - _component_cells(-(-w // grain), m)
-    exact = np.cumsum(extra) <= spare
-    fine = weighted_bernoulli_pmf(weights=w[exact], multiplicities=m[exact], q=q)
-    kept, merged = _rounded_up(w[~exact], m[~exact], grain)
+    exact = np.cumsum(_component_cells(wl, ml) - _component_cells(nearest, ml)) <= spare
+    fine = weighted_bernoulli_pmf(weights=wl[exact], multiplicities=ml[exact], q=q)
+    kept, merged = _merged(nearest[~exact], ml[~exact])
     coarse = weighted_bernoulli_pmf(weights=kept, multiplicities=merged, q=q)
+    error = wl[~exact] - grain * nearest[~exact]
+    spread = float((error.astype(np.float64) ** 2 * ml[~exact]).sum())
+    if spread == 0.0:
+        deltas, slack = np.zeros(1), np.zeros(1)
+    else:
+        mean = q * float((error * ml[~exact]).sum())
+        slack = _ROUNDING_SLACK
+        deltas = mean + np.sqrt(spread * np.log(1.0 / slack) / 2.0)
+    values, probabilities, dropped = (
+        _heavy_values(w[heavy], m[heavy], q) if heavy.any() else (np.zeros(1), np.ones(1), 0.0)
+    )
+    points = threshold - values[:, None] - deltas[None, :]
+    tails = _lattice_sum_tails(fine, coarse, grain, points.ravel()).reshape(points.shape)
+    bounds = probabilities @ tails + slack
+    return min(1.0, float(bounds.min()) + fine.dropped + coarse.dropped + dropped)
+
+
+def _merged(weights: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positive weights with equal ones merged (their multiplicities add); weight 0 (a
+    weight rounded to nothing) adds nothing to the sum and is left out."""
+    keep = weights > 0
+    distinct, inverse = np.unique(weights[keep], return_inverse=True)
+    counts = np.bincount(inverse, weights=m[keep], minlength=distinct.size)
+    return distinct, counts.astype(np.int64)
+
+
+def _lattice_sum_tails(
+    fine: LatticePmf, coarse: LatticePmf, grain: int, thresholds: np.ndarray
+) -> np.ndarray:
+    """``P(F + grain * C >= t)`` for each ``t``: ``sum_k P(C = k) P(F >= t - grain k)``, in
+    blocks of thresholds (at most about 2^22 products at a time)."""
     upper = np.concatenate([np.cumsum(fine.pmf[::-1])[::-1], [0.0]])
     values = grain * (coarse.offset + np.arange(coarse.pmf.size, dtype=np.int64))
-    start = np.ceil(threshold - values).astype(np.int64) - fine.offset
-    tails = upper[np.clip(start, 0, fine.pmf.size)]
-    tails[start <= 0] = 1.0
-    return min(1.0, float(np.dot(coarse.pmf, tails)) + fine.dropped + coarse.dropped)
+    out = np.empty(thresholds.size)
+    rows = max(1, (1 << 22) // max(1, values.size))
+    for first in range(0, thresholds.size, rows):
+        block = thresholds[first : first + rows, None]
+        start = np.ceil(block - values[None, :]).astype(np.int64) - fine.offset
+        tails = upper[np.clip(start, 0, fine.pmf.size)]
+        tails[start <= 0] = 1.0
+        out[first : first + rows] = tails @ coarse.pmf
+    return out
 
 
 def _heavy_values(
