@@ -244,6 +244,27 @@ def test_thresholds_outside_the_support_and_not_finite() -> None:
             weighted_bernoulli_sf(weights=w, multiplicities=m, q=0.5, threshold=bad)
 
 
+@pytest.mark.parametrize("p", [0.5, 0.3])
+def test_under_the_null_a_coarse_tail_rejects_at_most_alpha(
+    p: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """400 draws of random membership over 160 users (100 with 1-29 disclosures, 60 with
+    200-2,999) on a lattice of 2¹² cells (grain 32): the coarse p-value is never below
+    the exact one, and rejects at most alpha of the time."""
+    import gate.stats.weighted_tail as weighted_tail
+
+    rng = np.random.default_rng(11)
+    counts = np.concatenate([rng.integers(1, 30, 100), rng.integers(200, 3000, 60)])
+    statistics = (rng.random((400, counts.size)) < p) @ counts
+    exact = [exact_tail(counts=counts, q=p, threshold=float(t)) for t in statistics]
+    monkeypatch.setattr(weighted_tail, "_MAX_CELLS", 1 << 12)
+    w, m = weight_multiplicities(counts)
+    assert weighted_tail.tail_grain(weights=w, multiplicities=m, q=p) > 1
+    coarse = np.array([exact_tail(counts=counts, q=p, threshold=float(t)) for t in statistics])
+    assert (coarse >= np.array(exact) - 1e-14).all()
+    assert (coarse <= ALPHA).mean() <= binomial_slack(400, ALPHA)
+
+
 def test_a_coarse_lattice_is_exact_when_the_grain_divides_every_count(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
