@@ -59,10 +59,10 @@ class FeatureMatchResult(NamedTuple):
         p_lower / p_lower_exact: lower confidence bounds on the train rate (p̂).
         epsilon_lower / epsilon_lower_exact: lower confidence bounds on ε (Theorem 2).
         lattice_grain: 1 when the exact tail is exact; ``g > 1`` when the counts are too
-            large for its lattice and it is computed with the larger ones rounded up to
-            multiples of ``g`` (:func:`gate.stats.weighted_tail.tail_grain` at p and at the
-            exact p̂): an upper
-            bound on the tail, so the p-value and bounds stay valid, and conservative.
+            large for its lattice and it is computed with the larger ones rounded to
+            multiples of ``g`` and the rounding error bounded
+            (:func:`gate.stats.weighted_tail.tail_grain` at p and at the exact p̂): an
+            upper bound on the tail, so the p-value and bounds stay valid, and conservative.
     """
 
     statistic: float

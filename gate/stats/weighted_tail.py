@@ -7,8 +7,9 @@ window ``mean ± sqrt(C2 ln(2/tol) / 2)`` which holds all but ``tol`` of its mas
 Hoeffding's inequality, so the truncation error is bounded and added back to tail
 probabilities: the returned tails are upper bounds (valid p-values), up to floating-point
 error of order 1e-15 from the FFT. Sums too large for :data:`_MAX_CELLS` lattice cells
-are laid on a coarser lattice, with the larger weights rounded up (:func:`lattice_grain`):
-the tail is then an upper bound on the exact one, so the p-values stay valid.
+are laid on a coarser lattice, with the larger weights rounded to the nearest multiple of
+:func:`lattice_grain` and the rounding error bounded by Hoeffding's inequality: the tail
+is then an upper bound on the exact one, so the p-values stay valid.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ def weighted_bernoulli_sf(
     """``P(sum_w w * Binomial(m_w, q) >= threshold)``, an upper bound within 1e-15; or, when
     the components lighter than the enumerated ones below need more than
     :data:`_MAX_CELLS` lattice cells, an upper bound computed with the larger weights
-    rounded up to multiples of :func:`lattice_grain` (:func:`_coarse_sf`; many users with
-    tens of thousands of disclosures each had run out of memory).
+    rounded to the nearest multiple of :func:`lattice_grain` and the rounding error bounded
+    (:func:`_coarse_sf`; many users with tens of thousands of disclosures each had run out
+    of memory). Weights are divided by their greatest common divisor first.
 
     A component that would span more lattice cells than :data:`_HEAVY_SPAN` times all
     lighter ones together (a user with millions of disclosures among users with tens) is
