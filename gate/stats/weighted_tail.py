@@ -215,8 +215,11 @@ def _heavy_components(w: np.ndarray, m: np.ndarray, q: float) -> np.ndarray:
     k_hi = np.minimum(m, np.ceil(m * q + half)).astype(np.int64)
     spans = (k_hi - k_lo) * w
     if 0.0 < q < 1.0 and spans.size and spans.max() > _HEAVY_MIN_CELLS:
-        light_span, heavy_values = 0, 1
-        for i in np.argsort(spans, kind="stable"):
+        order = np.argsort(spans, kind="stable")
+        # only spans above _HEAVY_MIN_CELLS can be heavy: the others are light, together
+        first = int(np.searchsorted(spans[order], _HEAVY_MIN_CELLS, side="right"))
+        light_span, heavy_values = int(spans[order[:first]].sum()), 1
+        for i in order[first:]:
             size = int(k_hi[i] - k_lo[i]) + 1
             if spans[i] > max(_HEAVY_SPAN * light_span, _HEAVY_MIN_CELLS) and (
                 heavy_values * size <= _HEAVY_VALUES
