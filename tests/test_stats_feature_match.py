@@ -231,7 +231,22 @@ def test_one_weight_or_a_common_factor_is_exact_on_its_own_lattice() -> None:
     w, m = np.array([201 * 6, 301 * 6]), np.array([50, 70])
     for t in (0, 6 * 5000, 6 * 10_000 + 1, 6 * 31_121, 6 * 31_121 + 1):
         halved = weighted_bernoulli_sf(weights=w // 6, multiplicities=m, q=0.3, threshold=t / 6)
-        assert weighted_bernoulli_sf(weights=w, multiplicities=m, q=0.3, threshold=t) == halved
+        got = weighted_bernoulli_sf(weights=w, multiplicities=m, q=0.3, threshold=t)
+        assert got == pytest.approx(halved, abs=1e-15)
+
+
+def test_a_few_huge_users_among_many_large_ones_do_not_set_the_grain() -> None:
+    """A review: five train users with 10¹¹ disclosures each (six values together) among
+    150 with 10⁴-10⁵ laid every weight on one lattice of grain 131,072 (ε̂ 0.49); they
+    are enumerated against the others' lattice of grain 4."""
+    rng = np.random.default_rng(0)
+    counts = np.concatenate([rng.integers(10_000, 100_000, 150), np.full(5, 10**11)])
+    is_train = np.concatenate([rng.random(150) < 0.5, np.ones(5, dtype=bool)])
+    is_train[:75] = True
+    result = feature_match_test(counts=counts, is_train=is_train)
+    without = feature_match_test(counts=counts[:150], is_train=is_train[:150])
+    assert result.lattice_grain == without.lattice_grain <= 8
+    assert result.epsilon_lower_exact >= without.epsilon_lower_exact
 
 
 def test_thresholds_outside_the_support_and_not_finite() -> None:
@@ -239,6 +254,11 @@ def test_thresholds_outside_the_support_and_not_finite() -> None:
     total = 3 * 2 + 1000 * 5
     assert weighted_bernoulli_sf(weights=w, multiplicities=m, q=0.5, threshold=total + 1) == 0
     assert weighted_bernoulli_sf(weights=w, multiplicities=m, q=0.5, threshold=0) == 1
+    # a total beyond int64 (a review: the support's top wrapped, and the tail read 0)
+    big = weighted_bernoulli_sf(
+        weights=np.array([2**40]), multiplicities=np.array([2**24]), q=0.5, threshold=1
+    )
+    assert big == pytest.approx(1.0)
     for bad in (math.inf, math.nan):
         with pytest.raises(ValueError, match="threshold must be a finite number"):
             weighted_bernoulli_sf(weights=w, multiplicities=m, q=0.5, threshold=bad)

@@ -31,7 +31,7 @@ _MAX_CELLS = 1 << 22  # lattice cells the components may lay out (about 0.4 GB a
 # P(rounding error >= delta) <= eta for each eta here (Hoeffding): the coarse tail takes the
 # best of them
 _ROUNDING_SLACK = 10.0 ** -np.array([2, 2.5, 3, 3.5, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30])
-_HEAVY_WITH_COARSE = 4  # heavy values enumerated against a coarse lattice, at most
+_HEAVY_WITH_COARSE = 16  # heavy values enumerated against a coarse lattice, at most
 
 
 class LatticePmf(NamedTuple):
@@ -82,6 +82,8 @@ def lattice_grain(*, weights: np.ndarray, multiplicities: np.ndarray) -> int:
     w, m = check_weights(weights, multiplicities)
     if w.size == 0 or _component_cells(w, m).sum() <= _MAX_CELLS:
         return 1
+    order = np.argsort(w, kind="stable")
+    w, m = w[order], m[order]
     grain = 2
     while grain < w.max():
         rounded, merged = _rounded_up(w, m, grain)
@@ -92,9 +94,11 @@ def lattice_grain(*, weights: np.ndarray, multiplicities: np.ndarray) -> int:
 
 
 def _rounded_up(w: np.ndarray, m: np.ndarray, grain: int) -> tuple[np.ndarray, np.ndarray]:
-    """``ceil(w / grain)`` for every weight, equal ones merged (their multiplicities add)."""
-    rounded, inverse = np.unique(-(-w // grain), return_inverse=True)
-    return rounded, np.bincount(inverse, weights=m, minlength=rounded.size).astype(np.int64)
+    """``ceil(w / grain)`` for every weight (ascending), equal ones merged (their
+    multiplicities add): runs of one value, without a sort."""
+    rounded = -(-w // grain)
+    starts = np.flatnonzero(np.concatenate([[True], rounded[1:] != rounded[:-1]]))
+    return rounded[starts], np.add.reduceat(m, starts).astype(np.int64)
 
 
 def _binomial_component(weight: int, m: int, q: float) -> LatticePmf:
@@ -181,7 +185,8 @@ def weighted_bernoulli_sf(
     w, m = check_weights(weights, multiplicities)
     if not math.isfinite(threshold):
         raise StatsError(f"threshold must be a finite number; found {threshold}")
-    if w.size == 0 or threshold > int((w * m).sum()):
+    # the support's top in floating point (an int64 sum can wrap), with a margin for rounding
+    if w.size == 0 or threshold > float(np.dot(w.astype(np.float64), m)) * (1 + 1e-9) + 1:
         return 1.0 if threshold <= 0 else 0.0
     if threshold <= 0:
         return 1.0
