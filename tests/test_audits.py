@@ -437,6 +437,28 @@ def test_a_release_joining_its_words_with_punctuation_or_invisible_characters_fa
     assert run_gate(parse_policy(rules.format(ngram=ngram)), read_once, seed=1).passed
 
 
+def test_the_other_readings_disclose_phantoms_as_they_disclose_train(tmp_path) -> None:
+    """The other readings are a function of the release alone: holdout records joined by
+    ``_`` are read back as the copies they are and counted as phantoms (H > 0, T = 0), so
+    the check passes, as it does for a plain copy of the holdout."""
+
+    def joined_holdout(rows, rng):
+        return [{"text": r["text"].replace(" ", "_")} for r in rows["holdout"]]
+
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    bundle, _ = make_bundle(tmp_path, joined_holdout)
+    result = run_gate(policy, bundle, seed=1)
+    found = result.audits["disclosure"].result
+    assert found is not None
+    metrics = found.metric_values
+    assert metrics["ngram.holdout_disclosures"] > 0 and metrics["ngram.train_disclosures"] == 0
+    assert result.passed
+
+
 def test_a_release_running_its_words_together_is_warned_of(tmp_path) -> None:
     """A review: train copied with every space deleted matched no n-gram and passed (no
     reading restores the spaces); the report says most of the release's text runs its

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -88,12 +87,9 @@ _JOINER_RUN = f"{_NOT_WORD}+([\\p{{L}}\\p{{N}}])"
 # are read: the first reading removes them, so they join words too (a zero-width space
 # for a space), also where they follow another joiner or are marks (variation selectors).
 _INVISIBLE_JOINER = "\ue000"
-Joiners = Literal["last", "runs"]
 
 
-def normalize_text(
-    texts: pd.Series, policy: TextPolicy, *, joiners: Joiners | None = None
-) -> pd.Series:
+def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     """``texts`` (strings) read as the text their HTML shows under ``markup: html``
     (:mod:`gate.data.markup`: a character reference may stand for any character the
     next steps remove or fold), in the order they are displayed where bidirectional
@@ -112,14 +108,15 @@ def normalize_text(
     by pyarrow's regular-expression kernel (RE2) and the normal form is Python's
     ``unicodedata`` (pyarrow 25's ``utf8_normalize`` does not compose: its NFC of "À" is
     "A" followed by U+0300).
-
-    With ``joiners``, the release's other readings (:func:`joined_words_readings`): after
-    the markup and display steps, invisible characters stand as :data:`_INVISIBLE_JOINER`;
-    after the fold and the normal form (which make ``_`` of ``＿`` and a letter of ``ⓑ``),
-    the last character of every run of joiners before a letter or digit (``last``), or
-    the whole run (``runs``), is read as a space, and the invisible characters left are
-    removed.
     """
+    texts = _normalized(texts, policy, invisible_as_joiners=False)
+    return texts.str.casefold() if policy.casefold else texts
+
+
+def _normalized(texts: pd.Series, policy: TextPolicy, *, invisible_as_joiners: bool) -> pd.Series:
+    """:func:`normalize_text` but the case fold; with ``invisible_as_joiners``, invisible
+    characters stand as :data:`_INVISIBLE_JOINER` (once the markup and display steps have
+    run) instead of being removed, for :func:`joined_words_readings`."""
     if policy.fold_confusables:
         ascii_lookalikes()  # a missing list is an error before any text, not at the first
     if policy.markup == "html":
@@ -128,7 +125,7 @@ def normalize_text(
     if policy.display_order:
         bidi_layout()
         texts = _displayed(texts)
-    if joiners is not None:
+    if invisible_as_joiners:
         texts = _replaced(texts, invisible_pattern(), _INVISIBLE_JOINER)
     unicode_steps = policy.strip_invisible or policy.fold_confusables
     if (unicode_steps or policy.normalization != "none") and len(texts):
@@ -145,11 +142,6 @@ def normalize_text(
                 index=texts.index,
                 name=texts.name,
             )
-    if joiners is not None:
-        pattern, spaced = (_JOINER, r" \2") if joiners == "last" else (_JOINER_RUN, r" \1")
-        texts = _replaced(_replaced(texts, pattern, spaced), _INVISIBLE_JOINER, "")
-    if policy.casefold:
-        texts = texts.str.casefold()
     return texts
 
 
@@ -168,7 +160,9 @@ def joined_words_readings(texts: pd.Series, read: pd.Series, policy: TextPolicy)
     :func:`normalize_text` under ``policy``): each text read again with what joins a
     letter or digit to what precedes it read as a space, the last joiner of a run
     (``Smith,_who`` reads ``Smith, who``) and the whole run (``alpha__bravo`` reads
-    ``alpha bravo``), :func:`normalize_text`'s ``joiners``. Each reading that differs from
+    ``alpha bravo``). Both are read from one normalisation of the texts in which
+    invisible characters stand as joiners (:func:`_normalized`: after the fold and the
+    normal form, ``＿`` is ``_`` and ``ⓑ`` a letter). Each reading that differs from
     ``read`` and from the other is kept, indexed by its text's position (a position at most
     twice).
 
@@ -182,8 +176,13 @@ def joined_words_readings(texts: pd.Series, read: pd.Series, policy: TextPolicy)
         return pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
     some = texts.iloc[positions].reset_index(drop=True)
     first = read.iloc[positions].reset_index(drop=True)
-    last = normalize_text(some, policy, joiners="last")
-    runs = normalize_text(some, policy, joiners="runs")
+    joined = _normalized(some, policy, invisible_as_joiners=True)
+
+    def spaced(pattern: str, replacement: str) -> pd.Series:
+        read = _replaced(_replaced(joined, pattern, replacement), _INVISIBLE_JOINER, "")
+        return read.str.casefold() if policy.casefold else read
+
+    last, runs = spaced(_JOINER, r" \2"), spaced(_JOINER_RUN, r" \1")
     keep_last = (last != first).to_numpy(dtype=bool)
     keep_runs = ((runs != first) & (runs != last)).to_numpy(dtype=bool)
     return pd.Series(

@@ -86,19 +86,11 @@ def lattice_grain(*, weights: np.ndarray, multiplicities: np.ndarray) -> int:
     w, m = w[order], m[order]
     grain = 2
     while grain < w.max():
-        rounded, merged = _rounded_up(w, m, grain)
+        rounded, merged = _merged(-(-w // grain), m)  # rounded up: at least the cells
         if _component_cells(rounded, merged).sum() <= _MAX_CELLS:
             break
         grain *= 2
     return grain
-
-
-def _rounded_up(w: np.ndarray, m: np.ndarray, grain: int) -> tuple[np.ndarray, np.ndarray]:
-    """``ceil(w / grain)`` for every weight (ascending), equal ones merged (their
-    multiplicities add): runs of one value, without a sort."""
-    rounded = -(-w // grain)
-    starts = np.flatnonzero(np.concatenate([[True], rounded[1:] != rounded[:-1]]))
-    return rounded[starts], np.add.reduceat(m, starts).astype(np.int64)
 
 
 def _binomial_component(weight: int, m: int, q: float) -> LatticePmf:
@@ -323,12 +315,15 @@ def _coarse_sf(
 
 
 def _merged(weights: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positive weights with equal ones merged (their multiplicities add); weight 0 (a
-    weight rounded to nothing) adds nothing to the sum and is left out."""
+    """Ascending ``weights`` with equal ones merged (their multiplicities add), as runs of
+    one value, without a sort; weight 0 (a weight rounded to nothing) adds nothing to the
+    sum and is left out."""
     keep = weights > 0
-    distinct, inverse = np.unique(weights[keep], return_inverse=True)
-    counts = np.bincount(inverse, weights=m[keep], minlength=distinct.size)
-    return distinct, counts.astype(np.int64)
+    weights, m = weights[keep], m[keep]
+    if weights.size == 0:
+        return weights, m
+    starts = np.flatnonzero(np.concatenate([[True], weights[1:] != weights[:-1]]))
+    return weights[starts], np.add.reduceat(m, starts).astype(np.int64)
 
 
 def _lattice_sum_tails(
