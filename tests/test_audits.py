@@ -459,27 +459,64 @@ def test_the_other_readings_disclose_phantoms_as_they_disclose_train(tmp_path) -
     assert result.passed
 
 
-def test_a_release_running_its_words_together_is_warned_of(tmp_path) -> None:
-    """A review: train copied with every space deleted matched no n-gram and passed (no
-    reading restores the spaces); the report says most of the release's text runs its
-    words together. A plain copy is not warned of (its FAIL says enough)."""
+@pytest.mark.parametrize(
+    "ngram", ["", ", tokenizer: word, lowercase: true, strip_punctuation: true"]
+)
+def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: str) -> None:
+    """A review: train copied with every space deleted matched no n-gram and passed. The
+    other readings split its runs into the source's words, so it fails under both
+    tokenizers, its witnesses naming the record that holds the copy; read once
+    (``read_joined_words: false``) it passes. The report says most of the release's text
+    runs its words together, and what the n-gram class reads of it. A plain copy is not
+    warned of (its FAIL says enough)."""
 
     def fused(rows, rng):
         return [{"text": r["text"].replace(" ", "")} for r in rows["train"]]
 
     policy = parse_policy(
         "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
-        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        f"    features: [{{class: ngram, n_min: 3, n_max: 5{ngram}}}]\n"
         "    thresholds: {max_epsilon: 0.5}\n"
+        "evidence: {redact_witnesses: false}\n"
     )
-    bundle, _ = make_bundle(tmp_path, fused)
-    warnings = run_gate(policy, bundle, seed=1).warnings
-    assert any("n-gram class where the spaces were deleted" in w for w in warnings), warnings
+    bundle, rows = make_bundle(tmp_path, fused)
+    result = run_gate(policy, bundle, seed=1)
+    assert not result.passed
+    assert any("splits a run of letters and digits" in w for w in result.warnings)
+    found = result.audits["disclosure"].result
+    assert found is not None
+    witnesses = [w for w in found.witnesses if w.split == "train"]
+    assert witnesses
+    copied = {r["record_id"]: f"synthetic:{i + 1}" for i, r in enumerate(rows["train"])}
+    assert all(w.synthetic_record_id == copied[w.source_record_id] for w in witnesses)
     read_once = replace(bundle, release_other_readings=None)  # text.read_joined_words: false
-    warnings = run_gate(policy, read_once, seed=1).warnings
-    assert any("read_joined_words: false" in w for w in warnings), warnings
+    result = run_gate(policy, read_once, seed=1)
+    assert result.passed
+    assert any("read_joined_words: false" in w for w in result.warnings), result.warnings
     (tmp_path / "plain").mkdir()
     plain, _ = make_bundle(
         tmp_path / "plain", lambda rows, rng: [{"text": r["text"]} for r in rows["train"]]
     )
     assert not any("words run together" in w for w in run_gate(policy, plain).warnings)
+
+
+def test_spaces_restored_disclose_phantoms_as_they_disclose_train(tmp_path) -> None:
+    """The source's words are train and holdout together: holdout records with their
+    spaces deleted are read back and counted as phantoms (H > 0, T = 0); the check
+    passes."""
+
+    def fused_holdout(rows, rng):
+        return [{"text": r["text"].replace(" ", "")} for r in rows["holdout"]]
+
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    bundle, _ = make_bundle(tmp_path, fused_holdout)
+    result = run_gate(policy, bundle, seed=1)
+    found = result.audits["disclosure"].result
+    assert found is not None
+    metrics = found.metric_values
+    assert metrics["ngram.holdout_disclosures"] > 0 and metrics["ngram.train_disclosures"] == 0
+    assert result.passed

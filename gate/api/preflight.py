@@ -56,8 +56,9 @@ def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
     hidden_from = (
         "the n-gram, PII and semantic classes (text.read_joined_words: false)"
         if bundle.release_other_readings is None
-        else "the PII and semantic classes, and from the n-gram class where the spaces were "
-        "deleted (it reads punctuation and invisible characters that join words as spaces)"
+        else "the PII and semantic classes (the n-gram class reads punctuation and "
+        "invisible characters that join words as spaces, and splits a run of letters and "
+        "digits into the source's words where they explain it)"
     )
     return (
         f"{release:.0%} of the release's text is in words of more than {FUSED_WORD} "

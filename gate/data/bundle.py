@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gate.data.deleted_spaces import SourceWords
 from gate.data.io import (
     RawTable,
     TableReader,
@@ -441,7 +442,12 @@ def load_bundle(
             written, reading = synthetic_frame["text"], text or TextPolicy()
             synthetic_frame["text"] = normalize_text(written, reading)
             if reading.read_joined_words:
-                other_readings = joined_words_readings(written, synthetic_frame["text"], reading)
+                other_readings = joined_words_readings(
+                    written,
+                    synthetic_frame["text"],
+                    reading,
+                    source_words=SourceWords.of(frame["text"]),
+                )
             _reject_blank_release(synthetic_frame, tables["synthetic"])
             _reject_copied_files(tables)
             if "source_id" in synthetic_frame.columns:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from gate.data.bidi import DIRECTING, bidi_layout, displayed_text
 from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
+from gate.data.deleted_spaces import SourceWords, spaces_restored
 from gate.data.markup import html_as_text, html_parser
 from gate.policy.models import TextPolicy
 
@@ -155,39 +156,66 @@ def _replaced(texts: pd.Series, pattern: str, replacement: str) -> pd.Series:
     return pd.Series(pd.array(values, dtype=texts.dtype), index=texts.index, name=texts.name)
 
 
-def joined_words_readings(texts: pd.Series, read: pd.Series, policy: TextPolicy) -> pd.Series:
+def joined_words_readings(
+    texts: pd.Series,
+    read: pd.Series,
+    policy: TextPolicy,
+    *,
+    source_words: SourceWords | None = None,
+) -> pd.Series:
     """The other readings of release ``texts`` (as written; ``read`` is their
     :func:`normalize_text` under ``policy``): each text read again with what joins a
     letter or digit to what precedes it read as a space, the last joiner of a run
     (``Smith,_who`` reads ``Smith, who``) and the whole run (``alpha__bravo`` reads
     ``alpha bravo``). Both are read from one normalisation of the texts in which
     invisible characters stand as joiners (:func:`_normalized`: after the fold and the
-    normal form, ``＿`` is ``_`` and ``ⓑ`` a letter). Each reading that differs from
-    ``read`` and from the other is kept, indexed by its text's position (a position at most
-    twice).
+    normal form, ``＿`` is ``_`` and ``ⓑ`` a letter). With ``source_words``, the first
+    reading and the last joiner's are read once more with deleted spaces restored
+    (:func:`gate.data.deleted_spaces.spaces_restored`: ``thepatientwas`` reads ``the
+    patient was``). Each reading that differs from the one it was made from is kept,
+    indexed by its text's position (a position at most four times).
 
     A copy whose spaces were replaced by punctuation, symbols or invisible characters
-    (which the first reading removes), one or several, reads as the copy again. Spaces
-    deleted outright are not restored.
+    (which the first reading removes), one or several, reads as the copy again; so does
+    one whose spaces were deleted, where the source's words explain the run.
     """
     held = pc.match_substring_regex(pa.array(texts.array), f"{_NOT_WORD}|{invisible_pattern()}")
     positions = np.flatnonzero(held.to_numpy(zero_copy_only=False))
-    if positions.size == 0:
+    readings: list[pd.Series] = []
+    last_kept = pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
+    if positions.size:
+        some = texts.iloc[positions].reset_index(drop=True)
+        first = read.iloc[positions].reset_index(drop=True)
+        joined = _normalized(some, policy, invisible_as_joiners=True)
+
+        def spaced(pattern: str, replacement: str) -> pd.Series:
+            read = _replaced(_replaced(joined, pattern, replacement), _INVISIBLE_JOINER, "")
+            return read.str.casefold() if policy.casefold else read
+
+        last, runs = spaced(_JOINER, r" \2"), spaced(_JOINER_RUN, r" \1")
+        keep_last = (last != first).to_numpy(dtype=bool)
+        keep_runs = ((runs != first) & (runs != last)).to_numpy(dtype=bool)
+        last_kept = pd.Series(
+            last[keep_last].to_numpy(), index=positions[keep_last], dtype=read.dtype
+        )
+        readings += [
+            last_kept,
+            pd.Series(runs[keep_runs].to_numpy(), index=positions[keep_runs], dtype=read.dtype),
+        ]
+    if source_words is not None:
+        made_from = ((read, np.arange(len(read))), (last_kept, last_kept.index.to_numpy()))
+        for reading, rows in made_from:
+            restored = spaces_restored(reading.reset_index(drop=True), source_words)
+            readings.append(
+                pd.Series(
+                    restored.to_numpy(), index=rows[restored.index.to_numpy()], dtype=read.dtype
+                )
+            )
+    if not readings:
         return pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
-    some = texts.iloc[positions].reset_index(drop=True)
-    first = read.iloc[positions].reset_index(drop=True)
-    joined = _normalized(some, policy, invisible_as_joiners=True)
-
-    def spaced(pattern: str, replacement: str) -> pd.Series:
-        read = _replaced(_replaced(joined, pattern, replacement), _INVISIBLE_JOINER, "")
-        return read.str.casefold() if policy.casefold else read
-
-    last, runs = spaced(_JOINER, r" \2"), spaced(_JOINER_RUN, r" \1")
-    keep_last = (last != first).to_numpy(dtype=bool)
-    keep_runs = ((runs != first) & (runs != last)).to_numpy(dtype=bool)
     return pd.Series(
-        np.concatenate([last[keep_last].to_numpy(), runs[keep_runs].to_numpy()]),
-        index=np.concatenate([positions[keep_last], positions[keep_runs]]),
+        np.concatenate([r.to_numpy() for r in readings]),
+        index=np.concatenate([r.index.to_numpy(dtype=np.int64) for r in readings]),
         dtype=read.dtype,
     )
 

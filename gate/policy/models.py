@@ -205,8 +205,11 @@ class TextPolicy(StrictModel):
         True,
         description="Read the release again with what joins a letter or digit to what "
         "precedes it (punctuation, symbols, invisible characters) as a space: the last "
-        "joiner of a run in one reading, the whole run in another. A copy whose spaces were "
-        "replaced by '_', '.', '-', '/', '__' or a zero-width space reads as the copy. The "
+        "joiner of a run in one reading, the whole run in another; and with deleted spaces "
+        "restored where the source's words (train and holdout together) explain a run of "
+        "letters and digits that is no source word (the most probable split under their "
+        "frequencies; never between two digits). A copy whose spaces were replaced by '_', "
+        "'.', '-', '/', '__' or a zero-width space, or deleted, reads as the copy. The "
         "ngram class takes a feature as disclosed when any reading holds it (a function of "
         "the release alone, so the test's level holds).",
     )
