@@ -6,10 +6,11 @@ class on real-length e-mails, and what they catch (README numbers).
 ``3 × records`` senders each write one e-mail (``gate.demo.corpora.email_threads``); a third
 are train, a third holdout. Two releases of ``records`` e-mails are gated by the ``ngram``
 class alone (n = 8–16, the standard policy's), with the other readings off and on: a leaky
-one (an order-3 word Markov chain fitted on train, up to 450 words) and a copy of train
-whose spaces are replaced by ``_`` and ``__`` in turn. Printed: the readings added, the
-seconds of the class (best of ``--repeats``), and the train and holdout disclosures
-(T, H).
+one (an order-3 word Markov chain fitted on train, up to 450 words), a copy of train
+whose spaces are replaced by ``_`` and ``__`` in turn, and a copy of train whose spaces are
+deleted. Printed: the seconds the bundle's load takes to make the other readings (the
+source's words and the readings, best of ``--repeats``), the readings added, the seconds of
+the class (best of ``--repeats``), and the train and holdout disclosures (T, H).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from gate.audits.feature_store import FeatureStore
 from gate.data.bundle import load_bundle
 from gate.demo.corpora import email_threads, leaky_release, make_faker
 from gate.policy import parse_policy
-from gate.policy.models import MembershipPolicy
+from gate.policy.models import MembershipPolicy, TextPolicy
 from gate.progress import NullProgress
 
 POLICY = """\
@@ -59,6 +60,7 @@ def main() -> None:
             "".join(word + ("_" if j % 2 else "__") for j, word in enumerate(r["text"].split(" ")))
             for r in train[: args.records]
         ],
+        "train, spaces deleted": [r["text"].replace(" ", "") for r in train[: args.records]],
     }
     config = parse_policy(POLICY).audits.disclosure.features[0]
     with tempfile.TemporaryDirectory() as folder:
@@ -68,7 +70,23 @@ def main() -> None:
         for name, texts in releases.items():
             release = Path(folder) / "release.jsonl"
             write_jsonl(release, [{"text": t} for t in texts])
-            bundle = load_bundle(membership=MembershipPolicy(), synthetic=release, **paths)
+            loads = {}
+            for readings in (False, True):
+                loads[readings] = float("inf")
+                for _ in range(args.repeats):
+                    started = time.perf_counter()
+                    bundle = load_bundle(
+                        membership=MembershipPolicy(),
+                        synthetic=release,
+                        text=TextPolicy(read_joined_words=readings),
+                        **paths,
+                    )
+                    loads[readings] = min(loads[readings], time.perf_counter() - started)
+            print(
+                f"{name:26s} the other readings take {loads[True] - loads[False]:5.2f} s of "
+                f"the load ({loads[False]:.2f} s without them)",
+                flush=True,
+            )
             for readings in ("off", "on"):
                 read = bundle if readings == "on" else replace(bundle, release_other_readings=None)
                 best = float("inf")
