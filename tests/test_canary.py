@@ -381,6 +381,36 @@ def test_the_null_control_cannot_gate_a_release(tmp_path: Path, capsys) -> None:
         assert not out.exists() or not any(out.iterdir())
 
 
+def test_run_gate_refuses_the_null_control_where_it_gates_a_release() -> None:
+    """The library's run_gate refuses it too when the bundle holds a release, or when
+    the policy runs other audits beside it (a review: only the commands refused)."""
+    from gate.api import run_gate
+    from gate.policy import parse_policy
+
+    null_control = PARROT_POLICY.replace("n_rep: 2", "n_rep: 0")
+    with_disclosure = null_control.replace(
+        "audits:\n",
+        "audits:\n  disclosure:\n    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n",
+    )
+    release = load_bundle(
+        membership=MembershipPolicy(),
+        manifest=MANIFEST,
+        synthetic=EXAMPLE / "synthetic.jsonl",
+        canary_source=PUBLIC,
+    )
+    no_release = load_bundle(
+        membership=MembershipPolicy(), manifest=MANIFEST, synthetic=None, canary_source=PUBLIC
+    )
+    for policy, bundle in (
+        (null_control, release),
+        (with_disclosure, release),
+        (with_disclosure, no_release),
+    ):
+        with pytest.raises(InputError, match=r"^the policy: audits.canary.n_rep: 0 is the null"):
+            run_gate(parse_policy(policy), bundle)
+
+
 def test_a_generator_writing_one_line_is_an_error(tmp_path: Path) -> None:
     """A review: a generator whose release is one line scored every canary alike, every
     signal at chance, and the audit passed, certifying nothing about the pipeline."""

@@ -174,6 +174,10 @@ def run_gate(
     Returns:
         The verdict: ``pass`` only if every audit ran to completion and the GX suite of the
         policy's thresholds succeeded.
+
+    Raises:
+        InputError: the policy's canary audit is the null control (``n_rep: 0``) and the
+            run gates a release (the bundle holds one, or other audits run).
     """
     loaded = policy if isinstance(policy, LoadedPolicy) else None
     policy_model: Policy = policy.policy if isinstance(policy, LoadedPolicy) else policy
@@ -191,6 +195,8 @@ def run_gate(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
 
     enabled = policy_model.audits.enabled()
+    if len(bundle.synthetic) or len(enabled) > 1:  # a release is gated: not gate canary's run
+        refuse_null_control(policy_model, where=loaded.path if loaded else "the policy")
     children = np.random.SeedSequence(root_seed).spawn(len(enabled))
     outcomes: dict[str, AuditOutcome] = {}
     with nullcontext(engine) if engine is not None else create_engine(policy_model.engine) as used:
@@ -409,7 +415,7 @@ def _check_files(
             loaded = only_audit(loaded, only)
         check_before_work(loaded)
         if only is None:
-            refuse_null_control(loaded)
+            refuse_null_control(loaded.policy, where=loaded.path)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         profile = loaded.policy.audits.profile

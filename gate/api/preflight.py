@@ -245,15 +245,16 @@ def refuse_unused_canary_source(loaded: LoadedPolicy, canary_source: str | Path 
         )
 
 
-def refuse_null_control(loaded: LoadedPolicy) -> None:
+def refuse_null_control(policy: Policy, *, where: str) -> None:
     """Refuse a canary audit with ``n_rep: 0`` where it would gate a release (``gate
-    check``, ``gate remediate``): nothing is planted, so its checks fail a pipeline that
-    leaks no more often than one that does not, and its PASS approved releases (a review).
-    ``gate canary`` runs it, as the null control it is."""
-    canary = loaded.policy.audits.canary
+    check``, ``gate remediate``, :func:`gate.api.run_gate` with a release or other
+    audits): nothing is planted, so its checks fail a pipeline that leaks no more often
+    than one that does not, and its PASS approved releases (a review). ``gate canary``
+    runs it, as the null control it is. ``where`` names the policy in the message."""
+    canary = policy.audits.canary
     if canary is not None and canary.enabled and canary.n_rep == 0:
         raise InputError(
-            f"{loaded.path}: audits.canary.n_rep: 0 is the null control (no canary is "
+            f"{where}: audits.canary.n_rep: 0 is the null control (no canary is "
             "planted), whose checks cannot tell a leaking pipeline from a clean one, so it "
             "cannot gate a release; run it with `gate canary`, or set n_rep to 1 or more"
         )

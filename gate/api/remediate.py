@@ -106,7 +106,7 @@ def remediate_release(
         if root_seed < 0:
             raise InputError(f"--seed must be >= 0; found {root_seed}")
         setup = remediation_setup(loaded, generator=generator, method=method)
-        refuse_null_control(loaded)
+        refuse_null_control(loaded.policy, where=loaded.path)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         check_before_work(loaded)
