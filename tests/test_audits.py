@@ -500,6 +500,33 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
     assert not any("words run together" in w for w in run_gate(policy, plain).warnings)
 
 
+@pytest.mark.parametrize(
+    ("copy", "ngram"),
+    [
+        (lambda t: "".join(w + ("__" if i % 2 else "") for i, w in enumerate(t.split())), ""),
+        (lambda t: t.replace(" ", "\u0334"), ""),
+        (lambda t: t.upper().replace(" ", ""), ", tokenizer: word, lowercase: true"),
+        (lambda t: t.swapcase().replace(" ", ""), ", tokenizer: word, lowercase: true"),
+    ],
+    ids=["__ and deleted in turn", "a mark for each space", "capitals", "case swapped"],
+)
+def test_copies_a_review_passed_with_their_spaces_deleted_fail(tmp_path, copy, ngram) -> None:
+    """A review of the restored spaces passed these copies of train: deleted spaces and
+    ``__`` in turn (only the whole run's reading spaces ``__``), a combining mark in each
+    space's place, and capitals under a lower-casing tokenizer."""
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        f"    features: [{{class: ngram, n_min: 3, n_max: 5{ngram}}}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    bundle, _ = make_bundle(
+        tmp_path, lambda rows, rng: [{"text": copy(r["text"])} for r in rows["train"]]
+    )
+    assert not run_gate(policy, bundle, seed=1).passed
+    read_once = replace(bundle, release_other_readings=None)  # text.read_joined_words: false
+    assert run_gate(policy, read_once, seed=1).passed
+
+
 def test_spaces_restored_disclose_phantoms_as_they_disclose_train(tmp_path) -> None:
     """The source's words are train and holdout together: holdout records with their
     spaces deleted are read back and counted as phantoms (H > 0, T = 0); the check

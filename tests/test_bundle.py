@@ -722,24 +722,42 @@ def test_the_other_readings_read_what_joins_words_as_spaces() -> None:
     assert len(other) > len(set(other.index))  # both readings of some texts
 
 
-def test_deleted_spaces_are_restored_in_the_first_and_the_last_joiners_reading() -> None:
-    """With the source's words, the first reading and the last joiner's are read once more
-    with deleted spaces restored, each kept where it changed and indexed by its release
-    row: ``Smith,whowas`` is ``Smith,who was`` and, its comma read as a space, ``Smith
-    who was``."""
+def test_deleted_spaces_are_restored_in_every_reading() -> None:
+    """With the source's words, the first reading, the last joiner's and the whole run's
+    are each read once more with deleted spaces restored, kept where they changed and
+    indexed by their release row: ``Smith,whowas`` is ``Smith,who was`` and, its comma
+    read as a space, ``Smith who was``; ``the__patientwas`` is spaced cleanly only by the
+    whole run's reading (a review: a copy mixing ``__`` and deleted spaces passed).
+    Capitals are split as lower case, and a mark no source text holds is a space."""
     from gate.data.deleted_spaces import SourceWords
     from gate.data.normalize import joined_words_readings, normalize_text
     from gate.policy.models import TextPolicy
 
     policy = TextPolicy()
-    texts = pd.Series(["plain words", "Smith,whowas here", "thepatient"])
+    texts = pd.Series(
+        [
+            "plain words",
+            "Smith,whowas here",
+            "thepatient",
+            "the__patientwas",
+            "THEPATIENT",
+            "the\u0334patient",
+        ]
+    )
     words = SourceWords.of(pd.Series(["Smith, who was here.", "the patient plain words"]))
     other = joined_words_readings(texts, normalize_text(texts, policy), policy, source_words=words)
     assert list(zip(other.index.tolist(), other.tolist(), strict=True)) == [
         (1, "Smith whowas here"),  # the last joiner's reading (the whole run's is the same)
+        (3, "the_ patientwas"),
+        (3, "the patientwas"),  # the whole run's
         (1, "Smith,who was here"),  # the first, restored
         (2, "the patient"),
+        (3, "the__patient was"),
+        (4, "THE PATIENT"),
+        (5, "the patient"),
         (1, "Smith who was here"),  # the last joiner's, restored
+        (3, "the_ patient was"),
+        (3, "the patient was"),  # the whole run's, restored
     ]
 
 

@@ -85,6 +85,49 @@ def test_non_ascii_words_and_long_runs() -> None:
     assert sum(p in ("alpha", "bravo") for p in pieces) >= len(pieces) - 4
 
 
+def test_capitals_are_split_as_lower_case() -> None:
+    """A review: a copy in capitals (or with its case swapped) matched no source word and
+    passed under a lower-casing tokenizer; the words are compared in lower case and the
+    text keeps its own."""
+    assert restored(["the patient"], ["THEPATIENT", "ThePatient", "tHEpATIENT"]) == {
+        0: "THE PATIENT",
+        1: "The Patient",
+        2: "tHE pATIENT",
+    }
+
+
+def test_a_mark_no_source_text_holds_is_a_space() -> None:
+    """A review: a combining mark in place of each space joined the words (marks are word
+    characters). One the source holds (Devanagari's vowel signs) stays."""
+    assert restored(["the patient"], ["the\u0334patient", "the \u0334patient"]) == {
+        0: "the patient",
+        1: "the  patient",
+    }
+    hindi = "नमस्ते दुनिया"  # its vowel signs and virama are marks
+    assert restored([hindi], ["नमस्तेदुनिया", hindi]) == {0: hindi}
+
+
+def test_texts_are_read_in_slices_of_characters(monkeypatch) -> None:
+    """A review: slices of 16,384 texts held about 40 bytes per character, 13 GB for texts
+    of 20 KB. Slices of a few characters give what one slice gives."""
+    import gate.data.deleted_spaces as module
+
+    rng = np.random.default_rng(5)
+    vocab = ["alpha", "bravo", "charlie", "delta", "echo", "12", "34"]
+    source = pd.Series([" ".join(rng.choice(vocab, 6)) for _ in range(40)])
+    release = pd.Series(["".join(rng.choice(vocab, int(rng.integers(0, 9)))) for _ in range(60)])
+    whole_words = SourceWords.of(source)
+    whole = spaces_restored(release, whole_words)
+    monkeypatch.setattr(module, "_CHARACTERS_AT_ONCE", 37)
+    assert len(list(module._chunks(release))) > 10
+    sliced_words = SourceWords.of(source)
+    assert np.array_equal(sliced_words.hashes, whole_words.hashes)
+    for (h1, c1), (h2, c2) in zip(sliced_words.by_length, whole_words.by_length, strict=True):
+        assert np.array_equal(h1, h2) and np.array_equal(c1, c2)
+    sliced = spaces_restored(release, sliced_words)
+    assert sliced.to_dict() == whole.to_dict() and len(whole) > 30
+
+
 def _cost(piece: str, words: dict[str, float], unknown: float) -> float:
     return words.get(piece, unknown + CHAR_COST * len(piece))
 

@@ -2,7 +2,9 @@
 of the source is split into the source's words where they explain it better than one
 unknown word does (the most probable segmentation under the source's word frequencies, a
 unigram model with a penalty per word: dynamic programming over the run's characters,
-run for every run at once).
+run for every run at once). Words are compared in lower case (a copy in capitals is still
+split), and a combining mark that no source text holds is read as a space (a mark drawn
+over the place of each space would otherwise join the words).
 
 The source words are a function of train and holdout together (their union), so a
 reading made with them treats a train user and a holdout user alike: the phantoms still
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -27,7 +30,7 @@ _BASE_INVERSE = pow(_BASE, -1, 1 << 64)
 LONGEST_WORD = 24  # characters: a longer source word is read as an unknown piece
 WORD_PENALTY = 4.0  # nats each piece of a segmentation costs on top of its frequency
 CHAR_COST = math.log(36)  # nats per character of a piece that is no source word
-_TEXTS_AT_ONCE = 1 << 14  # texts whose code points are held at a time
+_CHARACTERS_AT_ONCE = 1 << 22  # code points held at a time (about 40 bytes each at the peak)
 _RUN_CHARACTERS = 1 << 19  # characters of unknown runs segmented at a time
 _LONGEST_RUN = 4096  # a longer unknown run is segmented in windows of this many characters
 _FILTER_BITS = 18  # a hash's top bits index a table of the words of each length
@@ -48,6 +51,7 @@ class SourceWords:
             the top :data:`_FILTER_BITS` bits (a filter before the sorted search).
         unknown_cost: what a piece that is no source word costs to start (``log(total) +
             WORD_PENALTY``); each of its characters adds :data:`CHAR_COST`.
+        marks: the combining marks (Unicode category M) the source holds, sorted.
     """
 
     hashes: np.ndarray
@@ -55,15 +59,18 @@ class SourceWords:
     by_length: tuple[tuple[np.ndarray, np.ndarray], ...]
     maybe: np.ndarray
     unknown_cost: float
+    marks: np.ndarray
 
     @classmethod
     def of(cls, texts: pd.Series) -> SourceWords:
-        """The words of the source ``texts`` (as normalised), with their counts."""
-        hashes, lengths, counts = [], [], []
-        for start in range(0, len(texts), _TEXTS_AT_ONCE):
-            codes, _ = _code_points(texts.iloc[start : start + _TEXTS_AT_ONCE])
+        """The words of the source ``texts`` (as normalised; in lower case), with their
+        counts."""
+        hashes, lengths, counts, marks = [], [], [], []
+        for some in _chunks(texts):
+            codes, _ = _code_points(some)
+            marks.append(np.unique(codes[_in_categories(codes, ("M",))]))
             run_start, run_length = _word_runs(codes)
-            prefix, powers = _prefix_hashes(codes)
+            prefix, powers = _prefix_hashes(_lowered(codes))
             found = _substring_hashes(prefix, powers, run_start, run_length)
             unique, first, count = np.unique(found, return_index=True, return_counts=True)
             hashes.append(unique)
@@ -90,40 +97,44 @@ class SourceWords:
             by_length=tuple(by_length),
             maybe=maybe,
             unknown_cost=math.log(total) + WORD_PENALTY,
+            marks=np.unique(np.concatenate(marks)) if marks else np.zeros(0, np.int64),
         )
 
 
 def spaces_restored(texts: pd.Series, words: SourceWords) -> pd.Series:
     """The ``texts`` in which a space was restored, each with its words run together split
-    into ``words`` where that is the most probable reading (module docstring), indexed by
-    the text's position in ``texts``. A run that is a source word, or that no split
-    explains better than one unknown word, is left as it is.
+    into ``words`` where that is the most probable reading (module docstring), and each
+    combining mark that no source text holds read as a space, indexed by the text's
+    position in ``texts``. A run that is a source word, or that no split explains better
+    than one unknown word, is left as it is.
     """
     restored: list[pd.Series] = []
-    for start in range(0, len(texts), _TEXTS_AT_ONCE):
-        some = texts.iloc[start : start + _TEXTS_AT_ONCE]
+    start = 0
+    for some in _chunks(texts):
         codes, offsets = _code_points(some)
+        foreign = _in_categories(codes, ("M",)) & ~np.isin(codes, words.marks)
+        codes[foreign] = _SPACE
         run_start, run_length = _word_runs(codes)
-        prefix, powers = _prefix_hashes(codes)
+        lowered = _lowered(codes)
+        prefix, powers = _prefix_hashes(lowered)
         run_hash = _substring_hashes(prefix, powers, run_start, run_length)
         at = np.minimum(np.searchsorted(words.hashes, run_hash), max(words.hashes.size - 1, 0))
         known = words.hashes[at] == run_hash if words.hashes.size else np.zeros_like(run_hash, bool)
         unknown = ~known & (run_length >= 2)
-        spaces = _segmentation_spaces(codes, run_start[unknown], run_length[unknown], words)
-        if spaces.size == 0:
-            continue
-        ends = offsets[1:] - 1  # each text's separator
-        per_text = np.diff(np.searchsorted(spaces, offsets))
-        changed = np.flatnonzero(per_text)
-        spaced = np.insert(codes, spaces, _SPACE)
+        spaces = _segmentation_spaces(lowered, run_start[unknown], run_length[unknown], words)
         moved = np.searchsorted(spaces, offsets)  # spaces before each text's start
-        text = spaced.astype("<u4").tobytes().decode("utf-32-le")
+        marks_read = np.diff(np.searchsorted(np.flatnonzero(foreign), offsets))
+        changed = np.flatnonzero(np.diff(moved) + marks_read)
+        start, first = start + len(some), start
+        if changed.size == 0:
+            continue
+        text = np.insert(codes, spaces, _SPACE).astype("<u4").tobytes().decode("utf-32-le")
         begin = (offsets[:-1] + moved[:-1])[changed]
-        end = (ends + moved[1:])[changed]
+        end = (offsets[1:] - 1 + moved[1:])[changed]  # before each text's separator
         restored.append(
             pd.Series(
                 [text[b:e] for b, e in zip(begin.tolist(), end.tolist(), strict=True)],
-                index=changed + start,
+                index=changed + first,
                 dtype=texts.dtype,
             )
         )
@@ -132,12 +143,24 @@ def spaces_restored(texts: pd.Series, words: SourceWords) -> pd.Series:
     return pd.concat(restored)
 
 
+def _chunks(texts: pd.Series) -> Iterator[pd.Series]:
+    """``texts`` in consecutive slices of about :data:`_CHARACTERS_AT_ONCE` code points (a
+    longer text is a slice of its own)."""
+    ends = np.cumsum(texts.str.len().to_numpy(dtype=np.int64) + 1)
+    start = 0
+    while start < len(texts):
+        before = int(ends[start - 1]) if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, before + _CHARACTERS_AT_ONCE, "right")))
+        yield texts.iloc[start:stop]
+        start = stop
+
+
 def _code_points(texts: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """The code points of ``texts``, each followed by a separator, and the offset of each
     text (one more: the end)."""
     values = texts.tolist()
     joined = "\n".join(values) + "\n" if values else ""
-    codes = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4").astype(np.int64)
+    codes = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4").astype(np.int64)  # a copy
     lengths = np.fromiter((len(v) + 1 for v in values), dtype=np.int64, count=len(values))
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -161,6 +184,24 @@ def _in_categories(codes: np.ndarray, accept: tuple[str, ...]) -> np.ndarray:
             [unicodedata.category(chr(c)).startswith(accept) for c in other.tolist()], dtype=bool
         )[inverse]
     return found
+
+
+def _lowered(codes: np.ndarray) -> np.ndarray:
+    """Each code point in lower case, where that is one code point (``İ`` and the like
+    stay as they are, so positions do not move)."""
+    lowered = codes.copy()
+    capital = (codes >= 0x41) & (codes <= 0x5A)
+    lowered[capital] += 0x20
+    other = codes >= 0x80
+    if other.any():
+        points, inverse = np.unique(codes[other], return_inverse=True)
+        lowered[other] = np.array([_lower_one(c) for c in points.tolist()], dtype=np.int64)[inverse]
+    return lowered
+
+
+def _lower_one(code: int) -> int:
+    lower = chr(code).lower()
+    return ord(lower) if len(lower) == 1 else code
 
 
 def _is_word(codes: np.ndarray) -> np.ndarray:

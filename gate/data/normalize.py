@@ -169,11 +169,12 @@ def joined_words_readings(
     (``Smith,_who`` reads ``Smith, who``) and the whole run (``alpha__bravo`` reads
     ``alpha bravo``). Both are read from one normalisation of the texts in which
     invisible characters stand as joiners (:func:`_normalized`: after the fold and the
-    normal form, ``＿`` is ``_`` and ``ⓑ`` a letter). With ``source_words``, the first
-    reading and the last joiner's are read once more with deleted spaces restored
-    (:func:`gate.data.deleted_spaces.spaces_restored`: ``thepatientwas`` reads ``the
-    patient was``). Each reading that differs from the one it was made from is kept,
-    indexed by its text's position (a position at most four times).
+    normal form, ``＿`` is ``_`` and ``ⓑ`` a letter). With ``source_words``, each of the
+    three (the first reading, the last joiner's, the whole run's) is read once more with
+    deleted spaces restored (:func:`gate.data.deleted_spaces.spaces_restored`:
+    ``thepatientwas`` reads ``the patient was``, ``the__patientwas`` ``the patient was``).
+    Each reading that differs from the one it was made from is kept, indexed by its
+    text's position (a position at most six times).
 
     A copy whose spaces were replaced by punctuation, symbols or invisible characters
     (which the first reading removes), one or several, reads as the copy again; so does
@@ -182,7 +183,8 @@ def joined_words_readings(
     held = pc.match_substring_regex(pa.array(texts.array), f"{_NOT_WORD}|{invisible_pattern()}")
     positions = np.flatnonzero(held.to_numpy(zero_copy_only=False))
     readings: list[pd.Series] = []
-    last_kept = pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
+    none = pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
+    last_kept = runs_kept = none
     if positions.size:
         some = texts.iloc[positions].reset_index(drop=True)
         first = read.iloc[positions].reset_index(drop=True)
@@ -198,12 +200,16 @@ def joined_words_readings(
         last_kept = pd.Series(
             last[keep_last].to_numpy(), index=positions[keep_last], dtype=read.dtype
         )
-        readings += [
-            last_kept,
-            pd.Series(runs[keep_runs].to_numpy(), index=positions[keep_runs], dtype=read.dtype),
-        ]
+        runs_kept = pd.Series(
+            runs[keep_runs].to_numpy(), index=positions[keep_runs], dtype=read.dtype
+        )
+        readings += [last_kept, runs_kept]
     if source_words is not None:
-        made_from = ((read, np.arange(len(read))), (last_kept, last_kept.index.to_numpy()))
+        made_from = (
+            (read, np.arange(len(read))),
+            (last_kept, last_kept.index.to_numpy()),
+            (runs_kept, runs_kept.index.to_numpy()),
+        )
         for reading, rows in made_from:
             restored = spaces_restored(reading.reset_index(drop=True), source_words)
             readings.append(
@@ -212,7 +218,7 @@ def joined_words_readings(
                 )
             )
     if not readings:
-        return pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
+        return none
     return pd.Series(
         np.concatenate([r.to_numpy() for r in readings]),
         index=np.concatenate([r.index.to_numpy(dtype=np.int64) for r in readings]),
