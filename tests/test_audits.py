@@ -509,13 +509,30 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
         (lambda t: t.replace(" ", "\u0334"), ""),
         (lambda t: t.upper().replace(" ", ""), ", tokenizer: word, lowercase: true"),
         (lambda t: t.swapcase().replace(" ", ""), ", tokenizer: word, lowercase: true"),
+        (lambda t: t.replace(" ", "_\u0336"), ""),
+        (lambda t: t.replace(" ", ".\u20dd"), ""),
+        (lambda t: t.replace(" ", "\ua78f"), ""),
+        (lambda t: t.replace(" ", "\ua78f"), ", tokenizer: word, lowercase: true"),
+        (lambda t: " ".join(w[:1] + "\u0336" + w[1:] for w in t.split(" ")), ""),
     ],
-    ids=["__ and deleted in turn", "a mark for each space", "capitals", "case swapped"],
+    ids=[
+        "__ and deleted in turn",
+        "a mark for each space",
+        "capitals",
+        "case swapped",
+        "a joiner and a mark",
+        "a joiner and an enclosing mark",
+        "a letter the source lacks",
+        "a letter the source lacks, word tokenizer",
+        "a mark in each word",
+    ],
 )
 def test_copies_a_review_passed_with_their_spaces_deleted_fail(tmp_path, copy, ngram) -> None:
-    """A review of the restored spaces passed these copies of train: deleted spaces and
+    """Two reviews of the restored spaces passed these copies of train: deleted spaces and
     ``__`` in turn (only the whole run's reading spaces ``__``), a combining mark in each
-    space's place, and capitals under a lower-casing tokenizer."""
+    space's place, capitals under a lower-casing tokenizer; then a joiner followed by a
+    mark (the joiners' readings wanted a letter next), a letter the source never holds in
+    each space's place (``ꞏ``), and a mark inside each word."""
     policy = parse_policy(
         "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
         f"    features: [{{class: ngram, n_min: 3, n_max: 5{ngram}}}]\n"

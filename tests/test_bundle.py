@@ -640,17 +640,20 @@ def _joins(c: str) -> bool:
 
 def _joiners_as_spaces(text: str, *, runs: bool) -> str:
     """RE2's left-to-right replacement of ``normalize._JOINER`` (the last joiner before a
-    letter or digit) or ``_JOINER_RUN`` (the whole run), by hand."""
+    letter or digit, with the marks that follow it) or ``_JOINER_RUN`` (the whole run),
+    by hand."""
     out, i = [], 0
     while i < len(text):
-        j = i
+        j, last = i, i
         while j < len(text) and _joins(text[j]):
-            j += 1
+            last, j = j, j + 1
+            while j < len(text) and unicodedata.category(text[j])[0] == "M":
+                j += 1
         if j == i:
             out.append(text[i])
             i += 1
         elif j < len(text) and unicodedata.category(text[j])[0] in "LN":
-            out += [text[i : j - 1] if not runs else "", " ", text[j]]
+            out += [text[i:last] if not runs else "", " ", text[j]]
             i = j + 1
         else:
             out.append(text[i:j])
@@ -728,7 +731,8 @@ def test_deleted_spaces_are_restored_in_every_reading() -> None:
     indexed by their release row: ``Smith,whowas`` is ``Smith,who was`` and, its comma
     read as a space, ``Smith who was``; ``the__patientwas`` is spaced cleanly only by the
     whole run's reading (a review: a copy mixing ``__`` and deleted spaces passed).
-    Capitals are split as lower case, and a mark no source text holds is a space."""
+    Capitals are split as lower case, and a mark no source text holds is a space; a text
+    holding a mark is also read with its marks deleted."""
     from gate.data.deleted_spaces import SourceWords
     from gate.data.normalize import joined_words_readings, normalize_text
     from gate.policy.models import TextPolicy
@@ -758,14 +762,15 @@ def test_deleted_spaces_are_restored_in_every_reading() -> None:
         (1, "Smith who was here"),  # the last joiner's, restored
         (3, "the_ patient was"),
         (3, "the patient was"),  # the whole run's, restored
+        (5, "the patient"),  # the first, its marks deleted, restored
     ]
 
 
 def test_the_release_is_read_again_unless_the_policy_says_not(tmp_path: Path) -> None:
     from gate.policy.models import TextPolicy
 
-    train = write_jsonl(tmp_path / "train.jsonl", [{"user_id": "a", "text": "x y"}])
-    holdout = write_jsonl(tmp_path / "holdout.jsonl", [{"user_id": "b", "text": "x z"}])
+    train = write_jsonl(tmp_path / "train.jsonl", [{"user_id": "a", "text": "one y"}])
+    holdout = write_jsonl(tmp_path / "holdout.jsonl", [{"user_id": "b", "text": "two z"}])
     synthetic = write_jsonl(
         tmp_path / "synthetic.jsonl", [{"text": "one two"}, {"text": "one_two"}]
     )

@@ -3,8 +3,9 @@ of the source is split into the source's words where they explain it better than
 unknown word does (the most probable segmentation under the source's word frequencies, a
 unigram model with a penalty per word: dynamic programming over the run's characters,
 run for every run at once). Words are compared in lower case (a copy in capitals is still
-split), and a combining mark that no source text holds is read as a space (a mark drawn
-over the place of each space would otherwise join the words).
+split), and a letter, digit or mark that no source text holds is read as a space (one
+drawn in the place of each space would otherwise join the words). Asked to, the marks
+are deleted first (one the source holds, in each space's place or inside each word).
 
 The source words are a function of train and holdout together (their union), so a
 reading made with them treats a train user and a holdout user alike: the phantoms still
@@ -51,7 +52,8 @@ class SourceWords:
             the top :data:`_FILTER_BITS` bits (a filter before the sorted search).
         unknown_cost: what a piece that is no source word costs to start (``log(total) +
             WORD_PENALTY``); each of its characters adds :data:`CHAR_COST`.
-        marks: the combining marks (Unicode category M) the source holds, sorted.
+        held: the letters, digits and marks (Unicode categories L, N, M) the source holds,
+            in lower case, sorted.
     """
 
     hashes: np.ndarray
@@ -59,18 +61,19 @@ class SourceWords:
     by_length: tuple[tuple[np.ndarray, np.ndarray], ...]
     maybe: np.ndarray
     unknown_cost: float
-    marks: np.ndarray
+    held: np.ndarray
 
     @classmethod
     def of(cls, texts: pd.Series) -> SourceWords:
         """The words of the source ``texts`` (as normalised; in lower case), with their
         counts."""
-        hashes, lengths, counts, marks = [], [], [], []
+        hashes, lengths, counts, held = [], [], [], []
         for some in _chunks(texts):
             codes, _ = _code_points(some)
-            marks.append(np.unique(codes[_in_categories(codes, ("M",))]))
+            lowered = _lowered(codes)
+            held.append(np.unique(lowered[_is_word(codes)]))
             run_start, run_length = _word_runs(codes)
-            prefix, powers = _prefix_hashes(_lowered(codes))
+            prefix, powers = _prefix_hashes(lowered)
             found = _substring_hashes(prefix, powers, run_start, run_length)
             unique, first, count = np.unique(found, return_index=True, return_counts=True)
             hashes.append(unique)
@@ -97,25 +100,35 @@ class SourceWords:
             by_length=tuple(by_length),
             maybe=maybe,
             unknown_cost=math.log(total) + WORD_PENALTY,
-            marks=np.unique(np.concatenate(marks)) if marks else np.zeros(0, np.int64),
+            held=np.unique(np.concatenate(held)) if held else np.zeros(0, np.int64),
         )
 
 
-def spaces_restored(texts: pd.Series, words: SourceWords) -> pd.Series:
-    """The ``texts`` in which a space was restored, each with its words run together split
-    into ``words`` where that is the most probable reading (module docstring), and each
-    combining mark that no source text holds read as a space, indexed by the text's
-    position in ``texts``. A run that is a source word, or that no split explains better
-    than one unknown word, is left as it is.
+def spaces_restored(
+    texts: pd.Series, words: SourceWords, *, delete_marks: bool = False
+) -> pd.Series:
+    """The ``texts`` that change when each letter, digit or mark that no source text holds
+    is read as a space and the words run together are split into ``words`` where that is
+    the most probable reading (module docstring), indexed by the text's position in
+    ``texts``; with ``delete_marks``, every combining mark is deleted first. A run that is
+    a source word, or that no split explains better than one unknown word, is left as it
+    is.
     """
     restored: list[pd.Series] = []
     start = 0
     for some in _chunks(texts):
         codes, offsets = _code_points(some)
-        foreign = _in_categories(codes, ("M",)) & ~np.isin(codes, words.marks)
-        codes[foreign] = _SPACE
-        run_start, run_length = _word_runs(codes)
+        edits = np.zeros(len(some), dtype=np.int64)
+        if delete_marks:
+            marks = np.flatnonzero(_in_categories(codes, ("M",)))
+            edits += np.diff(np.searchsorted(marks, offsets))
+            codes = np.delete(codes, marks)
+            offsets = offsets - np.searchsorted(marks, offsets)
         lowered = _lowered(codes)
+        foreign = _is_word(codes) & ~np.isin(lowered, words.held)
+        codes[foreign] = lowered[foreign] = _SPACE
+        edits += np.diff(np.searchsorted(np.flatnonzero(foreign), offsets))
+        run_start, run_length = _word_runs(codes)
         prefix, powers = _prefix_hashes(lowered)
         run_hash = _substring_hashes(prefix, powers, run_start, run_length)
         at = np.minimum(np.searchsorted(words.hashes, run_hash), max(words.hashes.size - 1, 0))
@@ -123,8 +136,7 @@ def spaces_restored(texts: pd.Series, words: SourceWords) -> pd.Series:
         unknown = ~known & (run_length >= 2)
         spaces = _segmentation_spaces(lowered, run_start[unknown], run_length[unknown], words)
         moved = np.searchsorted(spaces, offsets)  # spaces before each text's start
-        marks_read = np.diff(np.searchsorted(np.flatnonzero(foreign), offsets))
-        changed = np.flatnonzero(np.diff(moved) + marks_read)
+        changed = np.flatnonzero(np.diff(moved) + edits)
         start, first = start + len(some), start
         if changed.size == 0:
             continue

@@ -82,8 +82,8 @@ _NORMALIZE_ROWS = 1 << 16  # texts normalised at a time (Python strings of one s
 # of a release (:func:`joined_words_readings`) read the last such character before a letter
 # or digit (``_JOINER``), or the whole run of them (``_JOINER_RUN``), as a space.
 _NOT_WORD = r"[^\p{L}\p{N}\p{M}\p{Z}\s]"
-_JOINER = f"({_NOT_WORD})([\\p{{L}}\\p{{N}}])"
-_JOINER_RUN = f"{_NOT_WORD}+([\\p{{L}}\\p{{N}}])"
+_JOINER = f"({_NOT_WORD})\\p{{M}}*([\\p{{L}}\\p{{N}}])"  # marks may follow a joiner
+_JOINER_RUN = f"(?:{_NOT_WORD}\\p{{M}}*)+([\\p{{L}}\\p{{N}}])"
 # Invisible characters stand as this private-use character (a joiner) until the joiners
 # are read: the first reading removes them, so they join words too (a zero-width space
 # for a space), also where they follow another joiner or are marks (variation selectors).
@@ -172,9 +172,10 @@ def joined_words_readings(
     normal form, ``＿`` is ``_`` and ``ⓑ`` a letter). With ``source_words``, each of the
     three (the first reading, the last joiner's, the whole run's) is read once more with
     deleted spaces restored (:func:`gate.data.deleted_spaces.spaces_restored`:
-    ``thepatientwas`` reads ``the patient was``, ``the__patientwas`` ``the patient was``).
-    Each reading that differs from the one it was made from is kept, indexed by its
-    text's position (a position at most six times).
+    ``thepatientwas`` reads ``the patient was``, ``the__patientwas`` ``the patient was``),
+    and the first reading of a text holding a combining mark once more with every mark
+    deleted before. Each reading that differs from the one it was made from is kept,
+    indexed by its text's position (a position at most seven times).
 
     A copy whose spaces were replaced by punctuation, symbols or invisible characters
     (which the first reading removes), one or several, reads as the copy again; so does
@@ -217,6 +218,14 @@ def joined_words_readings(
                     restored.to_numpy(), index=rows[restored.index.to_numpy()], dtype=read.dtype
                 )
             )
+        marked = pc.match_substring_regex(pa.array(read.array), r"\p{M}")
+        rows = np.flatnonzero(marked.to_numpy(zero_copy_only=False))
+        restored = spaces_restored(
+            read.iloc[rows].reset_index(drop=True), source_words, delete_marks=True
+        )
+        readings.append(
+            pd.Series(restored.to_numpy(), index=rows[restored.index.to_numpy()], dtype=read.dtype)
+        )
     if not readings:
         return none
     return pd.Series(
