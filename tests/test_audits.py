@@ -379,6 +379,16 @@ def test_a_release_holding_the_whole_source_is_warned_of(tmp_path) -> None:
     )
 
 
+def _assert_train_witnesses_name_their_copies(result, rows) -> None:
+    """Release record ``i + 1`` copies train record ``i``: every train witness names it."""
+    found = result.audits["disclosure"].result
+    assert found is not None
+    witnesses = [w for w in found.witnesses if w.split == "train"]
+    assert witnesses
+    copied = {r["record_id"]: f"synthetic:{i + 1}" for i, r in enumerate(rows["train"])}
+    assert all(w.synthetic_record_id == copied[w.source_record_id] for w in witnesses)
+
+
 JOINERS = [
     *"_.-/",
     "\u200b",  # zero-width space
@@ -427,12 +437,7 @@ def test_a_release_joining_its_words_with_punctuation_or_invisible_characters_fa
     bundle, rows = make_bundle(tmp_path, joined)
     result = run_gate(parse_policy(rules.format(ngram=ngram)), bundle, seed=1)
     assert not result.passed
-    found = result.audits["disclosure"].result
-    assert found is not None
-    witnesses = [w for w in found.witnesses if w.split == "train"]
-    assert witnesses
-    copied = {r["record_id"]: f"synthetic:{i + 1}" for i, r in enumerate(rows["train"])}
-    assert all(w.synthetic_record_id == copied[w.source_record_id] for w in witnesses)
+    _assert_train_witnesses_name_their_copies(result, rows)
     read_once = replace(bundle, release_other_readings=None)  # as text.read_joined_words: false
     assert run_gate(parse_policy(rules.format(ngram=ngram)), read_once, seed=1).passed
 
@@ -485,12 +490,7 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
     result = run_gate(policy, bundle, seed=1)
     assert not result.passed
     assert any("splits a run of letters and digits" in w for w in result.warnings)
-    found = result.audits["disclosure"].result
-    assert found is not None
-    witnesses = [w for w in found.witnesses if w.split == "train"]
-    assert witnesses
-    copied = {r["record_id"]: f"synthetic:{i + 1}" for i, r in enumerate(rows["train"])}
-    assert all(w.synthetic_record_id == copied[w.source_record_id] for w in witnesses)
+    _assert_train_witnesses_name_their_copies(result, rows)
     read_once = replace(bundle, release_other_readings=None)  # text.read_joined_words: false
     result = run_gate(policy, read_once, seed=1)
     assert result.passed
