@@ -12,7 +12,7 @@ from gate.api import run_gate
 from gate.audits.membership import total_leak_message
 from gate.data.bundle import load_bundle
 from gate.policy import parse_policy
-from gate.policy.models import MembershipPolicy
+from gate.policy.models import MembershipPolicy, Policy
 from gate.stats.one_run import TotalLeakPasses, total_leak_passes
 
 from .conftest import unique_text, write_jsonl
@@ -48,6 +48,17 @@ def make_bundle(tmp_path, synthetic_rows, *, users=120, records_per_user=2, seed
         membership=MembershipPolicy(), train=train, holdout=holdout, synthetic=synthetic
     )
     return bundle, rows
+
+
+def ngram_policy(options: str = "", *, redacted: bool = True) -> Policy:
+    """The disclosure audit's ``ngram`` class alone (n = 3-5, plus ``options``), at
+    max_epsilon 0.5, seed 1; ``redacted=False`` keeps the witnesses' text."""
+    evidence = "" if redacted else "evidence: {redact_witnesses: false}\n"
+    return parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
+        f"    features: [{{class: ngram, n_min: 3, n_max: 5{options}}}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n" + evidence
+    )
 
 
 def leaky(rows, rng):
@@ -358,11 +369,7 @@ def test_a_release_holding_the_whole_source_is_warned_of(tmp_path) -> None:
     def everything(rows, rng):
         return [{"text": r["text"]} for r in rows["train"] + rows["holdout"]]
 
-    policy = parse_policy(
-        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
-        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
-        "    thresholds: {max_epsilon: 0.5}\n"
-    )
+    policy = ngram_policy()
     bundle, _ = make_bundle(tmp_path, everything)
     result = run_gate(policy, bundle, seed=1)
     assert result.status == "pass"
@@ -428,18 +435,13 @@ def test_a_release_joining_its_words_with_punctuation_or_invisible_characters_fa
             out.append({"text": "".join(w + g for w, g in zip(words, glue, strict=True))})
         return out
 
-    rules = (
-        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
-        "    features: [{{class: ngram, n_min: 3, n_max: 5{ngram}}}]\n"
-        "    thresholds: {{max_epsilon: 0.5}}\n"
-        "evidence: {{redact_witnesses: false}}\n"
-    )
+    policy = ngram_policy(ngram, redacted=False)
     bundle, rows = make_bundle(tmp_path, joined)
-    result = run_gate(parse_policy(rules.format(ngram=ngram)), bundle, seed=1)
+    result = run_gate(policy, bundle, seed=1)
     assert not result.passed
     _assert_train_witnesses_name_their_copies(result, rows)
     read_once = replace(bundle, release_other_readings=None)  # as text.read_joined_words: false
-    assert run_gate(parse_policy(rules.format(ngram=ngram)), read_once, seed=1).passed
+    assert run_gate(policy, read_once, seed=1).passed
 
 
 @pytest.mark.parametrize("glue", ["_", ""], ids=["joined by _", "spaces deleted"])
@@ -452,11 +454,7 @@ def test_the_other_readings_disclose_phantoms_as_they_disclose_train(tmp_path, g
     def joined_holdout(rows, rng):
         return [{"text": r["text"].replace(" ", glue)} for r in rows["holdout"]]
 
-    policy = parse_policy(
-        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
-        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
-        "    thresholds: {max_epsilon: 0.5}\n"
-    )
+    policy = ngram_policy()
     bundle, _ = make_bundle(tmp_path, joined_holdout)
     result = run_gate(policy, bundle, seed=1)
     found = result.audits["disclosure"].result
@@ -480,12 +478,7 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
     def fused(rows, rng):
         return [{"text": r["text"].replace(" ", "")} for r in rows["train"]]
 
-    policy = parse_policy(
-        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
-        f"    features: [{{class: ngram, n_min: 3, n_max: 5{ngram}}}]\n"
-        "    thresholds: {max_epsilon: 0.5}\n"
-        "evidence: {redact_witnesses: false}\n"
-    )
+    policy = ngram_policy(ngram, redacted=False)
     bundle, rows = make_bundle(tmp_path, fused)
     result = run_gate(policy, bundle, seed=1)
     assert not result.passed
@@ -533,11 +526,7 @@ def test_copies_a_review_passed_with_their_spaces_deleted_fail(tmp_path, copy, n
     space's place, capitals under a lower-casing tokenizer; then a joiner followed by a
     mark (the joiners' readings wanted a letter next), a letter the source never holds in
     each space's place (``ꞏ``), and a mark inside each word."""
-    policy = parse_policy(
-        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
-        f"    features: [{{class: ngram, n_min: 3, n_max: 5{ngram}}}]\n"
-        "    thresholds: {max_epsilon: 0.5}\n"
-    )
+    policy = ngram_policy(ngram)
     bundle, _ = make_bundle(
         tmp_path, lambda rows, rng: [{"text": copy(r["text"])} for r in rows["train"]]
     )
