@@ -70,9 +70,9 @@ class SourceWords:
         hashes, lengths, counts, held = [], [], [], []
         for some in _chunks(texts):
             codes, _ = _code_points(some)
-            lowered = _lowered(codes)
-            held.append(np.unique(lowered[_is_word(codes)]))
-            run_start, run_length = _word_runs(codes)
+            lowered, word = _lowered(codes), _is_word(codes)
+            held.append(np.unique(lowered[word]))
+            run_start, run_length = _word_runs(word)
             prefix, powers = _prefix_hashes(lowered)
             found = _substring_hashes(prefix, powers, run_start, run_length)
             unique, first, count = np.unique(found, return_index=True, return_counts=True)
@@ -124,11 +124,12 @@ def spaces_restored(
             edits += np.diff(np.searchsorted(marks, offsets))
             codes = np.delete(codes, marks)
             offsets = offsets - np.searchsorted(marks, offsets)
-        lowered = _lowered(codes)
-        foreign = _is_word(codes) & ~np.isin(lowered, words.held)
+        lowered, word = _lowered(codes), _is_word(codes)
+        foreign = word & ~np.isin(lowered, words.held)
         codes[foreign] = lowered[foreign] = _SPACE
+        word &= ~foreign
         edits += np.diff(np.searchsorted(np.flatnonzero(foreign), offsets))
-        run_start, run_length = _word_runs(codes)
+        run_start, run_length = _word_runs(word)
         prefix, powers = _prefix_hashes(lowered)
         run_hash = _substring_hashes(prefix, powers, run_start, run_length)
         at = np.minimum(np.searchsorted(words.hashes, run_hash), max(words.hashes.size - 1, 0))
@@ -221,10 +222,9 @@ def _is_word(codes: np.ndarray) -> np.ndarray:
     return _in_categories(codes, ("L", "N", "M"))
 
 
-def _word_runs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The start and length of each maximal run of word characters."""
-    word = _is_word(codes).astype(np.int8)
-    edges = np.diff(np.concatenate([[0], word, [0]]))
+def _word_runs(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The start and length of each maximal run of word characters (``word``, a mask)."""
+    edges = np.diff(np.concatenate([[0], word.astype(np.int8), [0]]))
     starts = np.flatnonzero(edges == 1)
     return starts, np.flatnonzero(edges == -1) - starts
 
