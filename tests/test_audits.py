@@ -10,9 +10,9 @@ import pytest
 
 from gate.api import run_gate
 from gate.audits.membership import total_leak_message
-from gate.data.bundle import load_bundle
+from gate.data.bundle import Bundle, load_bundle
 from gate.policy import parse_policy
-from gate.policy.models import MembershipPolicy, Policy
+from gate.policy.models import MembershipPolicy, Policy, TextPolicy
 from gate.stats.one_run import TotalLeakPasses, total_leak_passes
 
 from .conftest import unique_text, write_jsonl
@@ -31,7 +31,9 @@ audits:
 """
 
 
-def make_bundle(tmp_path, synthetic_rows, *, users=120, records_per_user=2, seed=0):
+def make_bundle(
+    tmp_path, synthetic_rows, *, users=120, records_per_user=2, seed=0, text=unique_text
+):
     rng = np.random.default_rng(seed)
     train_flags = rng.random(users) < 0.5
     rows = {"train": [], "holdout": []}
@@ -39,7 +41,7 @@ def make_bundle(tmp_path, synthetic_rows, *, users=120, records_per_user=2, seed
         for r in range(records_per_user):
             i = u * records_per_user + r
             rows["train" if train_flags[u] else "holdout"].append(
-                {"record_id": f"r{i}", "user_id": f"u{u}", "text": unique_text(i)}
+                {"record_id": f"r{i}", "user_id": f"u{u}", "text": text(i)}
             )
     train = write_jsonl(tmp_path / "train.jsonl", rows["train"])
     holdout = write_jsonl(tmp_path / "holdout.jsonl", rows["holdout"])
@@ -58,6 +60,15 @@ def ngram_policy(options: str = "", *, redacted: bool = True) -> Policy:
         "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n"
         f"    features: [{{class: ngram, n_min: 3, n_max: 5{options}}}]\n"
         "    thresholds: {max_epsilon: 0.5}\n" + evidence
+    )
+
+
+def read_once(policy: Policy, bundle: Bundle) -> tuple[Policy, Bundle]:
+    """``policy`` and ``bundle`` with ``text.read_joined_words: false``: the release read
+    once (as :func:`load_bundle` reads it under that policy)."""
+    text = TextPolicy(read_joined_words=False)
+    return policy.model_copy(update={"text": text}), replace(
+        bundle, text=text, release_written=None
     )
 
 
@@ -440,8 +451,7 @@ def test_a_release_joining_its_words_with_punctuation_or_invisible_characters_fa
     result = run_gate(policy, bundle, seed=1)
     assert not result.passed
     _assert_train_witnesses_name_their_copies(result, rows)
-    read_once = replace(bundle, release_other_readings=None)  # as text.read_joined_words: false
-    assert run_gate(policy, read_once, seed=1).passed
+    assert run_gate(*read_once(policy, bundle), seed=1).passed
 
 
 @pytest.mark.parametrize("glue", ["_", ""], ids=["joined by _", "spaces deleted"])
@@ -484,8 +494,7 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
     assert not result.passed
     assert any("splits a run of letters and digits" in w for w in result.warnings)
     _assert_train_witnesses_name_their_copies(result, rows)
-    read_once = replace(bundle, release_other_readings=None)  # text.read_joined_words: false
-    result = run_gate(policy, read_once, seed=1)
+    result = run_gate(*read_once(policy, bundle), seed=1)
     assert result.passed
     assert any("read_joined_words: false" in w for w in result.warnings), result.warnings
     (tmp_path / "plain").mkdir()
@@ -493,6 +502,29 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
         tmp_path / "plain", lambda rows, rng: [{"text": r["text"]} for r in rows["train"]]
     )
     assert not any("words run together" in w for w in run_gate(policy, plain).warnings)
+
+
+def greek_text(i: int) -> str:
+    """A Greek sentence whose words are unique to record ``i`` and end in a final sigma."""
+    return " ".join(f"λογος{i}χ{j}ος" for j in range(12))
+
+
+@pytest.mark.parametrize("copy", [str.upper, lambda t: t.upper().replace(" ", "")])
+def test_a_greek_copy_in_capitals_fails_under_a_lower_casing_tokenizer(tmp_path, copy) -> None:
+    """A review: Σ lowers to σ wherever it stands while the source writes a word's last
+    sigma ς, so Greek copied in capitals matched no n-gram of a lower-casing tokenizer and
+    passed; with its spaces deleted, the restoration's lower case did not find its words
+    either. Both read ς as σ now."""
+    policy = ngram_policy(", tokenizer: word, lowercase: true")
+    bundle, _ = make_bundle(
+        tmp_path,
+        lambda rows, rng: [{"text": copy(r["text"])} for r in rows["train"]],
+        text=greek_text,
+    )
+    result = run_gate(policy, bundle, seed=1)
+    assert not result.passed
+    found = result.audits["disclosure"].result
+    assert found is not None and found.metric_values["ngram.holdout_disclosures"] == 0
 
 
 @pytest.mark.parametrize(
@@ -531,5 +563,4 @@ def test_copies_a_review_passed_with_their_spaces_deleted_fail(tmp_path, copy, n
         tmp_path, lambda rows, rng: [{"text": copy(r["text"])} for r in rows["train"]]
     )
     assert not run_gate(policy, bundle, seed=1).passed
-    read_once = replace(bundle, release_other_readings=None)  # text.read_joined_words: false
-    assert run_gate(policy, read_once, seed=1).passed
+    assert run_gate(*read_once(policy, bundle), seed=1).passed

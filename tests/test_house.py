@@ -252,6 +252,49 @@ def test_a_bundle_loaded_for_another_p_is_refused(bundle_files: dict[str, Path])
         split_warnings(bundle, MembershipPolicy(p=0.1))
 
 
+def test_a_bundle_loaded_with_other_text_settings_is_refused(
+    bundle_files: dict[str, Path],
+) -> None:
+    """A library caller who loads the bundle without the policy's text settings would
+    have the release read as the policy does not (HTML left unread under ``markup:
+    html``): ``run_gate`` refuses it, naming each setting that differs."""
+    bundle = bundle_of(bundle_files)
+    policy = parse_policy(
+        "version: 1\nname: t\ntext: {markup: html, casefold: true}\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    with pytest.raises(BundleError) as refused:
+        run_gate(policy, bundle)
+    assert str(refused.value).count(" in the policy") == 2
+    assert "text.markup: 'none' in the bundle, 'html' in the policy" in str(refused.value)
+    assert "text.casefold: False in the bundle, True in the policy" in str(refused.value)
+
+
+def test_the_release_is_read_again_only_for_a_class_that_reads_it(
+    bundle_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release's other readings (seconds on real-length text) are made when the n-gram
+    class first asks for them, not by the load: a policy without that class does not pay
+    for them."""
+    monkeypatch.setitem(DISCLOSURE_CLASSES._loaded, "counted", CountedClass)
+    bundle = bundle_of(bundle_files)
+    assert bundle.release_written is not None and "release_other_readings" not in vars(bundle)
+    counted = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features: [{class: counted}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    run_gate(counted, bundle)
+    assert "release_other_readings" not in vars(bundle)
+    ngram = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n"
+        "    features: [{class: ngram, n_min: 3, n_max: 5}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    run_gate(ngram, bundle)
+    assert vars(bundle)["release_other_readings"] is not None
+
+
 def test_thresholds_without_checks_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     class Silent(DisclosureAuditRunner):
         def checks(self, config):

@@ -196,6 +196,24 @@ def test_normalisation_options() -> None:
     assert found.record_counts.tolist() == [1]
 
 
+def test_lower_case_reads_the_final_sigma_as_sigma() -> None:
+    """A review: ``Σ`` lowers to ``σ`` wherever it stands, so a Greek copy in capitals
+    differed from its source's last letters ``ς`` and matched nothing. ``İ`` lowers to
+    ``i`` (one character for one)."""
+    texts = ["ο λογος της ημερας", "Ο ΛΟΓΟΣ ΤΗΣ ΗΜΕΡΑΣ", "İSTANBUL istanbul"]
+    corpus = tokenize(texts, lowercase=True)
+    assert [
+        corpus.tokens(corpus.starts[d], corpus.starts[d + 1] - corpus.starts[d]) for d in range(3)
+    ] == [
+        ["ο", "λογοσ", "τησ", "ημερασ"],
+        ["ο", "λογοσ", "τησ", "ημερασ"],
+        ["istanbul", "istanbul"],
+    ]
+    src, syn = corpora([texts[0]], [texts[1]], lowercase=True)
+    found = ngram_disclosures(src, syn, users=np.array([0]), n_min=4, n_max=4, max_users=1)
+    assert found.record_counts.tolist() == [1]
+
+
 def test_validation() -> None:
     src, syn = corpora(["a b"], ["a b"])
     with pytest.raises(ValueError, match="need 1 <= n_min <= n_max; found n_min=3, n_max=2"):

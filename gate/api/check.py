@@ -28,6 +28,7 @@ from gate.api.preflight import (
     refuse_unused_tracking_uri,
     require_canary_source,
     require_source_ids,
+    require_text_settings,
     split_warnings,
     with_engine,
 )
@@ -178,6 +179,8 @@ def run_gate(
     Raises:
         InputError: the policy's canary audit is the null control (``n_rep: 0``) and the
             run gates a release (the bundle holds one, or other audits run).
+        BundleError: the bundle was loaded with other text or membership settings than
+            the policy's.
     """
     loaded = policy if isinstance(policy, LoadedPolicy) else None
     policy_model: Policy = policy.policy if isinstance(policy, LoadedPolicy) else policy
@@ -185,6 +188,7 @@ def run_gate(
     if root_seed < 0:
         raise ValueError(f"seed must be >= 0; found {root_seed}")
     progress = progress or NullProgress()
+    require_text_settings(bundle, policy_model.text)
     warnings = (
         split_warnings(bundle, policy_model.membership)
         + fused_text_warnings(bundle)

@@ -27,6 +27,7 @@ from gate.policy.models import (
     PiiFeatures,
     Policy,
     SemanticFeatures,
+    TextPolicy,
 )
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
         return ()
     hidden_from = (
         "the n-gram, PII and semantic classes (text.read_joined_words: false)"
-        if bundle.release_other_readings is None
+        if not bundle.text.read_joined_words
         else "the PII and semantic classes (the n-gram class reads punctuation and "
         "invisible characters that join words as spaces, and splits a run of letters and "
         "digits into the source's words where they explain it)"
@@ -64,6 +65,28 @@ def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
         f"{release:.0%} of the release's text is in words of more than {FUSED_WORD} "
         f"characters ({source:.0%} of the source's): words run together hide copied text "
         f"from {hidden_from}, so their counts may miss what the release copies",
+    )
+
+
+def require_text_settings(bundle: Bundle, text: TextPolicy) -> None:
+    """Refuse a bundle whose texts were read with other ``text`` settings than the
+    policy's: its audits would read the release as the policy does not (a copy in HTML
+    under ``markup: html``, or one whose spaces were deleted, passing unread).
+
+    Raises:
+        BundleError: the settings differ; the message names each one.
+    """
+    if bundle.text == text:
+        return
+    loaded, wanted = bundle.text.model_dump(), text.model_dump()
+    differ = "; ".join(
+        f"text.{name}: {loaded[name]!r} in the bundle, {wanted[name]!r} in the policy"
+        for name in wanted
+        if loaded[name] != wanted[name]
+    )
+    raise BundleError(
+        f"the bundle was loaded with other text settings than the policy's ({differ}); load "
+        "it with the policy's (load_bundle(text=policy.text))"
     )
 
 

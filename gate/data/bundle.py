@@ -8,7 +8,7 @@ records have ``text``, optional ``record_id`` and ``source_id``. Every problem i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -119,9 +119,25 @@ class Bundle:
     membership: Membership
     canary_source: pd.DataFrame | None = None  # record_id, user_id, text: never train/holdout
     model_dir: Path | None = None  # a released model (transformers causal LM) to audit
-    # the release's other readings (text.read_joined_words), indexed by release row, where
-    # they differ from the first (:func:`gate.data.normalize.joined_words_readings`)
-    release_other_readings: pd.Series | None = None
+    text: TextPolicy = field(default_factory=TextPolicy)  # how every text was read
+    # the release as written, for its other readings (None when text.read_joined_words is off)
+    release_written: pd.Series | None = None
+
+    @cached_property
+    def release_other_readings(self) -> pd.Series | None:
+        """The release's other readings (``text.read_joined_words``), indexed by release
+        row, where they differ from the first
+        (:func:`gate.data.normalize.joined_words_readings`); None when the release is read
+        once. Made when first asked for, by the classes that read them (the n-gram class),
+        so that a policy without one does not pay for them."""
+        if self.release_written is None:
+            return None
+        return joined_words_readings(
+            self.release_written,
+            self.synthetic["text"],
+            self.text,
+            source_words=SourceWords.of(self.source["text"]),
+        )
 
     @cached_property
     def is_train(self) -> np.ndarray:
@@ -432,22 +448,16 @@ def load_bundle(
     )
     frame, tables, split_manifest = loaded.frame, dict(loaded.tables), loaded.manifest
     fingerprints: dict[str, Fingerprint] = {}
-    other_readings = None
+    reading, written = text or TextPolicy(), None
     if synthetic is None:  # audits that make their own release (canary) need none
         synthetic_frame = pd.DataFrame({"record_id": pd.Series(dtype=str), "text": ""})
     else:
         try:
             tables["synthetic"] = read(synthetic)
             synthetic_frame = _synthetic_frame(tables["synthetic"])
-            written, reading = synthetic_frame["text"], text or TextPolicy()
-            synthetic_frame["text"] = normalize_text(written, reading)
             if reading.read_joined_words:
-                other_readings = joined_words_readings(
-                    written,
-                    synthetic_frame["text"],
-                    reading,
-                    source_words=SourceWords.of(frame["text"]),
-                )
+                written = synthetic_frame["text"]
+            synthetic_frame["text"] = normalize_text(synthetic_frame["text"], reading)
             _reject_blank_release(synthetic_frame, tables["synthetic"])
             _reject_copied_files(tables)
             if "source_id" in synthetic_frame.columns:
@@ -499,7 +509,8 @@ def load_bundle(
         membership=membership_info,
         canary_source=loaded.canary_source,
         model_dir=None if model is None else _model_directory(model),
-        release_other_readings=other_readings,
+        text=reading,
+        release_written=written,
     )
 
 

@@ -25,6 +25,9 @@ from functools import cache
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+
+from gate.features.tokenize import lower_case
 
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible modulo 2**64
 _BASE_INVERSE = pow(_BASE, -1, 1 << 64)
@@ -200,21 +203,20 @@ def _in_categories(codes: np.ndarray, accept: tuple[str, ...]) -> np.ndarray:
 
 
 def _lowered(codes: np.ndarray) -> np.ndarray:
-    """Each code point in lower case, where that is one code point (``İ`` and the like
-    stay as they are, so positions do not move)."""
+    """Each code point in the tokenizers' lower case (:func:`gate.features.tokenize.
+    lower_case`: one code point for one, so positions do not move)."""
     lowered = codes.copy()
     capital = (codes >= 0x41) & (codes <= 0x5A)
     lowered[capital] += 0x20
     other = codes >= 0x80
     if other.any():
         points, inverse = np.unique(codes[other], return_inverse=True)
-        lowered[other] = np.array([_lower_one(c) for c in points.tolist()], dtype=np.int64)[inverse]
+        lower = lower_case(pa.array([chr(c) for c in points.tolist()], pa.string()))
+        joined = "".join(lower.to_pylist())
+        if len(joined) != points.size:
+            raise RuntimeError("a character's lower case is not one character")
+        lowered[other] = np.frombuffer(joined.encode("utf-32-le"), "<u4").astype(np.int64)[inverse]
     return lowered
-
-
-def _lower_one(code: int) -> int:
-    lower = chr(code).lower()
-    return ord(lower) if len(lower) == 1 else code
 
 
 def _is_word(codes: np.ndarray) -> np.ndarray:

@@ -34,6 +34,14 @@ def arrow_texts(texts: Texts) -> pa.ChunkedArray:
     return texts if texts.type == pa.large_string() else texts.cast(pa.large_string())
 
 
+def lower_case(texts: pa.Array) -> pa.Array:
+    """``texts`` in the lower case the n-gram tokenizers compare: each character's simple
+    lower case (one character for one: ``İ`` is ``i``), and the final sigma ``ς`` as ``σ``,
+    since ``Σ`` lowers to ``σ`` wherever it stands (Greek copied in capitals matched no
+    n-gram of its source, a review)."""
+    return pc.replace_substring(pc.utf8_lower(texts), pattern="ς", replacement="σ")
+
+
 @dataclass(frozen=True)
 class TokenizedCorpus:
     """``ids[starts[d]:starts[d+1]]`` are the token ids of document ``d``; ``vocab[id - 1]``
@@ -72,7 +80,7 @@ def tokenize(
     if strip_punctuation:
         arr = pc.replace_substring_regex(arr, pattern=_PUNCTUATION, replacement="")
     if lowercase:
-        arr = pc.utf8_lower(arr)
+        arr = lower_case(arr)
     if tokenizer == "whitespace":
         lists = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(arr))
     elif tokenizer == "word":

@@ -228,7 +228,11 @@ class NgramFeatures(FeatureClassConfig):
     tokenizer: Literal["whitespace", "word"] = Field(
         "whitespace", description="'whitespace' splits on white space (paper); 'word' on \\w+."
     )
-    lowercase: bool = Field(False, description="Case-fold tokens before matching.")
+    lowercase: bool = Field(
+        False,
+        description="Lower-case tokens before matching (each character's simple lower case, "
+        "and the final sigma as σ: Σ lowers to σ wherever it stands).",
+    )
     strip_punctuation: bool = Field(False, description="Drop punctuation before tokenising.")
 
     def tokenizer_options(self) -> dict[str, typing.Any]:
