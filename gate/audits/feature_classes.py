@@ -33,7 +33,10 @@ class NgramClass(DisclosureClass[NgramFeatures]):
     ) -> ClassDisclosures:
         source_texts = bundle.source["text"]
         release = arrow_texts(pa.array(bundle.synthetic["text"]))  # uncopied
-        other = bundle.release_other_readings
+        other = None
+        if bundle.release_written is not None:
+            with store.progress.step("reading the release again (joined words, deleted spaces)"):
+                other = bundle.release_other_readings  # made on first use
         if other is not None and len(other):  # a feature of any reading is disclosed
             release = pa.chunked_array(
                 release.chunks + arrow_texts(pa.array(other.array)).chunks, pa.large_string()
