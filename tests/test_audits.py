@@ -505,16 +505,23 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
 
 
 def greek_text(i: int) -> str:
-    """A Greek sentence whose words are unique to record ``i`` and end in a final sigma."""
-    return " ".join(f"λογος{i}χ{j}ος" for j in range(12))
+    """A Greek sentence of common words (their small letters pass for no ASCII letter,
+    their capitals do) and words unique to record ``i``, ending in a final sigma."""
+    common = ["και", "το", "ειναι", "η", "μητερα", "του"]
+    return " ".join(f"λογος{i}χ{j}ος" if j % 3 == 2 else common[j % len(common)] for j in range(24))
 
 
-@pytest.mark.parametrize("copy", [str.upper, lambda t: t.upper().replace(" ", "")])
+@pytest.mark.parametrize(
+    "copy",
+    [str.upper, lambda t: t.upper().replace(" ", ""), lambda t: t.upper().replace(" ", "_")],
+    ids=["capitals", "capitals, spaces deleted", "capitals joined by _"],
+)
 def test_a_greek_copy_in_capitals_fails_under_a_lower_casing_tokenizer(tmp_path, copy) -> None:
-    """A review: Σ lowers to σ wherever it stands while the source writes a word's last
-    sigma ς, so Greek copied in capitals matched no n-gram of a lower-casing tokenizer and
-    passed; with its spaces deleted, the restoration's lower case did not find its words
-    either. Both read ς as σ now."""
+    """Reviews: ``Σ`` lowers to ``σ`` wherever it stands while the source writes a word's
+    last sigma ``ς``; and the confusables fold reads ``ΚΑΙ`` as ``KAI`` while ``και``
+    stays Greek (a small kappa passes for no ASCII letter). So Greek copied in capitals
+    matched almost no n-gram of a lower-casing tokenizer and passed. The tokenizers read
+    ``ς`` as ``σ``, and the release is also read case-folded before the fold."""
     policy = ngram_policy(", tokenizer: word, lowercase: true")
     bundle, _ = make_bundle(
         tmp_path,
@@ -525,6 +532,18 @@ def test_a_greek_copy_in_capitals_fails_under_a_lower_casing_tokenizer(tmp_path,
     assert not result.passed
     found = result.audits["disclosure"].result
     assert found is not None and found.metric_values["ngram.holdout_disclosures"] == 0
+    (tmp_path / "plain").mkdir()
+    plain, _ = make_bundle(
+        tmp_path / "plain",
+        lambda rows, rng: [{"text": r["text"]} for r in rows["train"]],
+        text=greek_text,
+    )
+    copied = run_gate(policy, plain, seed=1).audits["disclosure"].result
+    assert copied is not None
+    assert (
+        found.metric_values["ngram.train_disclosures"]
+        == (copied.metric_values["ngram.train_disclosures"])
+    )
 
 
 @pytest.mark.parametrize(

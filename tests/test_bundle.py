@@ -766,6 +766,40 @@ def test_deleted_spaces_are_restored_in_every_reading() -> None:
     ]
 
 
+def test_capitals_the_fold_reads_otherwise_are_read_case_folded_first() -> None:
+    """A review: the confusables fold reads a word only when each of its letters passes
+    for an ASCII one, which Greek capitals do more often than small letters (``ΚΑΙ`` reads
+    ``KAI``, ``και`` stays), so a copy in capitals matched nothing under a lower-casing
+    tokenizer. Such a text is also read case-folded first, and its other readings are
+    made from that reading too; texts the fold reads alike in both cases (ASCII, ``Café``,
+    curly quotes) are not, nor is any text under ``casefold: true``."""
+    from gate.data.deleted_spaces import SourceWords
+    from gate.data.normalize import joined_words_readings, normalize_text
+    from gate.policy.models import TextPolicy
+
+    policy = TextPolicy()
+    texts = pd.Series(["ΚΑΙ ΤΟ ΣΠΙΤΙ", "Café \u201cok\u201d", "ΚΑΙ_ΤΟ", "ΚΑΙΤΟ", "και το"])
+    read = normalize_text(texts, policy)
+    assert read.tolist() == ["KAI TO ΣΠΙΤΙ", 'Café "ok"', "KAI_TO", "KAITO", "και το"]
+    words = SourceWords.of(pd.Series(["και το σπιτι", "Café ok kai to"]))
+    other = joined_words_readings(texts, read, policy, source_words=words)
+    assert list(zip(other.index.tolist(), other.tolist(), strict=True)) == [
+        (1, 'Café  ok"'),  # the last joiner's reading
+        (2, "KAI TO"),
+        (3, "KAI TO"),  # the first, restored
+        (0, "και το σπιτι"),  # case-folded first
+        (2, "και_το"),
+        (3, "καιτο"),
+        (2, "και το"),  # ... and its last joiner's reading
+        (3, "και το"),  # ... and its restoration
+    ]
+    folded = TextPolicy(casefold=True)
+    assert joined_words_readings(texts, normalize_text(texts, folded), folded).tolist() == [
+        'café  ok"',
+        "και το",
+    ]
+
+
 def test_the_release_is_read_again_unless_the_policy_says_not(tmp_path: Path) -> None:
     from gate.policy.models import TextPolicy
 

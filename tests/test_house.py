@@ -4,10 +4,12 @@ store, scorers sharing the disclosure audit's settings, and checks on declared m
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar, Literal
 
 import numpy as np
+import pandas as pd
 import pytest
 from pydantic import ConfigDict, Field
 
@@ -292,7 +294,11 @@ def test_the_release_is_read_again_only_for_a_class_that_reads_it(
         "    thresholds: {max_epsilon: 0.5}\n"
     )
     run_gate(ngram, bundle)
-    assert vars(bundle)["release_other_readings"] is not None
+    assert isinstance(vars(bundle)["release_other_readings"], pd.Series)  # made (None: not)
+    with pytest.raises(ValueError, match="release_written: the release as written is needed"):
+        replace(bundle, release_written=None)
+    with pytest.raises(ValueError, match="must hold the release's 5 rows, in its index; found 10 rows"):
+        replace(bundle, synthetic=bundle.synthetic.iloc[:5])
 
 
 def test_thresholds_without_checks_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -123,6 +123,22 @@ class Bundle:
     # the release as written, for its other readings (None when text.read_joined_words is off)
     release_written: pd.Series | None = None
 
+    def __post_init__(self) -> None:
+        written = self.release_written
+        if written is None:
+            if self.text.read_joined_words and len(self.synthetic):
+                raise ValueError(
+                    "release_written: the release as written is needed for its other "
+                    "readings (text.read_joined_words: true); found None"
+                )
+        elif not self.text.read_joined_words:
+            raise ValueError("release_written: must be None when text.read_joined_words is false")
+        elif not written.index.equals(self.synthetic.index):
+            raise ValueError(
+                f"release_written: must hold the release's {len(self.synthetic)} rows, in "
+                f"its index; found {len(written)} rows"
+            )
+
     @cached_property
     def release_other_readings(self) -> pd.Series | None:
         """The release's other readings (``text.read_joined_words``), indexed by release

@@ -175,11 +175,15 @@ def joined_words_readings(
     ``thepatientwas`` reads ``the patient was``, ``the__patientwas`` ``the patient was``),
     and the first reading of a text holding a combining mark once more with every mark
     deleted before. Each reading that differs from the one it was made from is kept,
-    indexed by its text's position (a position at most seven times).
+    indexed by its text's position. Where the confusables fold reads a text's capitals
+    other than its small letters, the text is also read case-folded first, and all of the
+    above made again from that reading (:func:`_case_folded_first`); a position is read
+    at most fifteen times.
 
     A copy whose spaces were replaced by punctuation, symbols or invisible characters
     (which the first reading removes), one or several, reads as the copy again; so does
-    one whose spaces were deleted, where the source's words explain the run.
+    one whose spaces were deleted, where the source's words explain the run, and one in
+    the capitals of another script.
     """
     held = pc.match_substring_regex(pa.array(texts.array), f"{_NOT_WORD}|{invisible_pattern()}")
     positions = np.flatnonzero(held.to_numpy(zero_copy_only=False))
@@ -226,11 +230,50 @@ def joined_words_readings(
         readings.append(
             pd.Series(restored.to_numpy(), index=rows[restored.index.to_numpy()], dtype=read.dtype)
         )
+    if policy.fold_confusables and not policy.casefold:
+        readings.append(_case_folded_first(texts, read, policy, source_words=source_words))
     if not readings:
         return none
     return pd.Series(
         np.concatenate([r.to_numpy() for r in readings]),
         index=np.concatenate([r.index.to_numpy(dtype=np.int64) for r in readings]),
+        dtype=read.dtype,
+    )
+
+
+def _case_folded_first(
+    texts: pd.Series, read: pd.Series, policy: TextPolicy, *, source_words: SourceWords | None
+) -> pd.Series:
+    """Release ``texts`` read case-folded before the confusables fold (as under
+    ``casefold: true``), where that differs from their first reading ``read`` case-folded,
+    and the other readings of that reading (:func:`joined_words_readings`), indexed by
+    the texts' positions. The fold reads a word only when each of its letters passes for
+    an ASCII one, and another script's capitals do more often than its small letters
+    (Greek ``ΚΑΙ`` reads ``KAI``, ``και`` stays): a copy in capitals then matched no
+    n-gram of its source even under a lower-casing tokenizer (a review)."""
+    values = pa.array(texts.array)
+    other = pc.fill_null(pc.invert(pc.string_is_ascii(values)), False)
+    rows = np.flatnonzero(other.to_numpy(zero_copy_only=False))
+    cased = pc.match_substring_regex(  # a letter with a case beyond ASCII's
+        pc.replace_substring_regex(values.take(pa.array(rows)), "[A-Za-z]+", ""),
+        r"[\p{Lu}\p{Ll}\p{Lt}]",
+    )
+    rows = rows[cased.to_numpy(zero_copy_only=False)]
+    none = pd.Series([], dtype=read.dtype, index=pd.Index([], dtype=np.int64))
+    if not rows.size:
+        return none
+    folding = policy.model_copy(update={"casefold": True})
+    some = texts.iloc[rows].reset_index(drop=True)
+    lowered = normalize_text(some, folding)
+    differs = (lowered != read.iloc[rows].reset_index(drop=True).str.casefold()).to_numpy(bool)
+    if not differs.any():
+        return none
+    rows, some = rows[differs], some[differs].reset_index(drop=True)
+    lowered = lowered[differs].reset_index(drop=True)
+    more = joined_words_readings(some, lowered, folding, source_words=source_words)
+    return pd.Series(
+        np.concatenate([lowered.to_numpy(), more.to_numpy()]),
+        index=np.concatenate([rows, rows[more.index.to_numpy(dtype=np.int64)]]),
         dtype=read.dtype,
     )
 

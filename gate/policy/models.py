@@ -209,7 +209,9 @@ class TextPolicy(StrictModel):
         "restored where the source's words (train and holdout together) explain a run of "
         "letters and digits that is no source word (the most probable split under their "
         "frequencies; never between two digits). A copy whose spaces were replaced by '_', "
-        "'.', '-', '/', '__' or a zero-width space, or deleted, reads as the copy. The "
+        "'.', '-', '/', '__' or a zero-width space, or deleted, reads as the copy; a text the "
+        "confusables fold reads otherwise in capitals (Greek ΚΑΙ reads KAI, και stays) is "
+        "also read case-folded first. The "
         "ngram class takes a feature as disclosed when any reading holds it (a function of "
         "the release alone, so the test's level holds).",
     )
