@@ -11,6 +11,7 @@ import pytest
 from gate.api import run_gate
 from gate.audits.membership import total_leak_message
 from gate.data.bundle import Bundle, load_bundle
+from gate.errors import BundleError
 from gate.policy import parse_policy
 from gate.policy.models import MembershipPolicy, Policy, TextPolicy
 from gate.stats.one_run import TotalLeakPasses, total_leak_passes
@@ -544,6 +545,59 @@ def test_a_greek_copy_in_capitals_fails_under_a_lower_casing_tokenizer(tmp_path,
         found.metric_values["ngram.train_disclosures"]
         == (copied.metric_values["ngram.train_disclosures"])
     )
+
+
+@pytest.mark.slow
+def test_the_other_readings_keep_the_level_under_zero_learning(tmp_path) -> None:
+    """Under zero learning (release records picked from train and holdout alike) copied
+    in capitals, with their spaces deleted, joined by ``_``, or in capitals without
+    spaces, Latin or Greek, the ``ngram`` class with every reading rejects the null (ε̂ >
+    0 at α = 0.05) at most about α of the time: each reading is a function of the release
+    and of train and holdout together (the source's words), so train and holdout users
+    meet it alike."""
+    from scipy.stats import binom
+
+    copies = [
+        str.upper,
+        lambda t: t.replace(" ", ""),
+        lambda t: t.replace(" ", "_"),
+        lambda t: t.upper().replace(" ", ""),
+    ]
+    policy = parse_policy(
+        "version: 1\nname: t\nseed: 1\naudits:\n  disclosure:\n    features: [{class: ngram, "
+        "n_min: 3, n_max: 5, tokenizer: word, lowercase: true}]\n"
+        "    thresholds: {max_epsilon: 0.0}\n"
+    )
+    draws, gated, rejected, disclosed = 1000, 0, 0, 0
+    for k in range(draws):
+        copy = copies[k % len(copies)]
+
+        def picked(rows, rng, copy=copy):
+            everyone = rows["train"] + rows["holdout"]
+            chosen = rng.choice(len(everyone), size=12, replace=False)
+            return [{"text": copy(everyone[i]["text"])} for i in chosen]
+
+        (tmp_path / str(k)).mkdir()
+        bundle, _ = make_bundle(
+            tmp_path / str(k),
+            picked,
+            users=60,
+            seed=k,
+            text=greek_text if k % 8 >= 4 else unique_text,
+        )
+        try:
+            result = run_gate(policy, bundle, seed=k)
+        except BundleError as refused:  # a split the split check refuses, as gate check does
+            assert "the split is far from the declared p" in str(refused)
+            continue
+        gated += 1
+        assert result.status in ("pass", "fail")
+        found = result.audits["disclosure"].result
+        assert found is not None
+        disclosed += found.metric_values["ngram.train_disclosures"] > 0
+        rejected += result.status == "fail"
+    assert gated > 0.99 * draws and disclosed > gated // 3  # the readings read copies back
+    assert rejected <= binom.ppf(0.999, gated, 0.05), rejected
 
 
 @pytest.mark.parametrize(

@@ -297,7 +297,9 @@ def test_the_release_is_read_again_only_for_a_class_that_reads_it(
     assert isinstance(vars(bundle)["release_other_readings"], pd.Series)  # made (None: not)
     with pytest.raises(ValueError, match="release_written: the release as written is needed"):
         replace(bundle, release_written=None)
-    with pytest.raises(ValueError, match="must hold the release's 5 rows, in its index; found 10 rows"):
+    with pytest.raises(
+        ValueError, match="must hold the release's 5 rows, in its index; found 10 rows"
+    ):
         replace(bundle, synthetic=bundle.synthetic.iloc[:5])
 
 
