@@ -18,7 +18,7 @@ from gate.data.deleted_spaces import (
     _lowered,
     spaces_restored,
 )
-from gate.features.tokenize import lower_case
+from gate.features.tokenize import lower_case_by_character
 
 
 def restored(source: list[str], release: list[str]) -> dict[int, str]:
@@ -101,11 +101,13 @@ def test_capitals_are_split_as_lower_case() -> None:
 
 
 def test_words_are_compared_in_the_tokenizers_lower_case() -> None:
-    """The restoration's lower case is the tokenizers' (:func:`lower_case`), on every code
-    point, so a Greek copy in capitals finds its final sigmas (``Σ`` is ``σ``, and so is
-    ``ς``) and a Turkish one its ``İ``."""
+    """The restoration's lower case is the tokenizers' one character for one
+    (:func:`lower_case_by_character`), on every code point, so a Greek copy in capitals
+    finds its final sigmas (``Σ`` is ``σ``, and so is ``ς``) and a Turkish one its ``İ``."""
     points = np.array([c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF], dtype=np.int64)
-    expected = lower_case(pa.array([chr(c) for c in points.tolist()], pa.string())).to_pylist()
+    expected = lower_case_by_character(
+        pa.array([chr(c) for c in points.tolist()], pa.string())
+    ).to_pylist()
     assert all(len(e) == 1 for e in expected)
     assert _lowered(points).tolist() == [ord(e) for e in expected]
     assert restored(["ο λογος της ημερας"], ["ΟΛΟΓΟΣΤΗΣΗΜΕΡΑΣ"]) == {0: "Ο ΛΟΓΟΣ ΤΗΣ ΗΜΕΡΑΣ"}

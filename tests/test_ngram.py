@@ -196,18 +196,20 @@ def test_normalisation_options() -> None:
     assert found.record_counts.tolist() == [1]
 
 
-def test_lower_case_reads_the_final_sigma_as_sigma() -> None:
+def test_lower_case_reads_the_final_sigma_as_sigma_and_sharp_s_as_ss() -> None:
     """A review: ``Σ`` lowers to ``σ`` wherever it stands, so a Greek copy in capitals
     differed from its source's last letters ``ς`` and matched nothing. ``İ`` lowers to
-    ``i`` (one character for one)."""
-    texts = ["ο λογος της ημερας", "Ο ΛΟΓΟΣ ΤΗΣ ΗΜΕΡΑΣ", "İSTANBUL istanbul"]
+    ``i``, and ``ß`` reads as ``ss`` (German capitals write it ``SS``), as ``str.casefold``
+    reads it."""
+    texts = ["ο λογος της ημερας", "Ο ΛΟΓΟΣ ΤΗΣ ΗΜΕΡΑΣ", "İSTANBUL istanbul", "GRÜSSE Grüße"]
     corpus = tokenize(texts, lowercase=True)
     assert [
-        corpus.tokens(corpus.starts[d], corpus.starts[d + 1] - corpus.starts[d]) for d in range(3)
+        corpus.tokens(corpus.starts[d], corpus.starts[d + 1] - corpus.starts[d]) for d in range(4)
     ] == [
         ["ο", "λογοσ", "τησ", "ημερασ"],
         ["ο", "λογοσ", "τησ", "ημερασ"],
         ["istanbul", "istanbul"],
+        ["grüsse", "grüsse"],
     ]
     src, syn = corpora([texts[0]], [texts[1]], lowercase=True)
     found = ngram_disclosures(src, syn, users=np.array([0]), n_min=4, n_max=4, max_users=1)

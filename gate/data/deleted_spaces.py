@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from gate.features.tokenize import lower_case
+from gate.features.tokenize import lower_case_by_character
 
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible modulo 2**64
 _BASE_INVERSE = pow(_BASE, -1, 1 << 64)
@@ -203,15 +203,16 @@ def _in_categories(codes: np.ndarray, accept: tuple[str, ...]) -> np.ndarray:
 
 
 def _lowered(codes: np.ndarray) -> np.ndarray:
-    """Each code point in the tokenizers' lower case (:func:`gate.features.tokenize.
-    lower_case`: one code point for one, so positions do not move)."""
+    """Each code point in lower case, one for one so that positions do not move
+    (:func:`gate.features.tokenize.lower_case_by_character`: the tokenizers' lower case but
+    for ``ß``, which they read as ``ss``)."""
     lowered = codes.copy()
     capital = (codes >= 0x41) & (codes <= 0x5A)
     lowered[capital] += 0x20
     other = codes >= 0x80
     if other.any():
         points, inverse = np.unique(codes[other], return_inverse=True)
-        lower = lower_case(pa.array([chr(c) for c in points.tolist()], pa.string()))
+        lower = lower_case_by_character(pa.array([chr(c) for c in points.tolist()], pa.string()))
         joined = "".join(lower.to_pylist())
         if len(joined) != points.size:
             raise RuntimeError("a character's lower case is not one character")

@@ -34,12 +34,19 @@ def arrow_texts(texts: Texts) -> pa.ChunkedArray:
     return texts if texts.type == pa.large_string() else texts.cast(pa.large_string())
 
 
-def lower_case(texts: pa.Array) -> pa.Array:
-    """``texts`` in the lower case the n-gram tokenizers compare: each character's simple
-    lower case (one character for one: ``İ`` is ``i``), and the final sigma ``ς`` as ``σ``,
-    since ``Σ`` lowers to ``σ`` wherever it stands (Greek copied in capitals matched no
-    n-gram of its source, a review)."""
+def lower_case_by_character(texts: pa.Array) -> pa.Array:
+    """``texts`` with each character in lower case, one character for one: its simple lower
+    case (``İ`` is ``i``), and the final sigma ``ς`` as ``σ``, since ``Σ`` lowers to ``σ``
+    wherever it stands (Greek copied in capitals matched no n-gram of its source, a
+    review)."""
     return pc.replace_substring(pc.utf8_lower(texts), pattern="ς", replacement="σ")
+
+
+def lower_case(texts: pa.Array) -> pa.Array:
+    """``texts`` in the lower case the n-gram tokenizers compare:
+    :func:`lower_case_by_character`, then ``ß`` as ``ss``, as ``str.casefold`` reads it
+    (German written in capitals writes ``ß`` as ``SS``)."""
+    return pc.replace_substring(lower_case_by_character(texts), pattern="ß", replacement="ss")
 
 
 @dataclass(frozen=True)

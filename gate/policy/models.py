@@ -233,7 +233,8 @@ class NgramFeatures(FeatureClassConfig):
     lowercase: bool = Field(
         False,
         description="Lower-case tokens before matching (each character's simple lower case, "
-        "and the final sigma as σ: Σ lowers to σ wherever it stands).",
+        "the final sigma as σ, since Σ lowers to σ wherever it stands, and ß as ss, as "
+        "German capitals write it).",
     )
     strip_punctuation: bool = Field(False, description="Drop punctuation before tokenising.")
 
