@@ -77,11 +77,11 @@ def main() -> None:
             for _ in range(args.repeats):
                 fresh = replace(bundle)  # the readings are made on first use, once per bundle
                 started = time.perf_counter()
-                readings = fresh.release_other_readings
+                other = fresh.release_other_readings
                 made = min(made, time.perf_counter() - started)
             print(
                 f"{name:26s} the other readings take {made:5.2f} s to make "
-                f"({0 if readings is None else len(readings)} readings)",
+                f"({0 if other is None else len(other)} readings)",
                 flush=True,
             )
             bundle = fresh  # its readings made: the class below is timed without making them

@@ -202,34 +202,23 @@ def joined_words_readings(
         last, runs = spaced(_JOINER, r" \2"), spaced(_JOINER_RUN, r" \1")
         keep_last = (last != first).to_numpy(dtype=bool)
         keep_runs = ((runs != first) & (runs != last)).to_numpy(dtype=bool)
-        last_kept = pd.Series(
-            last[keep_last].to_numpy(), index=positions[keep_last], dtype=read.dtype
-        )
-        runs_kept = pd.Series(
-            runs[keep_runs].to_numpy(), index=positions[keep_runs], dtype=read.dtype
-        )
+        last_kept = _at_rows(last[keep_last], positions, read.dtype)
+        runs_kept = _at_rows(runs[keep_runs], positions, read.dtype)
         readings += [last_kept, runs_kept]
     if source_words is not None:
-        made_from = (
-            (read, np.arange(len(read))),
-            (last_kept, last_kept.index.to_numpy()),
-            (runs_kept, runs_kept.index.to_numpy()),
-        )
-        for reading, rows in made_from:
-            restored = spaces_restored(reading.reset_index(drop=True), source_words)
-            readings.append(
-                pd.Series(
-                    restored.to_numpy(), index=rows[restored.index.to_numpy()], dtype=read.dtype
-                )
-            )
         marked = pc.match_substring_regex(pa.array(read.array), r"\p{M}")
-        rows = np.flatnonzero(marked.to_numpy(zero_copy_only=False))
-        restored = spaces_restored(
-            read.iloc[rows].reset_index(drop=True), source_words, delete_marks=True
+        with_marks = np.flatnonzero(marked.to_numpy(zero_copy_only=False))
+        made_from = (  # a reading, the rows of its texts, whether its marks are deleted first
+            (read, np.arange(len(read)), False),
+            (last_kept, last_kept.index.to_numpy(), False),
+            (runs_kept, runs_kept.index.to_numpy(), False),
+            (read.iloc[with_marks], with_marks, True),
         )
-        readings.append(
-            pd.Series(restored.to_numpy(), index=rows[restored.index.to_numpy()], dtype=read.dtype)
-        )
+        for reading, rows, delete_marks in made_from:
+            restored = spaces_restored(
+                reading.reset_index(drop=True), source_words, delete_marks=delete_marks
+            )
+            readings.append(_at_rows(restored, rows, read.dtype))
     if policy.fold_confusables and not policy.casefold:
         readings.append(_case_folded_first(texts, read, policy, source_words=source_words))
     if not readings:
@@ -271,10 +260,14 @@ def _case_folded_first(
     rows, some = rows[differs], some[differs].reset_index(drop=True)
     lowered = lowered[differs].reset_index(drop=True)
     more = joined_words_readings(some, lowered, folding, source_words=source_words)
+    return _at_rows(pd.concat([lowered, more]), rows, read.dtype)
+
+
+def _at_rows(readings: pd.Series, rows: np.ndarray, dtype: object) -> pd.Series:
+    """``readings`` of some texts, indexed by position among them, indexed instead by
+    those texts' ``rows``."""
     return pd.Series(
-        np.concatenate([lowered.to_numpy(), more.to_numpy()]),
-        index=np.concatenate([rows, rows[more.index.to_numpy(dtype=np.int64)]]),
-        dtype=read.dtype,
+        readings.to_numpy(), index=rows[readings.index.to_numpy(dtype=np.int64)], dtype=dtype
     )
 
 
