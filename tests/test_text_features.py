@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,22 @@ from .conftest import write_jsonl
         ("PERSON", "Drew Miss", "drew miss"),
         ("IBAN_CODE", "de89 3704 0044 0532 0130 00", "DE89370400440532013000"),
         ("CREDIT_CARD", "4111-1111-1111-1111", "4111111111111111"),
+        ("CREDIT_CARD", "4111 \u2013 1111 \u2013 1111 \u2013 1111", "4111111111111111"),
+        # a review's forms of one name and one URL, each read as the plain one
+        ("PERSON", "Jill J. Rose", "jill rose"),
+        ("PERSON", "Jill Ann Rose", "jill rose"),
+        ("PERSON", "Rose, Jill", "jill rose"),
+        ("PERSON", "J\u00edll R\u00f3se", "jill rose"),
+        ("PERSON", "Zo\u00eb M\u00fcller", "zoe muller"),
+        ("PERSON", "Smith, John, Jr.", "john smith"),
+        ("PERSON", "Madonna", "madonna"),
+        ("URL", "https://jill-studio.net/portfolio", "jill-studio.net/portfolio"),
+        ("URL", "jill-studio.net/portfolio/", "jill-studio.net/portfolio"),
+        ("URL", "http://www.Jill-Studio.net/portfolio", "jill-studio.net/portfolio"),
+        ("URL", "https://jill-studio.net/portfolio.", "jill-studio.net/portfolio"),
+        ("URL", '"https://jill-studio.net:443/portfolio#top",', "jill-studio.net/portfolio"),
+        ("URL", "https://jill-studio.net/portfolio/?id=7", "jill-studio.net/portfolio?id=7"),
+        ("URL", "https://jill-studio.net:8080/", "jill-studio.net:8080"),
     ],
 )
 def test_normalise(kind: str, raw: str, expected: str) -> None:
@@ -321,6 +338,176 @@ def test_presidio_patterns_mode_finds_numbers_and_emails() -> None:
     } <= set(found.values)
     assert not any(v.startswith("PERSON:") for v in found.values)
     assert found.docs.tolist() == sorted(found.docs.tolist())
+
+
+def test_card_numbers_with_other_separators_are_found() -> None:
+    """Groups divided by a line break, dots, dashes with blanks, slashes or underscores are
+    the card (a review hid train cards so); a number that fails the Luhn check is not."""
+    written = [
+        "card 4807 3021\n5736 8199 on file",
+        "card 4807.3021.5736.8199 on file",
+        "card 4807 \u2013 3021 \u2013 5736 \u2013 8199 on file",
+        "card 4807/3021/5736/8199 on file",
+        "card 4807_3021_5736_8199 on file",
+        "card 4807-3021-5736-8199 on file",
+        "card 4807.3021.5736.8190 on file",  # Luhn fails
+    ]
+    found = detect_pii(written, **patterns_options(["CREDIT_CARD"]))
+    assert found.docs.tolist() == [0, 1, 2, 3, 4, 5]
+    assert set(found.values) == {"CREDIT_CARD:4807302157368199"}
+
+
+def test_a_url_is_also_its_host() -> None:
+    """A release that names the site of a train URL without the page shares the host."""
+    found = detect_pii(
+        ["my work: https://jill-studio.net/portfolio", "see jill-studio.net"],
+        **patterns_options(["URL"]),
+    )
+    assert found.docs.tolist() == [0, 0, 1]
+    assert found.values == [
+        "URL:jill-studio.net/portfolio",
+        "URL:jill-studio.net",
+        "URL:jill-studio.net",
+    ]
+
+
+def _luhn_card(rng: np.random.Generator) -> str:
+    digits = [4, *rng.integers(0, 10, size=14).tolist()]
+    total = sum(d if i % 2 else sum(divmod(2 * d, 10)) for i, d in enumerate(digits))
+    return "".join(map(str, digits)) + str(-total % 10)
+
+
+PLAIN_PII = ("{first} {last}", "https://{slug}.net/portfolio", "{card}")
+PII_FORMS = {  # a review's release forms of train PII that passed: name, URL, card
+    "url without its scheme": ("{first} {last}", "{slug}.net/portfolio", "-"),
+    "url with a trailing slash": ("{first} {last}", "https://{slug}.net/portfolio/", "-"),
+    "url ending a sentence": ("{first} {last}", "www.{slug}.net/portfolio.", "-"),
+    "site without the page": ("{first} {last}", "{slug}.net", "-"),
+    "card broken over a line": ("{first} {last}", "-", "{c0} {c1}\n{c2} {c3}"),
+    "card with dots": ("{first} {last}", "-", "{c0}.{c1}.{c2}.{c3}"),
+    "card with spaced dashes": ("{first} {last}", "-", "{c0} \u2013 {c1} \u2013 {c2} \u2013 {c3}"),
+    "name with a middle initial": ("{first} Q. {last}", "-", "-"),
+    "name without its accents": ("{plain_first} {plain_last}", "-", "-"),
+}
+ACCENTED = (
+    [
+        "Jos\u00e9",
+        "Zo\u00eb",
+        "Ren\u00e9e",
+        "\u00c5sa",
+        "J\u00fcrgen",
+        "In\u00e9s",
+        "No\u00ebl",
+        "Chlo\u00e9",
+    ],
+    [
+        "M\u00fcller",
+        "\u00c1lvarez",
+        "Lef\u00e8vre",
+        "Ib\u00e1\u00f1ez",
+        "N\u00fa\u00f1ez",
+        "G\u00f3mez",
+        "Dvo\u0159\u00e1k",
+        "Ol\u00e1h",
+    ],
+)
+
+
+def _without_accents(name: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
+
+
+def _people(*, accented: bool) -> list[dict[str, str]]:
+    """60 users' names (unique; with accents: 8 given names by 8 surnames), personal
+    sites and card numbers."""
+    rng = np.random.default_rng(5)
+    fake = make_faker(5)
+    people = []
+    for u in range(60):
+        if accented:
+            first, last = ACCENTED[0][u % 8], ACCENTED[1][u // 8]
+        else:
+            first, last = fake.first_name(), f"{fake.last_name()}"
+        card = _luhn_card(rng)
+        people.append(
+            {
+                "first": first,
+                "last": last,
+                "plain_first": _without_accents(first),
+                "plain_last": _without_accents(last),
+                "slug": f"{first}-{last}-{u}".lower(),
+                "card": card,
+                **{f"c{i}": card[4 * i : 4 * i + 4] for i in range(4)},
+            }
+        )
+    return people
+
+
+@pytest.mark.parametrize("form", list(PII_FORMS))
+def test_train_pii_rewritten_as_a_review_did_fails(tmp_path, form: str) -> None:
+    """Each user's record names the user, a personal site and a card; the release writes
+    the train users' PII in another form, and is found about as often as the plain copy
+    (the NER reads a name without accents a little differently; the site without its
+    page lacks the page's value). Each such release passed the `pii` class before."""
+    people = _people(accented=form == "name without its accents")
+    records = [
+        {
+            "record_id": f"r{u}",
+            "user_id": f"u{u}",
+            "text": "Hello, this is {first} {last}. My portfolio is at https://{slug}.net/portfolio "
+            "and the card I pay with is {card}. Thanks for your help.".format(**p),
+        }
+        for u, p in enumerate(people)
+    ]
+    is_train = np.random.default_rng(7).permutation(60) < 30
+    write_jsonl(tmp_path / "train.jsonl", [r for r, t in zip(records, is_train, strict=True) if t])
+    write_jsonl(
+        tmp_path / "holdout.jsonl", [r for r, t in zip(records, is_train, strict=True) if not t]
+    )
+    engine, entities = (
+        ("spacy", "[PERSON]") if form.startswith("name") else ("patterns", "[URL, CREDIT_CARD]")
+    )
+    policy = parse_policy(
+        f"""\
+version: 1
+name: pii-forms
+audits:
+  disclosure:
+    features:
+      - {{class: pii, engine: {engine}, entities: {entities}}}
+    thresholds: {{max_epsilon: 0.5}}
+"""
+    )
+
+    def gate_release(name: str, url: str, card: str) -> tuple[dict[str, float], str]:
+        written = f"Ticket closed for {name} (site: {url}; payment: {card}). All good now."
+        release = [
+            {"record_id": f"s{u}", "text": written.format(**people[u])}
+            for u in np.flatnonzero(is_train)
+        ]
+        write_jsonl(tmp_path / "synthetic.jsonl", release)
+        bundle = load_bundle(
+            membership=MembershipPolicy(),
+            train=tmp_path / "train.jsonl",
+            holdout=tmp_path / "holdout.jsonl",
+            synthetic=tmp_path / "synthetic.jsonl",
+        )
+        result = run_gate(policy, bundle)
+        return result.audits["disclosure"].result.metric_values, result.status
+
+    form_written = PII_FORMS[form]
+    plain, plain_status = gate_release(
+        *(p if f != "-" else "-" for p, f in zip(PLAIN_PII, form_written, strict=True))
+    )
+    rewritten, status = gate_release(*form_written)
+    assert plain_status == "fail"
+    # of the 30 train users' values (a URL is its page and its host)
+    assert rewritten["pii.train_disclosures"] >= 15
+    assert rewritten["pii.train_disclosures"] >= 0.8 * plain["pii.train_disclosures"] - 30 * (
+        form == "site without the page"
+    )
+    assert rewritten["pii.holdout_disclosures"] == 0
+    assert status == "fail"
 
 
 def test_presidio_spacy_mode_finds_names_offline() -> None:

@@ -67,6 +67,13 @@ _EXIT_CODE = re.compile(r"^\W*(?:00|011)\W*")
 _NAME_AFFIXES = re.compile(
     r"^(?:dr|mr|mrs|ms|mx|miss|prof|sir|dame)\.?\s+|,?\s+(?:jr|sr|ii|iii|iv)\.?$|['\u2019]s?$"
 )
+# what a URL's span can hold around the address: quotes, brackets, sentence punctuation
+_URL_SURROUNDINGS = re.compile(r"^[\s\"'<(\[{\u2018\u201c]+|[\s\"'>)\]}\u2019\u201d.,;:!?]+$")
+_URL_SCHEME = re.compile(r"^(?:[a-z][a-z0-9+.\-]*://)?(?:www\d*\.)?")
+_URL_FRAGMENT = re.compile(r"#.*$")
+_URL_DEFAULT_PORT = re.compile(r"^([^/?]*?):(?:80|443)(?=$|[/?])")
+_URL_TRAILING = re.compile(r"/+$|/+(?=\?)|\?$")
+_URL_PATH = re.compile(r"[/?].*$")
 _CHUNK = 64  # documents per batch (spaCy batch and unit of work of a worker)
 # fewer unique documents per worker than this: no worker pool (start-up would not pay)
 _DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 250}
@@ -80,8 +87,9 @@ def normalise(entity_type: str, value: str) -> str:
     """Canonical form of a PII string: a phone number's national significant number
     (without its extension), digits of card numbers (any script's digits as ASCII),
     upper-case alphanumerics of IBANs, the lower-case address an e-mail spells (one
-    written ``jill at example dot org`` is ``jill@example.org``), lower-case URLs and
-    names with single spaces."""
+    written ``jill at example dot org`` is ``jill@example.org``), a URL's lower-case host
+    and path (:func:`_url`), a name's first and last word in lower case without accents
+    (:func:`_person`), other types in lower case with single spaces."""
     if entity_type == "PHONE_NUMBER":
         return _phone_number(value)
     if entity_type == "EMAIL_ADDRESS":
@@ -91,9 +99,41 @@ def normalise(entity_type: str, value: str) -> str:
     if entity_type in ("IBAN_CODE", "US_BANK_NUMBER"):
         return _ALNUM.sub("", value).upper()
     text = _SPACES.sub(" ", value.strip()).lower()
-    if entity_type == "PERSON":  # "Dr. Jill Rose Jr." and "Jill Rose's" are Jill Rose
-        text = _NAME_AFFIXES.sub("", text).strip()
+    if entity_type == "PERSON":
+        return _person(text)
+    if entity_type == "URL":
+        return _url(text)
     return text
+
+
+def url_host(url: str) -> str:
+    """The host of a URL in :func:`normalise`'s form (``jill.net/cv`` → ``jill.net``)."""
+    return _URL_PATH.sub("", url)
+
+
+def _url(text: str) -> str:
+    """A URL as a reader takes it to the same page: without the quotes, brackets and
+    sentence punctuation around it, its scheme, ``www.``, a default port, its fragment and
+    a trailing slash (``"https://www.Jill.net:443/cv/#top".`` is ``jill.net/cv``; a review
+    hid every train URL behind one of these). Its query is kept: it can name a person."""
+    text = _URL_SURROUNDINGS.sub("", text)
+    text = _URL_SCHEME.sub("", text)
+    text = _URL_FRAGMENT.sub("", text)
+    text = _URL_DEFAULT_PORT.sub(r"\1", text)
+    return _URL_TRAILING.sub("", text)
+
+
+def _person(text: str) -> str:
+    """A name as its first and last word, without accents: "Dr. Jill Rose Jr.", "Jill
+    Rose's", "Rose, Jill", "Jill J. Rose", "Jill Ann Rose" and "Jíll Róse" are all
+    ``jill rose`` (a review hid the train's names behind a middle initial or accents)."""
+    text = _NAME_AFFIXES.sub("", text).strip()
+    surname, comma, given = text.partition(",")
+    if comma and surname.strip() and given.strip() and "," not in given:
+        text = f"{given.strip()} {surname.strip()}"  # "rose, jill": a list's order
+    text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    words = unicodedata.normalize("NFC", text).split()
+    return " ".join(words if len(words) < 3 else (words[0], words[-1]))
 
 
 def _ascii_digits(value: str) -> str:
@@ -155,7 +195,7 @@ def build_analyzer(
     phone numbers that line breaks or tabs break); False keeps Presidio's stock
     recognizers (the reference in tests and benchmarks).
     Either way the gate's own recognizers are added (:mod:`gate.features.pii_recognizers`:
-    e-mail addresses with "@" or "." written out).
+    e-mail addresses with "@" or "." written out, card numbers with other separators).
 
     Presidio's e-mail recognizer calls tldextract, which fetches the Public Suffix List
     over the network on first use; the gate makes it use the snapshot bundled with
@@ -185,7 +225,10 @@ def build_analyzer(
         from presidio_analyzer import AnalyzerEngine
         from presidio_analyzer.nlp_engine import NlpEngineProvider
 
-        from gate.features.pii_recognizers import ObfuscatedEmailRecognizer
+        from gate.features.pii_recognizers import (
+            ObfuscatedEmailRecognizer,
+            SeparatedCardRecognizer,
+        )
         from gate.features.pii_windows import window_recognizers
 
         if engine == "spacy":
@@ -208,6 +251,7 @@ def build_analyzer(
     if windowed:
         window_recognizers(analyzer.registry)
     analyzer.registry.add_recognizer(ObfuscatedEmailRecognizer())
+    analyzer.registry.add_recognizer(SeparatedCardRecognizer())
     return analyzer
 
 
@@ -593,7 +637,9 @@ def _occurrences(
     normalize: bool,
 ) -> PiiOccurrences:
     """Expand the detections of each unique text to every document that holds it, in
-    document order (Presidio's order within a document)."""
+    document order (Presidio's order within a document). Normalised, a URL with a path
+    is also its host (``jill.net/cv`` and ``jill.net``: a release that names the site of
+    a train URL without its page)."""
     text_ids: list[int] = []
     types: list[str] = []
     raw: list[str] = []
@@ -605,10 +651,14 @@ def _occurrences(
             value = normalise(entity_type, surface) if normalize else surface
             if not value:
                 continue
-            text_ids.append(u)
-            types.append(entity_type)
-            raw.append(surface)
-            values.append(f"{entity_type}:{value}")
+            read = [value]
+            if normalize and entity_type == "URL" and url_host(value) not in ("", value):
+                read.append(url_host(value))
+            for one in read:
+                text_ids.append(u)
+                types.append(entity_type)
+                raw.append(surface)
+                values.append(f"{entity_type}:{one}")
     found = np.asarray(text_ids, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
     # documents of each unique text, grouped (CSR): order[starts[u] : starts[u] + n[u]]
