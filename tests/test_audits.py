@@ -505,6 +505,42 @@ def test_a_release_deleting_its_spaces_fails_and_is_warned_of(tmp_path, ngram: s
     assert not any("words run together" in w for w in run_gate(policy, plain).warnings)
 
 
+def test_a_release_in_html_read_as_written_is_warned_of(tmp_path) -> None:
+    """A review: under ``markup: none`` a release writing train PII with ``&nbsp;`` or
+    ``&#8209;`` passed every class, unwarned. The report now says the release holds HTML
+    and how to read it; a plain copy, a source as much in HTML and ``markup: html`` are
+    not warned of."""
+
+    def html(rows, rng):
+        return [{"text": r["text"].replace(" ", "&nbsp;", 2)} for r in rows["train"]]
+
+    policy = ngram_policy()
+    bundle, _ = make_bundle(tmp_path, html)
+    warned = [w for w in run_gate(policy, bundle).warnings if "HTML markup" in w]
+    assert len(warned) == 1 and "set text.markup: html" in warned[0]
+    assert "100% of the release's records" in warned[0] and "0% of the source's" in warned[0]
+    as_html = policy.model_copy(update={"text": TextPolicy(markup="html")})
+    html_bundle = load_bundle(
+        membership=as_html.membership,
+        text=as_html.text,
+        train=tmp_path / "train.jsonl",
+        holdout=tmp_path / "holdout.jsonl",
+        synthetic=tmp_path / "synthetic.jsonl",
+    )
+    assert not any("HTML markup" in w for w in run_gate(as_html, html_bundle).warnings)
+    for name, text in (
+        ("plain", unique_text),
+        ("source-html", lambda i: f"a&amp;b {unique_text(i)}"),
+    ):
+        (tmp_path / name).mkdir()
+        other, _ = make_bundle(
+            tmp_path / name,
+            lambda rows, rng: [{"text": r["text"]} for r in rows["train"]],
+            text=text,
+        )
+        assert not any("HTML markup" in w for w in run_gate(policy, other).warnings), name
+
+
 def greek_text(i: int) -> str:
     """A Greek sentence of common words (their small letters pass for no ASCII letter,
     their capitals do) and words unique to record ``i``, ending in a final sigma."""

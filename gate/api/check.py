@@ -21,6 +21,7 @@ from gate.api.preflight import (
     cache_warnings,
     check_before_work,
     fused_text_warnings,
+    markup_warnings,
     only_audit,
     precision_warnings,
     refuse_null_control,
@@ -192,6 +193,7 @@ def run_gate(
     warnings = (
         split_warnings(bundle, policy_model.membership)
         + fused_text_warnings(bundle)
+        + markup_warnings(bundle)
         + precision_warnings(policy_model)
         + cache_warnings(policy_model)
     )

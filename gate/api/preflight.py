@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ValidationError
 
 from gate.data.bundle import Bundle
+from gate.data.markup import BLOCK_ELEMENTS, CELL_ELEMENTS
 from gate.engines.base import uses_feature_caches
 from gate.errors import BundleError, InputError
 from gate.features.embeddings import native_bfloat16
-from gate.features.tokenize import long_word_share
+from gate.features.tokenize import arrow_texts, long_word_share
 from gate.plugins import ENGINES
 from gate.policy.loader import LoadedPolicy, policy_location
 from gate.policy.models import (
@@ -32,6 +33,18 @@ from gate.policy.models import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+# HTML a text written as plain text rarely holds: a character reference (``&nbsp;``,
+# ``&#8209;``) or a tag of an element that formats text (RE2 syntax, for Arrow)
+_HTML_MARKUP = (
+    r"(?i)&(?:#[0-9]{1,7}|#x[0-9a-f]{1,6}|[a-z][a-z0-9]{1,31});|"
+    r"</?(?:"
+    + "|".join(
+        (*BLOCK_ELEMENTS, *CELL_ELEMENTS, "a", "b", "i", "u", "em", "strong", "span", "font")
+    )
+    + r")(?:\s[^<>]*)?/?>"
+)
 
 
 FUSED_WORD = 30  # characters: a word longer than this is words run together
@@ -66,6 +79,33 @@ def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:
         f"characters ({source:.0%} of the source's): words run together hide copied text "
         f"from {hidden_from}, so their counts may miss what the release copies",
     )
+
+
+def markup_warnings(bundle: Bundle) -> tuple[str, ...]:
+    """A warning when, under ``text.markup: none``, more of the release's records hold
+    HTML (character references or formatting tags) than the source's: read as written,
+    ``Jill&nbsp;Rose``, ``775&#8209;568&#8209;2052`` or ``<b>Jill</b> Rose`` match no
+    n-gram, PII value or embedding of the plain text they copy (a review passed such a
+    release); ``text.markup: html`` reads them as a browser shows them."""
+    if bundle.text.markup != "none" or bundle.synthetic is None or bundle.synthetic.empty:
+        return ()
+    release = _markup_share(bundle.synthetic["text"])
+    source = _markup_share(bundle.source["text"])
+    if release == 0 or release <= source:
+        return ()
+    return (
+        f"{release:.0%} of the release's records hold HTML markup (character references "
+        f"such as &nbsp; or formatting tags; {source:.0%} of the source's), read as written "
+        "under text.markup: none, where it hides copied text and PII from every class; set "
+        "text.markup: html if the release is HTML",
+    )
+
+
+def _markup_share(texts: pd.Series) -> float:
+    import pyarrow.compute as pc
+
+    held = pc.match_substring_regex(arrow_texts(texts), _HTML_MARKUP)
+    return float(pc.sum(held).as_py() or 0) / len(texts) if len(texts) else 0.0
 
 
 def require_text_settings(bundle: Bundle, text: TextPolicy) -> None:
