@@ -27,6 +27,7 @@ from gate.interrupts import (
     interrupt,
     raise_if_interrupted,
     raise_interruption_behind,
+    signals_held,
     terminate,
     verdict_in_place,
 )
@@ -54,6 +55,15 @@ def _seconds(text: str) -> float:
     if not 0 < value <= 3600:
         raise argparse.ArgumentTypeError(f"must be in (0, 3600] seconds; found {value:g}")
     return value
+
+
+def _tracking_uri(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"must name a tracking store; found {text!r} (an unset variable?); leave the "
+            "option out for $MLFLOW_TRACKING_URI, the policy's or ./mlflow.db"
+        )
+    return text
 
 
 def _directory(text: str) -> str:
@@ -188,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     remediate.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     remediate.add_argument(
         "--tracking-uri",
+        type=_tracking_uri,
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the policy's "
         "evidence.mlflow.tracking_uri, else sqlite:///./mlflow.db)",
     )
@@ -251,6 +262,7 @@ def _add_bundle_and_run_options(command: argparse.ArgumentParser, *, out: str) -
     command.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     command.add_argument(
         "--tracking-uri",
+        type=_tracking_uri,
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the policy's "
         "evidence.mlflow.tracking_uri, else sqlite:///./mlflow.db)",
     )
@@ -267,15 +279,17 @@ _OUTPUT_COMMANDS = ("check", "canary", "remediate")
 
 def _withdraw_earlier_output(command: str, out: str) -> None:
     """Remove an earlier verdict from ``out`` before the command's imports (a second or
-    so, in which a Ctrl-C had left an earlier PASS in place; a review)."""
-    if command == "remediate":
-        from gate.remediation.outputs import withdraw_earlier_remediation
+    so, in which a Ctrl-C had left an earlier PASS in place; a review), with SIGINT and
+    SIGTERM held until it is gone (one in its first 0.1 s had left it too)."""
+    with signals_held():
+        if command == "remediate":
+            from gate.remediation.outputs import withdraw_earlier_remediation
 
-        withdraw_earlier_remediation(Path(out))
-    else:
-        from gate.evidence.writer import withdraw_earlier_output
+            withdraw_earlier_remediation(Path(out))
+        else:
+            from gate.evidence.writer import withdraw_earlier_output
 
-        withdraw_earlier_output(Path(out))
+            withdraw_earlier_output(Path(out))
 
 
 class _OutOnly(argparse.ArgumentParser):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _received: list[int] = []  # signals are the main thread's: one memory for the process
 _verdicts = threading.local()  # where each thread's command put its verdict
@@ -32,6 +34,23 @@ def interrupt(signum: int, frame: object) -> None:
     own handler does."""
     _received.append(signum)
     raise KeyboardInterrupt
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (blocked, not lost) in the main thread while the
+    block runs, and delivered at its end: a step that must not be cut halfway (removing an
+    earlier verdict: a review's Ctrl-C in it left an earlier PASS while the message said
+    no verdict was written). Only for steps that end by themselves, briefly."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def raise_if_interrupted() -> None:

@@ -1839,6 +1839,56 @@ def test_a_tracking_uri_that_nothing_is_logged_to_is_refused(
     assert main(check_args(files, tmp_path / "c")) == 0
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_earlier_verdict_is_withdrawn_leaves_none(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    signum: int,
+) -> None:
+    """A review: a Ctrl-C or SIGTERM in a run's first 0.1 s, while it removed the earlier
+    verdict from --out, left that PASS in place, and the message said no verdict was
+    written. The signal is now held until the earlier verdict is gone."""
+    import gate.evidence.writer
+
+    files = clean_release(bundle_files, tmp_path)
+    out = tmp_path / "out"
+    assert main(check_args(files, out, "--no-mlflow")) == 0
+    assert read_report(out)["passed"] is True
+    withdraw = gate.evidence.writer.withdraw_earlier_output
+
+    def signalled_withdraw(out_dir: Path, **lock: Any) -> None:
+        signal.raise_signal(signum)  # as the withdrawal starts
+        withdraw(out_dir, **lock)
+
+    monkeypatch.setattr(gate.evidence.writer, "withdraw_earlier_output", signalled_withdraw)
+    assert main(check_args(files, out, "--no-mlflow")) == 3
+    err = capsys.readouterr().err
+    assert "no verdict was written" in err and err.count("gate: error:") == 1
+    assert no_verdict(out)
+
+
+def test_an_empty_tracking_uri_is_refused(
+    bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: `--tracking-uri ""` (an unset variable) or `tracking_uri: ""` in the
+    policy fell through to ./mlflow.db, and the run passed with its evidence there."""
+    files = clean_release(bundle_files, tmp_path)
+    for uri in ("", "  "):
+        with pytest.raises(SystemExit) as refused:
+            main([*check_args(files, tmp_path / "a"), "--tracking-uri", uri])
+        assert refused.value.code == 2
+        assert "--tracking-uri: must name a tracking store" in capsys.readouterr().err
+    policy = yaml.safe_load(files["policy"].read_text())
+    policy["evidence"] = {"mlflow": {"tracking_uri": ""}}
+    files["policy"].write_text(yaml.safe_dump(policy))
+    assert main(check_args(files, tmp_path / "b")) == 2
+    assert "evidence.mlflow.tracking_uri: must name a tracking store" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert not Path("mlflow.db").exists()
+
+
 LATE_SIGNAL = """
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, not a background job

@@ -386,6 +386,24 @@ def test_complex_and_merge_keys_are_bad_input_and_dates_are_text() -> None:
     assert parse_policy(MINIMAL_POLICY + "description: =\n").description == "="
 
 
+def test_aliases_that_expand_beyond_any_policy_are_bad_input() -> None:
+    """A review: 1.6 KB of nested aliases (10 per level, 9 levels) in a free-form block
+    expanded to 10⁹ values when the policy was written into the report; the gate ran out
+    of memory. Aliases are counted expanded, without expanding them; a few are read."""
+    levels = ["  l0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
+        f"  l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)
+    ]
+    bomb = "remediation:\n generator_config:\n" + "\n".join(" " + line for line in levels) + "\n"
+    assert len(bomb) < 1_700
+    message = error_of(MINIMAL_POLICY + bomb)
+    assert message == (
+        "p.yaml: the policy's YAML aliases expand to more than 100,000 values (aliases of "
+        "values that hold aliases); a policy is not that large: write its values out"
+    )
+    shared = "description: &d text\nseed: 3\n"
+    assert parse_policy(MINIMAL_POLICY.replace("name: test", "name: &n test") + shared).seed == 3
+
+
 def test_yaml_syntax_error_names_line_and_column() -> None:
     message = error_of("version: 1\nname: [unclosed\n")
     assert message.startswith("p.yaml:3:1: not valid YAML")

@@ -276,6 +276,33 @@ def _describe(error: Mapping[str, Any], known_keys: set[str]) -> str:
     return f"{message}; found {json.dumps(found, default=str)}"
 
 
+MAX_POLICY_VALUES = 100_000  # values of a policy with its aliases expanded
+
+
+def _expanded_size(root: yaml.Node | None) -> int:
+    """How many nodes ``root`` holds with every alias expanded, counted without expanding
+    them (a review's 1.6 KB of nested aliases expanded to 10⁹ values when the policy was
+    written into the report, and the gate ran out of memory); a node that holds itself
+    counts once."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = 1  # while its children are counted: a node that holds itself
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        total = 1 + sum(size(child) for child in children)
+        sizes[id(node)] = total
+        return total
+
+    return 0 if root is None else size(root)
+
+
 def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     """Parse and validate policy text; raise :class:`PolicyError` naming the YAML path."""
     try:
@@ -298,6 +325,12 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         raise PolicyError(f"{source}: YAML nested too deeply to be a policy") from None
     if data is None:
         raise PolicyError(f"{source}: the policy file is empty")
+    if _expanded_size(root) > MAX_POLICY_VALUES:
+        raise PolicyError(
+            f"{source}: the policy's YAML aliases expand to more than "
+            f"{MAX_POLICY_VALUES:,} values (aliases of values that hold aliases); a policy "
+            "is not that large: write its values out"
+        )
     if not isinstance(data, dict):
         raise PolicyError(
             f"{source}: the policy must be a mapping at the top level; found {type(data).__name__}"

@@ -895,6 +895,16 @@ class MlflowPolicy(StrictModel):
         False, description="Log dataset content, not only fingerprints (never with redaction)."
     )
 
+    @field_validator("tracking_uri")
+    @classmethod
+    def _names_a_store(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():  # a review: "" fell through to ./mlflow.db
+            raise ValueError(
+                "must name a tracking store; null (or leaving it out) means "
+                "MLFLOW_TRACKING_URI or a local SQLite store"
+            )
+        return value
+
 
 class EvidencePolicy(StrictModel):
     redact_witnesses: bool = Field(
