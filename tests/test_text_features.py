@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import gate.api.preflight
-from gate.api import precision_warnings, run_gate
+from gate.api import pii_threshold_warnings, precision_warnings, run_gate
 from gate.data.bundle import load_bundle
 from gate.demo.corpora import make_faker, paraphrase, rewrite_release, support_records
 from gate.errors import AuditError
@@ -508,6 +508,26 @@ audits:
     )
     assert rewritten["pii.holdout_disclosures"] == 0
     assert status == "fail"
+
+
+def test_a_threshold_above_the_phone_score_is_warned_of() -> None:
+    """A review: at score_threshold 0.5 every copied train phone number passed (T = 0):
+    Presidio scores a number 0.4 unless a context word stands beside it."""
+    from presidio_analyzer.predefined_recognizers import PhoneRecognizer
+
+    assert PhoneRecognizer.SCORE == gate.api.preflight.PHONE_SCORE
+
+    def policy(entities: str, threshold: float) -> Any:
+        return parse_policy(
+            "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+            f"      - {{class: pii, engine: patterns, entities: {entities}, "
+            f"score_threshold: {threshold}}}\n    thresholds: {{max_epsilon: 0.5}}\n"
+        )
+
+    (warned,) = pii_threshold_warnings(policy("[PHONE_NUMBER, URL]", 0.5))
+    assert "score_threshold 0.5 is above the 0.4" in warned
+    assert pii_threshold_warnings(policy("[PHONE_NUMBER]", 0.4)) == ()
+    assert pii_threshold_warnings(policy("[URL]", 0.9)) == ()
 
 
 def test_presidio_spacy_mode_finds_names_offline() -> None:

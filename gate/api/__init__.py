@@ -6,7 +6,12 @@ The CLI and notebooks both call :func:`run_gate` (already loaded inputs) or
 
 from gate.api.check import CheckOutcome, audit_canaries, check_release, run_gate
 from gate.api.policy import PolicyValidation, policy_schema, validate_policy
-from gate.api.preflight import cache_warnings, precision_warnings, split_warnings
+from gate.api.preflight import (
+    cache_warnings,
+    pii_threshold_warnings,
+    precision_warnings,
+    split_warnings,
+)
 from gate.api.remediate import remediate_release
 from gate.results import GateResult
 
@@ -17,6 +22,7 @@ __all__ = [
     "audit_canaries",
     "cache_warnings",
     "check_release",
+    "pii_threshold_warnings",
     "policy_schema",
     "precision_warnings",
     "remediate_release",

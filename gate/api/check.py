@@ -23,6 +23,7 @@ from gate.api.preflight import (
     fused_text_warnings,
     markup_warnings,
     only_audit,
+    pii_threshold_warnings,
     precision_warnings,
     refuse_null_control,
     refuse_unused_canary_source,
@@ -194,6 +195,7 @@ def run_gate(
         split_warnings(bundle, policy_model.membership)
         + fused_text_warnings(bundle)
         + markup_warnings(bundle)
+        + pii_threshold_warnings(policy_model)
         + precision_warnings(policy_model)
         + cache_warnings(policy_model)
     )

@@ -201,6 +201,25 @@ def precision_warnings(policy: Policy) -> tuple[str, ...]:
     )
 
 
+PHONE_SCORE = 0.4  # Presidio's PhoneRecognizer.SCORE: a number without a context word
+
+
+def pii_threshold_warnings(policy: Policy) -> tuple[str, ...]:
+    """A warning when a ``pii`` class searches phone numbers at a ``score_threshold``
+    above the score Presidio gives a number without a context word: it then finds only
+    numbers written beside one ("call", "phone"; and only under the spaCy engine, whose
+    lemmas the context needs). A review's release copying every train number passed at
+    0.5 (T = 0)."""
+    return tuple(
+        f"pii features: score_threshold {pii.score_threshold:g} is above the "
+        f"{PHONE_SCORE:g} Presidio gives a phone number without a context word nearby, so "
+        "PHONE_NUMBER finds only numbers beside such a word (under engine: spacy) and a "
+        f"release copying the others passes; use a score_threshold of at most {PHONE_SCORE:g}"
+        for pii in policy.settings_of(PiiFeatures)
+        if "PHONE_NUMBER" in pii.entities and pii.score_threshold > PHONE_SCORE
+    )
+
+
 def _pii_classes(
     node: object, path: tuple[int | str, ...]
 ) -> Iterator[tuple[tuple[int | str, ...], PiiFeatures]]:
