@@ -325,7 +325,11 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         raise PolicyError(f"{source}: YAML nested too deeply to be a policy") from None
     if data is None:
         raise PolicyError(f"{source}: the policy file is empty")
-    if _expanded_size(root) > MAX_POLICY_VALUES:
+    try:
+        expanded = _expanded_size(root)
+    except RecursionError:
+        raise PolicyError(f"{source}: YAML nested too deeply to be a policy") from None
+    if expanded > MAX_POLICY_VALUES:
         raise PolicyError(
             f"{source}: the policy's YAML aliases expand to more than "
             f"{MAX_POLICY_VALUES:,} values (aliases of values that hold aliases); a policy "
