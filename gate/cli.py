@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -57,22 +57,25 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _tracking_uri(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"must name a tracking store; found {text!r} (an unset variable?); leave the "
-            "option out for $MLFLOW_TRACKING_URI, the policy's or ./mlflow.db"
-        )
-    return text
+def _not_blank(what: str, otherwise: str) -> Callable[[str], str]:
+    """An option's type that refuses an empty or blank value (an unset variable in a CI
+    script), saying what it must name and what a blank one would have done."""
+
+    def named(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(
+                f"must name {what}; found {text!r} (an unset variable?){otherwise}"
+            )
+        return text
+
+    return named
 
 
-def _directory(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"must name a directory; found {text!r} (an unset variable?), which would "
-            "write into the current directory"
-        )
-    return text
+_tracking_uri = _not_blank(
+    "a tracking store",
+    "; leave the option out for $MLFLOW_TRACKING_URI, the policy's or ./mlflow.db",
+)
+_directory = _not_blank("a directory", ", which would write into the current directory")
 
 
 class _Once(argparse.Action):
