@@ -1863,7 +1863,12 @@ def test_a_signal_while_the_earlier_verdict_is_withdrawn_leaves_none(
         withdraw(out_dir, **lock)
 
     monkeypatch.setattr(gate.evidence.writer, "withdraw_earlier_output", signalled_withdraw)
-    assert main(check_args(files, out, "--no-mlflow")) == 3
+    # as in a terminal (a pytest-xdist worker ignores SIGINT, and the gate keeps that)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(check_args(files, out, "--no-mlflow")) == 3
+    finally:
+        signal.signal(signal.SIGINT, before)
     err = capsys.readouterr().err
     assert "no verdict was written" in err and err.count("gate: error:") == 1
     assert no_verdict(out)
