@@ -11,6 +11,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 _received: list[int] = []  # signals are the main thread's: one memory for the process
 _verdicts = threading.local()  # where each thread's command put its verdict
@@ -38,19 +39,32 @@ def interrupt(signum: int, frame: object) -> None:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (blocked, not lost) in the main thread while the
-    block runs, and delivered at its end: a step that must not be cut halfway (removing an
-    earlier verdict: a review's Ctrl-C in it left an earlier PASS while the message said
-    no verdict was written). Only for steps that end by themselves, briefly."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    """SIGINT and SIGTERM held back while the block runs, and answered at its end by the
+    handlers they had: a step that must not be cut halfway (removing an earlier verdict:
+    a review's Ctrl-C in it left an earlier PASS while the message said no verdict was
+    written). Python runs a signal's handler in the main thread whichever thread the
+    signal reaches, so the held handlers are swapped there (a blocked signal mask is one
+    thread's, and another thread took the signal: a later review). A signal that is
+    ignored or has no Python handler is left as it is. Only for steps that end by
+    themselves, briefly."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    held: list[int] = []
+    handlers: dict[int, Any] = {
+        signum: handler
+        for signum in (signal.SIGINT, signal.SIGTERM)
+        if callable(handler := signal.getsignal(signum))
+    }
+    for signum in handlers:
+        signal.signal(signum, lambda received, frame: held.append(received))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if held:
+            handlers[held[0]](held[0], None)
 
 
 def raise_if_interrupted() -> None:

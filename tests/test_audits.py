@@ -528,6 +528,25 @@ def test_a_release_in_html_read_as_written_is_warned_of(tmp_path) -> None:
         synthetic=tmp_path / "synthetic.jsonl",
     )
     assert not any("HTML markup" in w for w in run_gate(as_html, html_bundle).warnings)
+    # a later review's forms, and a source whose exports escape "&" in every record
+    for i, (joiner, text) in enumerate(
+        [
+            ("<wbr>", unique_text),
+            ("<!---->", unique_text),
+            ("<small> </small>", unique_text),
+            ("&nbsp", unique_text),
+            ("&nbsp;", lambda i: f"a &amp; b {unique_text(i)}"),
+        ]
+    ):
+        (tmp_path / f"form{i}").mkdir()
+        other, _ = make_bundle(
+            tmp_path / f"form{i}",
+            lambda rows, rng, joiner=joiner: [
+                {"text": r["text"].replace(" ", joiner, 2)} for r in rows["train"]
+            ],
+            text=text,
+        )
+        assert any("HTML markup" in w for w in run_gate(policy, other).warnings), joiner
     for name, text in (
         ("plain", unique_text),
         ("source-html", lambda i: f"a&amp;b {unique_text(i)}"),

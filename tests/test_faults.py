@@ -1840,12 +1840,14 @@ def test_a_tracking_uri_that_nothing_is_logged_to_is_refused(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("threads", [1, 2])
 def test_a_signal_while_the_earlier_verdict_is_withdrawn_leaves_none(
     bundle_files: dict[str, Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     signum: int,
+    threads: int,
 ) -> None:
     """A review: a Ctrl-C or SIGTERM in a run's first 0.1 s, while it removed the earlier
     verdict from --out, left that PASS in place, and the message said no verdict was
@@ -1859,7 +1861,15 @@ def test_a_signal_while_the_earlier_verdict_is_withdrawn_leaves_none(
     withdraw = gate.evidence.writer.withdraw_earlier_output
 
     def signalled_withdraw(out_dir: Path, **lock: Any) -> None:
-        signal.raise_signal(signum)  # as the withdrawal starts
+        if threads == 1:
+            signal.raise_signal(signum)  # as the withdrawal starts
+        else:  # to the process, with another thread running (a program calling main())
+            other = threading.Event()
+            running = threading.Thread(target=other.wait, daemon=True)
+            running.start()
+            os.kill(os.getpid(), signum)
+            time.sleep(0.2)  # the signal reaches a thread meanwhile
+            other.set()
         withdraw(out_dir, **lock)
 
     monkeypatch.setattr(gate.evidence.writer, "withdraw_earlier_output", signalled_withdraw)

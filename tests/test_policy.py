@@ -389,16 +389,24 @@ def test_complex_and_merge_keys_are_bad_input_and_dates_are_text() -> None:
 def test_aliases_that_expand_beyond_any_policy_are_bad_input() -> None:
     """A review: 1.6 KB of nested aliases (10 per level, 9 levels) in a free-form block
     expanded to 10⁹ values when the policy was written into the report; the gate ran out
-    of memory. Aliases are counted expanded, without expanding them; a few are read."""
+    of memory. Another: one 100 KB string aliased 99,000 times (10 GB). Values and
+    characters are counted expanded, without expanding them; a value that holds itself is
+    refused; a few aliases are read."""
     levels = ["  l0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
         f"  l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)
     ]
     bomb = "remediation:\n generator_config:\n" + "\n".join(" " + line for line in levels) + "\n"
     assert len(bomb) < 1_700
-    message = error_of(MINIMAL_POLICY + bomb)
-    assert message == (
-        "p.yaml: the policy's YAML aliases expand to more than 100,000 values (aliases of "
-        "values that hold aliases); a policy is not that large: write its values out"
+    expected = (
+        "p.yaml: the policy holds more than 1,000,000 values and characters with its YAML "
+        "aliases expanded; a policy is not that large"
+    )
+    assert error_of(MINIMAL_POLICY + bomb) == expected
+    text = "remediation:\n generator_config:\n  s: &s " + "x" * 100_000 + "\n"
+    long_text = text + "  l: [" + ", ".join(["*s"] * 20) + "]\n"
+    assert error_of(MINIMAL_POLICY + long_text) == expected
+    assert "a YAML alias refers to a value that holds it" in error_of(
+        MINIMAL_POLICY + "remediation:\n generator_config: {a: &r [1, *r]}\n"
     )
     shared = "description: &d text\nseed: 3\n"
     assert parse_policy(MINIMAL_POLICY.replace("name: test", "name: &n test") + shared).seed == 3

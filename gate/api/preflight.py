@@ -35,16 +35,22 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-# HTML a text written as plain text rarely holds: a character reference (``&nbsp;``,
-# ``&#8209;``) or a tag of an element that formats text (RE2 syntax, for Arrow)
+# HTML a text written as plain text rarely holds: a character reference other than the
+# escapes of &, <, > and quotes that plain-text exports carry (``&nbsp;``, ``&#8209;``,
+# with or without the semicolon), a comment, or a tag of an element that formats text
+# (RE2 syntax, for Arrow)
+_FORMATTING_ELEMENTS = tuple(
+    """a abbr b bdi bdo big cite code del dfn em font i ins kbd mark nobr q s samp small
+    span strike strong sub sup tt u var wbr""".split()  # noqa: SIM905
+)
 _HTML_MARKUP = (
-    r"(?i)&(?:#[0-9]{1,7}|#x[0-9a-f]{1,6}|[a-z][a-z0-9]{1,31});|"
+    r"(?i)&(?:#[0-9]{1,7};?|#x[0-9a-f]{1,6};?|nbsp;?|shy;?|zwj;|zwnj;|"
+    r"(?:[a-z][a-z0-9]{1,31});)|<!--|"
     r"</?(?:"
-    + "|".join(
-        (*BLOCK_ELEMENTS, *CELL_ELEMENTS, "a", "b", "i", "u", "em", "strong", "span", "font")
-    )
+    + "|".join((*BLOCK_ELEMENTS, *CELL_ELEMENTS, *_FORMATTING_ELEMENTS))
     + r")(?:\s[^<>]*)?/?>"
 )
+_PLAIN_TEXT_ESCAPES = r"(?i)&(?:amp|lt|gt|quot|apos|#0*3[89]|#0*6[02]|#x0*2[67]|#x0*3[ce]);"
 
 
 FUSED_WORD = 30  # characters: a word longer than this is words run together
@@ -104,7 +110,8 @@ def markup_warnings(bundle: Bundle) -> tuple[str, ...]:
 def _markup_share(texts: pd.Series) -> float:
     import pyarrow.compute as pc
 
-    held = pc.match_substring_regex(arrow_texts(texts), _HTML_MARKUP)
+    read = pc.replace_substring_regex(arrow_texts(texts), _PLAIN_TEXT_ESCAPES, "")
+    held = pc.match_substring_regex(read, _HTML_MARKUP)
     return float(pc.sum(held).as_py() or 0) / len(texts) if len(texts) else 0.0
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gate._version import __version__
 from gate.atomic import current_umask
+from gate.errors import InputError
 from gate.evidence.deadline import with_deadline
 from gate.evidence.report import jsonable
 
@@ -33,6 +34,19 @@ T = TypeVar("T")
 
 
 def tracking_uri(cli_uri: str | None, policy_uri: str | None) -> str:
+    """The tracking store: ``cli_uri``, else ``MLFLOW_TRACKING_URI`` (empty: unset, as
+    MLflow reads it), else ``policy_uri``, else ``./mlflow.db``.
+
+    Raises:
+        InputError: ``cli_uri`` or ``policy_uri`` is given but blank (an unset variable),
+            which would have logged to ``./mlflow.db`` (a review).
+    """
+    for given, name in (
+        (cli_uri, "the tracking URI"),
+        (policy_uri, "evidence.mlflow.tracking_uri"),
+    ):
+        if given is not None and not given.strip():
+            raise InputError(f"{name} must name a tracking store; found {given!r}")
     if cli_uri:
         return cli_uri
     if os.environ.get("MLFLOW_TRACKING_URI"):

@@ -65,15 +65,15 @@ _ALNUM = re.compile(r"[^0-9A-Za-z]+")
 _EXIT_CODE = re.compile(r"^\W*(?:00|011)\W*")
 # a title before a name, a generational suffix or a possessive after it
 _NAME_AFFIXES = re.compile(
-    r"^(?:dr|mr|mrs|ms|mx|miss|prof|sir|dame)\.?\s+|,?\s+(?:jr|sr|ii|iii|iv)\.?$|['\u2019]s?$"
+    r"^(?:dr|mr|mrs|ms|mx|miss|prof|sir|dame)\.?\s+"
+    r"|,?\s+(?:jr|sr|ii|iii|iv|md|phd|esq|dds|rn)\.?$|['\u2019]s?$"
 )
 # what a URL's span can hold around the address: quotes, brackets, sentence punctuation
-_URL_SURROUNDINGS = re.compile(r"^[\s\"'<(\[{\u2018\u201c]+|[\s\"'>)\]}\u2019\u201d.,;:!?]+$")
+_URL_LEADING = " \t\n\r\"'<([{\u2018\u201c"
+_URL_TRAILING = " \t\n\r\"'>)]}\u2019\u201d.,;:!?"
 _URL_SCHEME = re.compile(r"^(?:[a-z][a-z0-9+.\-]*://)?(?:www\d*\.)?")
-_URL_FRAGMENT = re.compile(r"#.*$")
-_URL_DEFAULT_PORT = re.compile(r"^([^/?]*?):(?:80|443)(?=$|[/?])")
-_URL_TRAILING = re.compile(r"/+$|/+(?=\?)|\?$")
-_URL_PATH = re.compile(r"[/?].*$")
+_URL_DEFAULT_PORT = re.compile(r"^([^/?#]*?):(?:80|443)(?=$|[/?#])")
+_URL_HOST_END = re.compile(r"[/?#]")
 _CHUNK = 64  # documents per batch (spaCy batch and unit of work of a worker)
 # fewer unique documents per worker than this: no worker pool (start-up would not pay)
 _DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 250}
@@ -87,9 +87,10 @@ def normalise(entity_type: str, value: str) -> str:
     """Canonical form of a PII string: a phone number's national significant number
     (without its extension), digits of card numbers (any script's digits as ASCII),
     upper-case alphanumerics of IBANs, the lower-case address an e-mail spells (one
-    written ``jill at example dot org`` is ``jill@example.org``), a URL's lower-case host
-    and path (:func:`_url`), a name's first and last word in lower case without accents
-    (:func:`_person`), other types in lower case with single spaces."""
+    written ``jill at example dot org`` is ``jill@example.org``), a URL's lower-case host,
+    path, query and fragment (:func:`_url`), a name in lower case without its affixes and
+    accents (:func:`_person`), other types in lower case with single spaces;
+    :func:`pii_readings` adds coarser values."""
     if entity_type == "PHONE_NUMBER":
         return _phone_number(value)
     if entity_type == "EMAIL_ADDRESS":
@@ -106,34 +107,61 @@ def normalise(entity_type: str, value: str) -> str:
     return text
 
 
+def pii_readings(entity_type: str, value: str) -> tuple[str, ...]:
+    """The values a PII string is read as: its :func:`normalise` form, then for a URL
+    with a path its host (``jill.net/cv`` also ``jill.net``: a release that names the site
+    of a train URL without its page) and for a name of three words or more its first and
+    last (``mary ann smith`` also ``mary smith``: one with a middle initial). The coarser
+    values are features of their own, so a user's own value keeps its rarity (a review:
+    reading hash-routed URLs as their host, or names as first and last word, alone had
+    made every user's value common, and a verbatim copy passed)."""
+    value = normalise(entity_type, value)
+    if not value:
+        return ()
+    coarser = ""
+    if entity_type == "URL":
+        coarser = url_host(value)
+    elif entity_type == "PERSON":
+        words = value.split()
+        coarser = f"{words[0]} {words[-1]}" if len(words) > 2 else ""
+    return (value, coarser) if coarser and coarser != value else (value,)
+
+
 def url_host(url: str) -> str:
     """The host of a URL in :func:`normalise`'s form (``jill.net/cv`` → ``jill.net``)."""
-    return _URL_PATH.sub("", url)
+    end = _URL_HOST_END.search(url)
+    return url if end is None else url[: end.start()]
 
 
 def _url(text: str) -> str:
     """A URL as a reader takes it to the same page: without the quotes, brackets and
-    sentence punctuation around it, its scheme, ``www.``, a default port, its fragment and
-    a trailing slash (``"https://www.Jill.net:443/cv/#top".`` is ``jill.net/cv``; a review
-    hid every train URL behind one of these). Its query is kept: it can name a person."""
-    text = _URL_SURROUNDINGS.sub("", text)
-    text = _URL_SCHEME.sub("", text)
-    text = _URL_FRAGMENT.sub("", text)
-    text = _URL_DEFAULT_PORT.sub(r"\1", text)
-    return _URL_TRAILING.sub("", text)
+    sentence punctuation around it, its scheme, ``www.``, a default port and a trailing
+    slash (``"https://www.Jill.net:443/cv/".`` is ``jill.net/cv``; a review hid every
+    train URL behind one of these). Its query and fragment are kept: either can name a
+    person (``/#/patient/48213``). Linear in the text (a review's first version
+    backtracked on long runs of punctuation)."""
+    text = text.lstrip(_URL_LEADING).rstrip(_URL_TRAILING)
+    text = _URL_SCHEME.sub("", text, count=1)
+    text = _URL_DEFAULT_PORT.sub(r"\1", text, count=1)
+    end = _URL_HOST_END.search(text)
+    cut = len(text) if end is None else end.start()
+    path_end = text.find("?", cut) if "?" in text[cut:] else -1
+    if path_end < 0:
+        path_end = text.find("#", cut) if "#" in text[cut:] else len(text)
+    path, rest = text[:path_end].rstrip("/"), text[path_end:]
+    return path + ("" if rest in ("?", "#") else rest)
 
 
 def _person(text: str) -> str:
-    """A name as its first and last word, without accents: "Dr. Jill Rose Jr.", "Jill
-    Rose's", "Rose, Jill", "Jill J. Rose", "Jill Ann Rose" and "Jíll Róse" are all
-    ``jill rose`` (a review hid the train's names behind a middle initial or accents)."""
+    """A name without its affixes and accents, in the order written unless a list's
+    ("Rose, Jill"): "Dr. Jill Rose Jr.", "Jill Rose's", "Jill Rose, MD", "Rose, Jill" and
+    "Jíll Róse" are all ``jill rose`` (a review hid the train's names behind accents)."""
     text = _NAME_AFFIXES.sub("", text).strip()
     surname, comma, given = text.partition(",")
-    if comma and surname.strip() and given.strip() and "," not in given:
+    if comma and len(surname.split()) == 1 and 0 < len(given.split()) <= 2:
         text = f"{given.strip()} {surname.strip()}"  # "rose, jill": a list's order
     text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    words = unicodedata.normalize("NFC", text).split()
-    return " ".join(words if len(words) < 3 else (words[0], words[-1]))
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def _ascii_digits(value: str) -> str:
@@ -637,9 +665,9 @@ def _occurrences(
     normalize: bool,
 ) -> PiiOccurrences:
     """Expand the detections of each unique text to every document that holds it, in
-    document order (Presidio's order within a document). Normalised, a URL with a path
-    is also its host (``jill.net/cv`` and ``jill.net``: a release that names the site of
-    a train URL without its page)."""
+    document order (Presidio's order within a document). Normalised, a detection is each
+    of its :func:`pii_readings`; a coarser reading's raw text is that reading, so that a
+    witness shows no more of a train value than the release matched."""
     text_ids: list[int] = []
     types: list[str] = []
     raw: list[str] = []
@@ -648,17 +676,12 @@ def _occurrences(
         text = unique_texts[u]
         for entity_type, start, end in detections:
             surface = text[start:end]
-            value = normalise(entity_type, surface) if normalize else surface
-            if not value:
-                continue
-            read = [value]
-            if normalize and entity_type == "URL" and url_host(value) not in ("", value):
-                read.append(url_host(value))
-            for one in read:
+            readings = pii_readings(entity_type, surface) if normalize else (surface,)
+            for i, value in enumerate(readings):
                 text_ids.append(u)
                 types.append(entity_type)
-                raw.append(surface)
-                values.append(f"{entity_type}:{one}")
+                raw.append(surface if i == 0 else value)
+                values.append(f"{entity_type}:{value}")
     found = np.asarray(text_ids, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
     # documents of each unique text, grouped (CSR): order[starts[u] : starts[u] + n[u]]

@@ -276,27 +276,41 @@ def _describe(error: Mapping[str, Any], known_keys: set[str]) -> str:
     return f"{message}; found {json.dumps(found, default=str)}"
 
 
-MAX_POLICY_VALUES = 100_000  # values of a policy with its aliases expanded
+MAX_POLICY_SIZE = 1_000_000  # values and characters of a policy, its aliases expanded
 
 
-def _expanded_size(root: yaml.Node | None) -> int:
-    """How many nodes ``root`` holds with every alias expanded, counted without expanding
-    them (a review's 1.6 KB of nested aliases expanded to 10⁹ values when the policy was
-    written into the report, and the gate ran out of memory); a node that holds itself
-    counts once."""
+def _expanded_size(root: yaml.Node | None, *, source: str) -> int:
+    """How many values and characters ``root`` holds with every alias expanded, counted
+    without expanding them (a review's 1.6 KB of nested aliases expanded to 10⁹ values,
+    and another's 100 KB string aliased 99,000 times to 10 GB, when the policy was
+    written into the report).
+
+    Raises:
+        PolicyError: a value that holds itself through an alias.
+    """
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
 
     def size(node: yaml.Node) -> int:
         known = sizes.get(id(node))
         if known is not None:
             return known
-        sizes[id(node)] = 1  # while its children are counted: a node that holds itself
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.SequenceNode):
-            children = node.value
-        elif isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        total = 1 + sum(size(child) for child in children)
+        if id(node) in open_nodes:
+            raise PolicyError(
+                f"{source}:{node.start_mark.line + 1}: a YAML alias refers to a value that "
+                "holds it (the policy would be infinite)"
+            )
+        open_nodes.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            total = 1 + len(node.value)
+        else:
+            parts = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else [part for pair in node.value for part in pair]
+            )
+            total = 1 + sum(size(part) for part in parts)
+        open_nodes.discard(id(node))
         sizes[id(node)] = total
         return total
 
@@ -326,14 +340,13 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     if data is None:
         raise PolicyError(f"{source}: the policy file is empty")
     try:
-        expanded = _expanded_size(root)
+        expanded = _expanded_size(root, source=source)
     except RecursionError:
         raise PolicyError(f"{source}: YAML nested too deeply to be a policy") from None
-    if expanded > MAX_POLICY_VALUES:
+    if expanded > MAX_POLICY_SIZE:
         raise PolicyError(
-            f"{source}: the policy's YAML aliases expand to more than "
-            f"{MAX_POLICY_VALUES:,} values (aliases of values that hold aliases); a policy "
-            "is not that large: write its values out"
+            f"{source}: the policy holds more than {MAX_POLICY_SIZE:,} values and characters "
+            "with its YAML aliases expanded; a policy is not that large"
         )
     if not isinstance(data, dict):
         raise PolicyError(

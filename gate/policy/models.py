@@ -294,7 +294,10 @@ class PiiFeatures(FeatureClassConfig):
     )
     max_users: int = Field(1, ge=1, description="Rarity k: held by at most k users of D.")
     normalize: bool = Field(
-        True, description="Lower-case e-mails and names, keep only the digits of phone numbers."
+        True,
+        description="Read values as a reader does: a phone number's national digits, an "
+        "e-mail's lower-case address, a name without affixes and accents (also its first and "
+        "last word), a URL without scheme, www. or trailing slash (also its host).",
     )
     processes: int | None = Field(
         None,
