@@ -405,20 +405,8 @@ def test_values_that_share_a_host_or_first_and_last_name_keep_their_rarity(tmp_p
         for u in range(60)
     ]
     is_train = np.random.default_rng(7).permutation(60) < 30
-    write_jsonl(tmp_path / "train.jsonl", [r for r, t in zip(records, is_train, strict=True) if t])
-    write_jsonl(
-        tmp_path / "holdout.jsonl", [r for r, t in zip(records, is_train, strict=True) if not t]
-    )
-    release = [
-        {"record_id": f"s{i}", "text": r["text"]} for i, r in enumerate(records) if is_train[i]
-    ]
-    write_jsonl(tmp_path / "synthetic.jsonl", release)
-    bundle = load_bundle(
-        membership=MembershipPolicy(),
-        train=tmp_path / "train.jsonl",
-        holdout=tmp_path / "holdout.jsonl",
-        synthetic=tmp_path / "synthetic.jsonl",
-    )
+    release = [r["text"] for i, r in enumerate(records) if is_train[i]]
+    bundle = _half_split_bundle(tmp_path, records, is_train, release)
     policy = parse_policy(
         "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
         "      - {class: pii, engine: patterns, entities: [URL]}\n"
@@ -438,6 +426,26 @@ def test_values_that_share_a_host_or_first_and_last_name_keep_their_rarity(tmp_p
     )
     # the ten middle names keep ten values; "mary smith" is the coarser one they share
     assert len({v for v in names.values if v.count(" ") == 2}) >= 8
+
+
+def _half_split_bundle(
+    tmp_path: Path, records: list[dict], is_train: np.ndarray, release: list[str]
+):
+    """The records split by ``is_train`` (users' records), with ``release`` as texts."""
+    write_jsonl(tmp_path / "train.jsonl", [r for r, t in zip(records, is_train, strict=True) if t])
+    write_jsonl(
+        tmp_path / "holdout.jsonl", [r for r, t in zip(records, is_train, strict=True) if not t]
+    )
+    write_jsonl(
+        tmp_path / "synthetic.jsonl",
+        [{"record_id": f"s{i}", "text": text} for i, text in enumerate(release)],
+    )
+    return load_bundle(
+        membership=MembershipPolicy(),
+        train=tmp_path / "train.jsonl",
+        holdout=tmp_path / "holdout.jsonl",
+        synthetic=tmp_path / "synthetic.jsonl",
+    )
 
 
 def _luhn_card(rng: np.random.Generator) -> str:
@@ -529,10 +537,6 @@ def test_train_pii_rewritten_as_a_review_did_fails(tmp_path, form: str) -> None:
         for u, p in enumerate(people)
     ]
     is_train = np.random.default_rng(7).permutation(60) < 30
-    write_jsonl(tmp_path / "train.jsonl", [r for r, t in zip(records, is_train, strict=True) if t])
-    write_jsonl(
-        tmp_path / "holdout.jsonl", [r for r, t in zip(records, is_train, strict=True) if not t]
-    )
     engine, entities = (
         ("spacy", "[PERSON]") if form.startswith("name") else ("patterns", "[URL, CREDIT_CARD]")
     )
@@ -550,18 +554,8 @@ audits:
 
     def gate_release(name: str, url: str, card: str) -> tuple[dict[str, float], str]:
         written = f"Ticket closed for {name} (site: {url}; payment: {card}). All good now."
-        release = [
-            {"record_id": f"s{u}", "text": written.format(**people[u])}
-            for u in np.flatnonzero(is_train)
-        ]
-        write_jsonl(tmp_path / "synthetic.jsonl", release)
-        bundle = load_bundle(
-            membership=MembershipPolicy(),
-            train=tmp_path / "train.jsonl",
-            holdout=tmp_path / "holdout.jsonl",
-            synthetic=tmp_path / "synthetic.jsonl",
-        )
-        result = run_gate(policy, bundle)
+        release = [written.format(**people[u]) for u in np.flatnonzero(is_train)]
+        result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, release))
         return result.audits["disclosure"].result.metric_values, result.status
 
     form_written = PII_FORMS[form]
