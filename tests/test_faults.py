@@ -1902,6 +1902,21 @@ def test_an_empty_tracking_uri_is_refused(
     assert "evidence.mlflow.tracking_uri: must name a tracking store" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert not Path("mlflow.db").exists()
+    from gate.api import check_release
+    from gate.errors import InputError
+
+    del policy["evidence"]  # the policy without the blank URI; the API's argument blank
+    files["policy"].write_text(yaml.safe_dump(policy))
+    with pytest.raises(InputError, match="the tracking URI must name a tracking store"):
+        check_release(
+            policy=files["policy"],
+            train=files["train"],
+            holdout=files["holdout"],
+            synthetic=files["synthetic"],
+            out_dir=tmp_path / "c",
+            tracking_uri="",
+        )
+    assert not (tmp_path / "c" / "report.json").exists() and not Path("mlflow.db").exists()
 
 
 LATE_SIGNAL = """

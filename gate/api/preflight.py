@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ValidationError
 
 from gate.data.bundle import Bundle
-from gate.data.markup import BLOCK_ELEMENTS, CELL_ELEMENTS
+from gate.data.markup import share_with_markup
 from gate.engines.base import uses_feature_caches
 from gate.errors import BundleError, InputError
 from gate.features.embeddings import native_bfloat16
-from gate.features.tokenize import arrow_texts, long_word_share
+from gate.features.tokenize import long_word_share
 from gate.plugins import ENGINES
 from gate.policy.loader import LoadedPolicy, policy_location
 from gate.policy.models import (
@@ -33,24 +33,6 @@ from gate.policy.models import (
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-# HTML a text written as plain text rarely holds: a character reference other than the
-# escapes of &, <, > and quotes that plain-text exports carry (``&nbsp;``, ``&#8209;``,
-# with or without the semicolon), a comment, or a tag of an element that formats text
-# (RE2 syntax, for Arrow)
-_FORMATTING_ELEMENTS = tuple(
-    """a abbr b bdi bdo big cite code del dfn em font i ins kbd mark nobr q s samp small
-    span strike strong sub sup tt u var wbr""".split()  # noqa: SIM905
-)
-_HTML_MARKUP = (
-    r"(?i)&(?:#[0-9]{1,7};?|#x[0-9a-f]{1,6};?|nbsp;?|shy;?|zwj;|zwnj;|"
-    r"(?:[a-z][a-z0-9]{1,31});)|<!--|"
-    r"</?(?:"
-    + "|".join((*BLOCK_ELEMENTS, *CELL_ELEMENTS, *_FORMATTING_ELEMENTS))
-    + r")(?:\s[^<>]*)?/?>"
-)
-_PLAIN_TEXT_ESCAPES = r"(?i)&(?:amp|lt|gt|quot|apos|#0*3[89]|#0*6[02]|#x0*2[67]|#x0*3[ce]);"
 
 
 FUSED_WORD = 30  # characters: a word longer than this is words run together
@@ -95,8 +77,8 @@ def markup_warnings(bundle: Bundle) -> tuple[str, ...]:
     release); ``text.markup: html`` reads them as a browser shows them."""
     if bundle.text.markup != "none" or bundle.synthetic is None or bundle.synthetic.empty:
         return ()
-    release = _markup_share(bundle.synthetic["text"])
-    source = _markup_share(bundle.source["text"])
+    release = share_with_markup(bundle.synthetic["text"])
+    source = share_with_markup(bundle.source["text"])
     if release == 0 or release <= source:
         return ()
     return (
@@ -105,14 +87,6 @@ def markup_warnings(bundle: Bundle) -> tuple[str, ...]:
         "under text.markup: none, where it hides copied text and PII from every class; set "
         "text.markup: html if the release is HTML",
     )
-
-
-def _markup_share(texts: pd.Series) -> float:
-    import pyarrow.compute as pc
-
-    read = pc.replace_substring_regex(arrow_texts(texts), _PLAIN_TEXT_ESCAPES, "")
-    held = pc.match_substring_regex(read, _HTML_MARKUP)
-    return float(pc.sum(held).as_py() or 0) / len(texts) if len(texts) else 0.0
 
 
 def require_text_settings(bundle: Bundle, text: TextPolicy) -> None:
@@ -354,9 +328,12 @@ def refuse_unused_tracking_uri(
 ) -> None:
     """Refuse ``--tracking-uri`` when nothing would be logged there (``--no-mlflow``, or a
     policy with ``evidence.mlflow.enabled: false``): the user would believe the evidence
-    logged (a review: the option was dropped without a word)."""
+    logged (a review: the option was dropped without a word); and a blank one (an unset
+    variable), which had logged to ``./mlflow.db`` (another review)."""
     if tracking_uri is None:
         return
+    if not tracking_uri.strip():
+        raise InputError(f"the tracking URI must name a tracking store; found {tracking_uri!r}")
     if not mlflow:
         raise InputError(
             f"--tracking-uri {tracking_uri}: --no-mlflow logs nothing there; leave one of "

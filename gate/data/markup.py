@@ -32,9 +32,15 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gate.data.bidi import FSI, LRI, LRO, PDF, PDI, RLI, RLO
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Elements a browser lays out on lines of their own (the line break and the rule too).
 BLOCK_ELEMENTS = tuple(
@@ -50,6 +56,23 @@ CELL_ELEMENTS = ("td", "th")
 UNSHOWN_ELEMENTS = "script, style, rp, rt, datalist, audio, video, canvas, [hidden]"
 # Elements whose contents are a document a browser does not show (raw text to Lexbor).
 UNSHOWN_DOCUMENTS = ("iframe", "noembed", "noframes")
+
+# HTML a text written as plain text rarely holds: a character reference other than the
+# escapes of &, <, > and quotes that plain-text exports carry (``&nbsp;``, ``&#8209;``,
+# with or without the semicolon), a comment, or a tag of an element that formats text
+# (RE2 syntax, for Arrow)
+FORMATTING_ELEMENTS = tuple(
+    """a abbr b bdi bdo big cite code del dfn em font i ins kbd mark nobr q s samp small
+    span strike strong sub sup tt u var wbr""".split()  # noqa: SIM905
+)
+_HTML_MARKUP = (
+    r"(?i)&(?:#[0-9]{1,7};?|#x[0-9a-f]{1,6};?|nbsp;?|shy;?|zwj;|zwnj;|"
+    r"(?:[a-z][a-z0-9]{1,31});)|<!--|"
+    r"</?(?:"
+    + "|".join((*BLOCK_ELEMENTS, *CELL_ELEMENTS, *FORMATTING_ELEMENTS))
+    + r")(?:\s[^<>]*)?/?>"
+)
+_PLAIN_TEXT_ESCAPES = r"(?i)&(?:amp|lt|gt|quot|apos|#0*3[89]|#0*6[02]|#x0*2[67]|#x0*3[ce]);"
 # The attributes a browser draws where their element stands.
 SHOWN_ATTRIBUTES = (
     ("input:not([type=hidden])", "value"),
@@ -369,3 +392,12 @@ def _ancestors(node: Any) -> Iterator[Any]:
     while parent is not None:
         yield parent
         parent = parent.parent
+
+
+def share_with_markup(texts: pd.Series) -> float:
+    """The share of ``texts`` that hold HTML a plain text rarely does (:data:`_HTML_MARKUP`,
+    the escapes of plain-text exports left out); 0 for no text. One RE2 pass per text."""
+    if len(texts) == 0:
+        return 0.0
+    read = pc.replace_substring_regex(pa.array(texts.array), _PLAIN_TEXT_ESCAPES, "")
+    return float(pc.sum(pc.match_substring_regex(read, _HTML_MARKUP)).as_py() or 0) / len(texts)

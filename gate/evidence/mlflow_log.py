@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gate._version import __version__
 from gate.atomic import current_umask
-from gate.errors import InputError
 from gate.evidence.deadline import with_deadline
 from gate.evidence.report import jsonable
 
@@ -35,18 +34,9 @@ T = TypeVar("T")
 
 def tracking_uri(cli_uri: str | None, policy_uri: str | None) -> str:
     """The tracking store: ``cli_uri``, else ``MLFLOW_TRACKING_URI`` (empty: unset, as
-    MLflow reads it), else ``policy_uri``, else ``./mlflow.db``.
-
-    Raises:
-        InputError: ``cli_uri`` or ``policy_uri`` is given but blank (an unset variable),
-            which would have logged to ``./mlflow.db`` (a review).
-    """
-    for given, name in (
-        (cli_uri, "the tracking URI"),
-        (policy_uri, "evidence.mlflow.tracking_uri"),
-    ):
-        if given is not None and not given.strip():
-            raise InputError(f"{name} must name a tracking store; found {given!r}")
+    MLflow reads it), else ``policy_uri``, else ``./mlflow.db``. A blank ``cli_uri`` is
+    refused before any work (:func:`gate.api.preflight.refuse_unused_tracking_uri`), a
+    blank ``policy_uri`` by the policy's model."""
     if cli_uri:
         return cli_uri
     if os.environ.get("MLFLOW_TRACKING_URI"):

@@ -74,6 +74,7 @@ _URL_TRAILING = " \t\n\r\"'>)]}\u2019\u201d.,;:!?"
 _URL_SCHEME = re.compile(r"^(?:[a-z][a-z0-9+.\-]*://)?(?:www\d*\.)?")
 _URL_DEFAULT_PORT = re.compile(r"^([^/?#]*?):(?:80|443)(?=$|[/?#])")
 _URL_HOST_END = re.compile(r"[/?#]")
+_URL_QUERY = re.compile(r"[?#]")
 _CHUNK = 64  # documents per batch (spaCy batch and unit of work of a worker)
 # fewer unique documents per worker than this: no worker pool (start-up would not pay)
 _DOCUMENTS_PER_WORKER = {"spacy": 100, "patterns": 250}
@@ -143,13 +144,10 @@ def _url(text: str) -> str:
     text = text.lstrip(_URL_LEADING).rstrip(_URL_TRAILING)
     text = _URL_SCHEME.sub("", text, count=1)
     text = _URL_DEFAULT_PORT.sub(r"\1", text, count=1)
-    end = _URL_HOST_END.search(text)
-    cut = len(text) if end is None else end.start()
-    path_end = text.find("?", cut) if "?" in text[cut:] else -1
-    if path_end < 0:
-        path_end = text.find("#", cut) if "#" in text[cut:] else len(text)
-    path, rest = text[:path_end].rstrip("/"), text[path_end:]
-    return path + ("" if rest in ("?", "#") else rest)
+    query = _URL_QUERY.search(text)  # or the fragment: neither holds a raw "?" or "#" before
+    at = len(text) if query is None else query.start()
+    rest = text[at:]
+    return text[:at].rstrip("/") + ("" if rest in ("?", "#") else rest)
 
 
 def _person(text: str) -> str:
@@ -676,7 +674,10 @@ def _occurrences(
         text = unique_texts[u]
         for entity_type, start, end in detections:
             surface = text[start:end]
-            readings = pii_readings(entity_type, surface) if normalize else (surface,)
+            if normalize:
+                readings = pii_readings(entity_type, surface)
+            else:
+                readings = (surface,) if surface else ()
             for i, value in enumerate(readings):
                 text_ids.append(u)
                 types.append(entity_type)
