@@ -39,7 +39,7 @@ from gate.features.embeddings import (
 from gate.features.matching import coded_disclosures
 from gate.features.pii import PiiOccurrences, detect_pii, normalise, pii_readings
 from gate.policy import parse_policy
-from gate.policy.models import MembershipPolicy
+from gate.policy.models import MembershipPolicy, PiiFeatures
 
 from .conftest import write_jsonl
 
@@ -571,6 +571,103 @@ audits:
     )
     assert rewritten["pii.holdout_disclosures"] == 0
     assert status == "fail"
+
+
+def _numbers_of_users(n_users: int) -> list[tuple[str, str]]:
+    rng = np.random.default_rng(3)
+    return [
+        (
+            f"{rng.integers(100, 900)}-{rng.integers(10, 99)}-{rng.integers(1000, 9999)}",
+            f"({rng.integers(200, 989)}) {rng.integers(200, 999)}-{rng.integers(1000, 9999)}",
+        )
+        for _ in range(n_users)
+    ]
+
+
+def _numbers_records(numbers: list[tuple[str, str]]) -> list[dict]:
+    return [
+        {
+            "record_id": f"r{u}",
+            "user_id": f"u{u}",
+            "text": f"Hello, my SSN is {ssn} and you can reach me at {phone}. Thanks.",
+        }
+        for u, (ssn, phone) in enumerate(numbers)
+    ]
+
+
+NUMBER_FORMS = {  # a train user's SSN or phone number as a release can write it
+    "ssn without dashes": lambda ssn, phone: f"Record updated: {ssn.replace('-', '')}.",
+    "ssn with slashes": lambda ssn, phone: f"Record updated: {ssn.replace('-', '/')}.",
+    "phone with commas": lambda ssn, phone: (
+        "Reach: " + phone.replace("(", "").replace(") ", ",").replace("-", ",")
+    ),
+    "phone with character references": lambda ssn, phone: (
+        "Reach: " + phone.replace("-", "&#8209;").replace(" ", "&nbsp;")
+    ),
+}
+
+
+@pytest.mark.parametrize("form", list(NUMBER_FORMS))
+def test_train_numbers_in_a_form_no_recognizer_scores_are_found(tmp_path, form: str) -> None:
+    """A release writing every train user's SSN without dashes (Presidio scores nine bare
+    digits 0.05) or with slashes, or phone number divided by commas or HTML character
+    references, passed the `pii` class (T ≤ 1 of 30); the release is now read for the source's
+    numbers in any grouping."""
+    numbers = _numbers_of_users(60)
+    is_train = np.random.default_rng(7).permutation(60) < 30
+    release = [NUMBER_FORMS[form](*numbers[u]) for u in np.flatnonzero(is_train)]
+    bundle = _half_split_bundle(tmp_path, _numbers_records(numbers), is_train, release)
+
+    def gate(normalize: bool) -> Any:
+        return run_gate(
+            parse_policy(
+                "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+                "      - {class: pii, engine: patterns, entities: [US_SSN, PHONE_NUMBER], "
+                f"normalize: {str(normalize).lower()}}}\n    thresholds: {{max_epsilon: 0.5}}\n"
+            ),
+            bundle,
+        ).audits["disclosure"]
+
+    found = gate(normalize=True)
+    metrics = found.result.metric_values
+    assert metrics["pii.train_disclosures"] >= 25 and metrics["pii.holdout_disclosures"] == 0
+    assert found.result.details["pii"]["values_found_only_by_their_digits"] >= 25
+    assert found.status == "fail"
+    as_written = gate(normalize=False)  # values as written: no reading of the numbers
+    assert as_written.result.metric_values["pii.train_disclosures"] == 0
+    assert "values_found_only_by_their_digits" not in as_written.result.details["pii"]
+
+
+def test_pii_user_counts_do_not_depend_on_the_split(tmp_path) -> None:
+    """What the test's level rests on: rarity is counted over train and holdout together
+    and the release is read alike for both, so each user's disclosure count is the same
+    whichever users the split put in train (here two splits, one release that copies 20
+    users' numbers in other forms and 20 as written)."""
+    from gate.audits.feature_store import FeatureStore
+    from gate.plugins import DISCLOSURE_CLASSES
+    from gate.progress import NullProgress
+
+    numbers = _numbers_of_users(60)
+    records = _numbers_records(numbers)
+    release = [NUMBER_FORMS["ssn without dashes"](*n) for n in numbers[:20]] + [
+        r["text"] for r in records[20:40]
+    ]
+    config = PiiFeatures.model_validate(
+        {"class": "pii", "engine": "patterns", "entities": ["US_SSN", "PHONE_NUMBER"]}
+    )
+    counts = []
+    for seed in (1, 2):
+        is_train = np.random.default_rng(seed).permutation(60) < 30
+        (tmp_path / str(seed)).mkdir()
+        bundle = _half_split_bundle(tmp_path / str(seed), records, is_train, release)
+        found = DISCLOSURE_CLASSES.get("pii")().disclosures(
+            bundle, config, FeatureStore(bundle, NullProgress())
+        )
+        users = np.unique(bundle.source["user_id"])  # user codes follow the sorted ids
+        by_user = dict(zip(users.tolist(), found.user_counts.tolist(), strict=True))
+        counts.append([by_user[f"u{u}"] for u in range(60)])
+    assert counts[0] == counts[1]
+    assert sum(c > 0 for c in counts[0][:40]) >= 36 and sum(counts[0][40:]) == 0
 
 
 def test_a_threshold_above_the_phone_score_is_warned_of() -> None:

@@ -18,6 +18,7 @@ from gate.audits.feature_store import (
 )
 from gate.data.bundle import Bundle
 from gate.features.matching import coded_disclosures
+from gate.features.number_runs import MIN_DIGITS, NUMBER_TYPES, numbers_held
 from gate.features.tokenize import arrow_texts, tokenize
 from gate.plugins import DISCLOSURE_CLASSES
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures
@@ -95,24 +96,57 @@ class PiiClass(DisclosureClass[PiiFeatures]):
         source, release = both.split(len(source_texts))
         codes, values = pd.factorize(pd.Series(source.values + release.values, dtype=object))
         n_source = len(source.values)
+        release_docs, release_codes = release.docs, codes[n_source:]
+        details: dict[str, object] = {}
+        if config.normalize:
+            with store.progress.step("numbers of the source in the release, any grouping"):
+                docs, number_codes = _numbers_in_release(
+                    bundle.synthetic["text"].tolist(), values, np.unique(codes[:n_source])
+                )
+            details["values_found_only_by_their_digits"] = int(
+                np.setdiff1d(number_codes, release_codes).size
+            )
+            release_docs = np.concatenate([release_docs, docs])
+            release_codes = np.concatenate([release_codes, number_codes])
         found = coded_disclosures(
             source_docs=source.docs,
             source_codes=codes[:n_source],
-            synthetic_docs=release.docs,
-            synthetic_codes=codes[n_source:],
+            synthetic_docs=release_docs,
+            synthetic_codes=release_codes,
             users=bundle.user_codes,
             max_users=config.max_users,
         )
         surface: dict[str, str] = {}
         for value, raw in zip(source.values, source.raw, strict=True):
             surface.setdefault(value, raw)
-        return counted_disclosures(
+        counted = counted_disclosures(
             "pii",
             found,
             lambda i: surface[values[int(found.witness_code[i])]],
             feature_ids=found.witness_code,
             feature_kind=lambda i: str(values[int(found.witness_code[i])]).split(":", 1)[0],
         )
+        return replace(counted, details={**counted.details, **details})
+
+
+def _numbers_in_release(
+    release_texts: list[str], values: np.ndarray, source_codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(release record, code) for every source number (:data:`NUMBER_TYPES`, read as
+    digits) that a release record holds in any grouping (:func:`numbers_held`): a release
+    writing ``123456789`` where the train wrote ``123-45-6789`` holds it, though no
+    recognizer scores the bare digits above the threshold."""
+    typed = pd.Series(values[source_codes], dtype=object).str.split(":", n=1, expand=True)
+    if typed.empty or typed.shape[1] < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    digits = typed[1].fillna("")
+    is_number = (
+        typed[0].isin(NUMBER_TYPES)
+        & digits.str.fullmatch(r"[0-9]+")
+        & (digits.str.len() >= MIN_DIGITS)
+    ).to_numpy()
+    docs, which = numbers_held(release_texts, digits[is_number].tolist())
+    return docs, np.asarray(source_codes)[is_number][which].astype(np.int64)
 
 
 @DISCLOSURE_CLASSES.register("semantic")

@@ -1,0 +1,102 @@
+"""Numbers read through any grouping (gate/features/number_runs.py), on hand-made texts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gate.features.number_runs as number_runs
+from gate.features.number_runs import NUMBER_TYPES, numbers_held
+from gate.features.pii import normalise
+
+SSN, PHONE = "123456789", "7755682052"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SSN 123-45-6789 on file",
+        "SSN 123456789.",
+        "123 45 6789",
+        "123/45/6789",
+        "123 \u2013 45 \u2013 6789",
+        "1 2 3 4 5 6 7 8 9",
+        "123-45-\n6789",
+        "123\u200b45\u00ad6789",
+        "123&#8209;45&nbsp;6789",
+        "\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19",  # full-width digits
+        "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669",  # Arabic-Indic digits
+        "ref 91234567890",  # inside a longer run
+    ],
+)
+def test_a_number_in_any_grouping_is_held(text: str) -> None:
+    texts, which = numbers_held(["nothing here", text], [SSN])
+    assert texts.tolist() == [1] and which.tolist() == [0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1234 x 56789",
+        "1234a56789",
+        "1234    56789",  # four blanks: more than a grouping
+        "123-45-678",
+        "12345678",
+    ],
+)
+def test_letters_long_gaps_and_other_digits_are_not_the_number(text: str) -> None:
+    assert numbers_held([text], [SSN])[0].size == 0
+
+
+def test_texts_are_read_apart() -> None:
+    """A run never joins the end of one text to the start of the next, whatever they hold."""
+    texts = ["call 775-568", "2052 today", "a\x00775-568-2052", "775-568-2052\n"]
+    held, which = numbers_held(texts, [PHONE])
+    assert held.tolist() == [2, 3] and which.tolist() == [0, 0]
+
+
+def test_every_number_that_reads_as_the_same_digits_is_reported() -> None:
+    """A phone and an SSN value can have the same digits: both are held."""
+    held, which = numbers_held(["x 775 568 2052", "123-45-6789"], [PHONE, SSN, PHONE, SSN])
+    assert list(zip(held.tolist(), which.tolist(), strict=True)) == [(0, 0), (0, 2), (1, 1), (1, 3)]
+
+
+def test_reading_in_chunks_gives_the_same_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(4)
+    numbers = [str(n) for n in rng.integers(10**6, 10**7, 40)]
+    texts = [
+        f"see {numbers[i][:3]}-{numbers[i][3:]} and {rng.integers(0, 10**5)}" if i % 3 else "none"
+        for i in rng.integers(0, 40, 300)
+    ]
+    whole = numbers_held(texts, numbers)
+    monkeypatch.setattr(number_runs, "_CHUNK_CHARACTERS", 64)
+    chunked = numbers_held(texts, numbers)
+    assert whole[0].size > 150
+    assert [a.tolist() for a in whole] == [a.tolist() for a in chunked]
+
+
+@pytest.mark.parametrize(
+    "bad", ["123456", "12345678a", "\uff11\uff12\uff13\uff14\uff15\uff16\uff17"]
+)
+def test_numbers_that_are_not_ascii_digits_of_minimal_length_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"numbers\[1\] must be at least 7 ASCII digits"):
+        numbers_held(["x"], [SSN, bad])
+
+
+def test_empty_inputs() -> None:
+    assert [a.size for a in numbers_held([], [SSN])] == [0, 0]
+    assert [a.size for a in numbers_held(["123456789"], [])] == [0, 0]
+    assert [a.size for a in numbers_held(["", "no digits"], [SSN])] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw"),
+    [
+        ("PHONE_NUMBER", "(775) 568-2052"),
+        ("CREDIT_CARD", "4111 1111 1111 1111"),
+        ("US_SSN", "123-45-6789"),
+    ],
+)
+def test_the_number_types_normalise_to_their_digits(kind: str, raw: str) -> None:
+    assert kind in NUMBER_TYPES
+    assert normalise(kind, raw) == "".join(c for c in raw if c.isdigit())
