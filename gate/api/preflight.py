@@ -182,23 +182,40 @@ def precision_warnings(policy: Policy) -> tuple[str, ...]:
     )
 
 
-PHONE_SCORE = 0.4  # Presidio's PhoneRecognizer.SCORE: a number without a context word
+# The score Presidio (or the gate's own recognizer) gives a common written form of each
+# type without a context word nearby; above it, such a form is found only beside one.
+PLAIN_FORM_SCORES = {
+    "PHONE_NUMBER": (0.4, "a phone number"),  # PhoneRecognizer.SCORE
+    "EMAIL_ADDRESS": (0.5, "an e-mail address written out (jill at example dot org)"),
+    "URL": (0.5, "a URL without its scheme (jill.net/cv)"),  # UrlRecognizer
+    "US_SSN": (0.5, "a social security number (123-45-6789)"),  # UsSsnRecognizer
+    "IP_ADDRESS": (0.6, "an IP address"),  # IpRecognizer
+}
 
 
 def pii_threshold_warnings(policy: Policy) -> tuple[str, ...]:
-    """A warning when a ``pii`` class searches phone numbers at a ``score_threshold``
-    above the score Presidio gives a number without a context word: it then finds only
-    numbers written beside one ("call", "phone"; and only under the spaCy engine, whose
-    lemmas the context needs). A review's release copying every train number passed at
-    0.5 (T = 0)."""
-    return tuple(
-        f"pii features: score_threshold {pii.score_threshold:g} is above the "
-        f"{PHONE_SCORE:g} Presidio gives a phone number without a context word nearby, so "
-        "PHONE_NUMBER finds only numbers beside such a word (under engine: spacy) and a "
-        f"release copying the others passes; use a score_threshold of at most {PHONE_SCORE:g}"
-        for pii in policy.settings_of(PiiFeatures)
-        if "PHONE_NUMBER" in pii.entities and pii.score_threshold > PHONE_SCORE
-    )
+    """A warning when a ``pii`` class's ``score_threshold`` is above the score a common
+    form of a searched type gets without a context word (:data:`PLAIN_FORM_SCORES`): that
+    form is then found only beside a word such as "call" or "website" (and only under the
+    spaCy engine, whose lemmas the context needs). A review's release copying every train
+    phone number passed at 0.5 (T = 0); URLs without a scheme score 0.5."""
+    warnings = []
+    for pii in policy.settings_of(PiiFeatures):
+        missed = [
+            (kind, score, form)
+            for kind, (score, form) in PLAIN_FORM_SCORES.items()
+            if kind in pii.entities and pii.score_threshold > score
+        ]
+        if missed:
+            forms = "; ".join(f"{form}: {score:g}" for _, score, form in missed)
+            warnings.append(
+                f"pii features: score_threshold {pii.score_threshold:g} is above the score "
+                f"Presidio gives {forms} without a context word nearby, so "
+                f"{', '.join(kind for kind, _, _ in missed)} finds only such forms beside a "
+                "context word (under engine: spacy) and a release copying the others "
+                f"passes; use a score_threshold of at most {min(s for _, s, _ in missed):g}"
+            )
+    return tuple(warnings)
 
 
 def _pii_classes(
