@@ -580,15 +580,28 @@ def test_policy_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_policy_validate_checks_what_every_command_would(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, message: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    bundle_files: dict[str, Path],
+    extra: str,
+    message: str,
 ) -> None:
     """The engine, the generator gate remediate trains and its settings are checked by
-    `gate policy validate` too, not first when a command runs (exit 2, the YAML path)."""
+    `gate policy validate` and by `gate check` too, not first when `gate remediate` runs
+    after a FAIL (exit 2, the YAML path; a review's `gate check` passed a policy whose
+    remediation settings `gate remediate` refused)."""
     path = tmp_path / "p.yaml"
     path.write_text(MINIMAL_POLICY + extra)
     assert main(["policy", "validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+    out = tmp_path / "report"
+    check = ["check", "--policy", str(path), "--synthetic", str(bundle_files["synthetic"])]
+    check += ["--train", str(bundle_files["train"]), "--holdout", str(bundle_files["holdout"])]
+    assert main([*check, "--out", str(out), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
 
 
 def test_policy_model_is_frozen() -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from gate.api.preflight import (
     cache_warnings,
     check_before_work,
+    check_remediation_block,
     fused_text_warnings,
     markup_warnings,
     only_audit,
@@ -422,6 +423,7 @@ def _check_files(
         if only is not None:
             loaded = only_audit(loaded, only)
         check_before_work(loaded)
+        check_remediation_block(loaded)  # gate remediate reads it after a FAIL
         if only is None:
             refuse_null_control(loaded.policy, where=loaded.path)
         refuse_unused_canary_source(loaded, canary_source)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gate.api.preflight import check_before_work, with_engine
+from gate.api.preflight import check_before_work, check_remediation_block, with_engine
 from gate.policy.loader import load_policy
 
 
@@ -51,14 +51,7 @@ def validate_policy(path: str | Path, *, engine: str | None = None) -> PolicyVal
     loaded = with_engine(load_policy(path), engine, None)  # an engine this installation has
     checks = policy_checks(loaded.policy)
     check_before_work(loaded)
-    notes: list[str] = []
-    if loaded.policy.remediation is not None:
-        from gate.remediation.setup import missing_release_size, remediation_setup
-
-        remediation_setup(loaded, generator=None, method=None, release_size=False)
-        missing = missing_release_size(loaded)  # the block may name a canary's generator only
-        if missing is not None:
-            notes.append(f"gate remediate would refuse it: {missing}")
+    notes = check_remediation_block(loaded)
     return PolicyValidation(
         path=loaded.path,
         name=loaded.policy.name,
@@ -66,5 +59,5 @@ def validate_policy(path: str | Path, *, engine: str | None = None) -> PolicyVal
         audits=len(loaded.policy.audits.enabled()),
         checks=len(checks),
         sha256=loaded.sha256,
-        notes=tuple(notes),
+        notes=notes,
     )

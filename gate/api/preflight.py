@@ -293,6 +293,26 @@ def check_before_work(loaded: LoadedPolicy) -> None:
     _check_local_workdir(loaded)
 
 
+def check_remediation_block(loaded: LoadedPolicy) -> tuple[str, ...]:
+    """The ``remediation`` block as ``gate remediate`` would read it (its generator and
+    that generator's settings), for the commands that do not remediate: a mistake there
+    is found when the policy is first used, not when a failed gate starts remediation.
+
+    Returns:
+        Notes on what ``gate remediate`` would still refuse (no ``sample_size``).
+
+    Raises:
+        InputError: an unknown generator or settings its model rejects, by YAML path.
+    """
+    if loaded.policy.remediation is None:
+        return ()
+    from gate.remediation.setup import missing_release_size, remediation_setup
+
+    remediation_setup(loaded, generator=None, method=None, release_size=False)
+    missing = missing_release_size(loaded)  # the block may name a canary's generator only
+    return () if missing is None else (f"gate remediate would refuse it: {missing}",)
+
+
 def _check_local_workdir(loaded: LoadedPolicy) -> None:
     """The local engine's ``workdir`` is a directory it can write in (a review's
     ``/etc/hostname`` passed validation and failed the audit once a corpus outgrew
