@@ -112,6 +112,13 @@ from .conftest import write_jsonl
         ("URL", "https://clinic.org/#/patient/48213", "clinic.org#/patient/48213"),
         ("URL", "https://jill-studio.net/portfolio/?id=7", "jill-studio.net/portfolio?id=7"),
         ("URL", "https://jill-studio.net:8080/", "jill-studio.net:8080"),
+        # one IPv6 address in its written forms; an IPv4-mapped one is its IPv4 address
+        ("IP_ADDRESS", "2001:db8::1", "2001:db8::1"),
+        ("IP_ADDRESS", "2001:0DB8:0000:0000:0000:0000:0000:0001", "2001:db8::1"),
+        ("IP_ADDRESS", "2001:db8:0:0:0:0:0:1", "2001:db8::1"),
+        ("IP_ADDRESS", "::ffff:10.1.2.3", "10.1.2.3"),
+        ("IP_ADDRESS", "10.1.2.3", "10.1.2.3"),
+        ("IP_ADDRESS", "010.001.002.003", "010.001.002.003"),  # no address to Python
     ],
 )
 def test_normalise(kind: str, raw: str, expected: str) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import ipaddress
 import json
 import multiprocessing
 import os
@@ -90,7 +91,8 @@ def normalise(entity_type: str, value: str) -> str:
     upper-case alphanumerics of IBANs, the lower-case address an e-mail spells (one
     written ``jill at example dot org`` is ``jill@example.org``), a URL's lower-case host,
     path, query and fragment (:func:`_url`), a name in lower case without its affixes and
-    accents (:func:`_person`), other types in lower case with single spaces;
+    accents (:func:`_person`), an IP address in one form (:func:`_ip_address`), other
+    types in lower case with single spaces;
     :func:`pii_readings` adds coarser values."""
     if entity_type == "PHONE_NUMBER":
         return _phone_number(value)
@@ -105,6 +107,8 @@ def normalise(entity_type: str, value: str) -> str:
         return _person(text)
     if entity_type == "URL":
         return _url(text)
+    if entity_type == "IP_ADDRESS":
+        return _ip_address(text)
     return text
 
 
@@ -160,6 +164,19 @@ def _person(text: str) -> str:
         text = f"{given.strip()} {surname.strip()}"  # "rose, jill": a list's order
     text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def _ip_address(text: str) -> str:
+    """An IP address in one form: IPv6 compressed and in lower case
+    (``2001:0DB8:0:0:0:0:0:1`` is ``2001:db8::1``), an IPv4-mapped IPv6 address as its IPv4
+    address (``::ffff:10.1.2.3`` is ``10.1.2.3``); text that is no address as it is."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return text
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return address.compressed
 
 
 def _ascii_digits(value: str) -> str:
