@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gate.features.number_runs as number_runs
-from gate.features.number_runs import NUMBER_TYPES, numbers_held
+from gate.features.number_runs import ACCOUNT_TYPES, NUMBER_TYPES, numbers_held
 from gate.features.pii import normalise
 
 SSN, PHONE = "123456789", "7755682052"
@@ -75,6 +75,40 @@ def test_reading_in_chunks_gives_the_same_pairs(monkeypatch: pytest.MonkeyPatch)
     assert [a.tolist() for a in whole] == [a.tolist() for a in chunked]
 
 
+IBAN = "DE89370400440532013000"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "IBAN DE89 3704 0044 0532 0130 00.",
+        "IBAN: DE89 3704\n0044 0532 0130 00",
+        "de89.3704.0044.0532.0130.00",
+        "DE 89 3704 0044 0532 0130 00",
+        "DE8937 0400 4405 3201 3000",
+        "to DE89/3704/0044/0532/0130/00 please",
+    ],
+)
+def test_an_account_number_in_any_grouping_is_held(text: str) -> None:
+    assert numbers_held([text], [IBAN], letters=True)[0].tolist() == [0]
+    assert numbers_held([text], [IBAN[4:]])[0].tolist() == [0]  # its digits, as a number
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["DE89 3704 0044 0532 0130 01", "DE89 3704 0044 0532 0130", "DE89 3704 - ! 0044 0532 0130 00"],
+)
+def test_other_account_numbers_are_not_held(text: str) -> None:
+    assert numbers_held([text], [IBAN], letters=True)[0].size == 0
+
+
+def test_account_numbers_need_letters_read() -> None:
+    with pytest.raises(ValueError, match=r"numbers\[0\] must be at least 7 ASCII digits"):
+        numbers_held(["x"], [IBAN])
+    with pytest.raises(ValueError, match="upper-case letters and digits; found 'de89"):
+        numbers_held(["x"], [IBAN.lower()], letters=True)
+
+
 @pytest.mark.parametrize(
     "bad", ["123456", "12345678a", "\uff11\uff12\uff13\uff14\uff15\uff16\uff17"]
 )
@@ -100,3 +134,12 @@ def test_empty_inputs() -> None:
 def test_the_number_types_normalise_to_their_digits(kind: str, raw: str) -> None:
     assert kind in NUMBER_TYPES
     assert normalise(kind, raw) == "".join(c for c in raw if c.isdigit())
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw"),
+    [("IBAN_CODE", "de89 3704 0044 0532 0130 00"), ("US_BANK_NUMBER", "0123-4567-89")],
+)
+def test_the_account_types_normalise_to_upper_case_letters_and_digits(kind: str, raw: str) -> None:
+    assert kind in ACCOUNT_TYPES
+    assert normalise(kind, raw) == "".join(c for c in raw if c.isalnum()).upper()

@@ -645,6 +645,43 @@ def test_train_numbers_in_a_form_no_recognizer_scores_are_found(tmp_path, form: 
     assert "values_found_only_by_their_digits" not in as_written.result.details["pii"]
 
 
+def _german_iban(rng: np.random.Generator) -> str:
+    bban = "".join(map(str, rng.integers(0, 10, 18)))
+    return f"DE{98 - int(bban + '131400') % 97:02d}{bban}"
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        lambda iban: f"{iban[:12]}\n{iban[12:]}",  # broken over a line
+        lambda iban: ".".join(iban[i : i + 4] for i in range(0, len(iban), 4)),
+        lambda iban: f"{iban[:2]} {iban[2:4]} {iban[4:]}",
+    ],
+    ids=["over a line", "dots", "country apart"],
+)
+def test_train_ibans_in_a_form_no_recognizer_finds_are_found(tmp_path, written) -> None:
+    """Presidio finds an IBAN written in groups of four divided by a space or hyphen; a
+    release writing the train users' IBANs broken over a line, with dots, or with the
+    country apart passed (T = 0); it is read for them in any grouping now."""
+    rng = np.random.default_rng(9)
+    ibans = [_german_iban(rng) for _ in range(60)]
+    records = [
+        {"record_id": f"r{u}", "user_id": f"u{u}", "text": f"Please pay to {iban} by Friday."}
+        for u, iban in enumerate(ibans)
+    ]
+    is_train = np.random.default_rng(7).permutation(60) < 30
+    release = [f"Paid to {written(ibans[u])} today." for u in np.flatnonzero(is_train)]
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: pii, engine: patterns, entities: [IBAN_CODE]}\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, release))
+    metrics = result.audits["disclosure"].result.metric_values
+    assert metrics["pii.train_disclosures"] == 30 and metrics["pii.holdout_disclosures"] == 0
+    assert result.status == "fail"
+
+
 def test_pii_user_counts_do_not_depend_on_the_split(tmp_path) -> None:
     """What the test's level rests on: rarity is counted over train and holdout together
     and the release is read alike for both, so each user's disclosure count is the same

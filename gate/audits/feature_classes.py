@@ -18,7 +18,7 @@ from gate.audits.feature_store import (
 )
 from gate.data.bundle import Bundle
 from gate.features.matching import coded_disclosures
-from gate.features.number_runs import MIN_DIGITS, NUMBER_TYPES, numbers_held
+from gate.features.number_runs import ACCOUNT_TYPES, MIN_LENGTH, NUMBER_TYPES, numbers_held
 from gate.features.tokenize import arrow_texts, tokenize
 from gate.plugins import DISCLOSURE_CLASSES
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures
@@ -132,21 +132,25 @@ class PiiClass(DisclosureClass[PiiFeatures]):
 def _numbers_in_release(
     release_texts: list[str], values: np.ndarray, source_codes: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(release record, code) for every source number (:data:`NUMBER_TYPES`, read as
-    digits) that a release record holds in any grouping (:func:`numbers_held`): a release
-    writing ``123456789`` where the train wrote ``123-45-6789`` holds it, though no
-    recognizer scores the bare digits above the threshold."""
+    """(release record, code) for every source number that a release record holds in any
+    grouping (:func:`numbers_held`): phone, card and social security numbers read as
+    digits, IBANs and bank account numbers as upper-case letters and digits. A release
+    writing ``123456789`` where the train wrote ``123-45-6789``, or an IBAN broken over a
+    line, holds it, though no recognizer scores that form above the threshold."""
     typed = pd.Series(values[source_codes], dtype=object).str.split(":", n=1, expand=True)
+    docs, codes = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     if typed.empty or typed.shape[1] < 2:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    digits = typed[1].fillna("")
-    is_number = (
-        typed[0].isin(NUMBER_TYPES)
-        & digits.str.fullmatch(r"[0-9]+")
-        & (digits.str.len() >= MIN_DIGITS)
-    ).to_numpy()
-    docs, which = numbers_held(release_texts, digits[is_number].tolist())
-    return docs, np.asarray(source_codes)[is_number][which].astype(np.int64)
+        return docs[0], codes[0]
+    numbers = typed[1].fillna("")
+    for types, letters, form in (
+        (NUMBER_TYPES, False, rf"[0-9]{{{MIN_LENGTH},}}"),
+        (ACCOUNT_TYPES, True, rf"[0-9A-Z]{{{MIN_LENGTH},}}"),
+    ):
+        chosen = (typed[0].isin(types) & numbers.str.fullmatch(form)).to_numpy()
+        held, which = numbers_held(release_texts, numbers[chosen].tolist(), letters=letters)
+        docs.append(held)
+        codes.append(np.asarray(source_codes)[chosen][which].astype(np.int64))
+    return np.concatenate(docs), np.concatenate(codes)
 
 
 @DISCLOSURE_CLASSES.register("semantic")
