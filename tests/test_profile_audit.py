@@ -10,7 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gate.api import run_gate
 from gate.cli import main
+from gate.data.bundle import load_bundle
+from gate.errors import InputError
+from gate.policy import parse_policy
+from gate.policy.models import MembershipPolicy
 from tests.conftest import read_report, unique_text, write_jsonl, write_policy
 
 HEAD = "version: 1\nname: profile-test\nseed: 3\nevidence: {mlflow: {enabled: false}}\n"
@@ -65,10 +70,17 @@ def _metrics(report: dict) -> dict[str, float]:
 LN_10_9 = math.log(10 / 9)
 
 
+# the floor describes the train corpus: a policy gating a release checks the release too
+RELEASE_CHECK = """  membership:
+    scorers: [{scorer: ngram, features: {class: ngram, n_min: 1, n_max: 2}}]
+    thresholds: {max_auc: 0.9}
+"""
+
+
 def _lbf_policy(*, delta: float, repeats: int, floor: float) -> str:
     return f"""
 audits:
-  profile:
+{RELEASE_CHECK}  profile:
     scorers: []
     delta: {delta}
     ngram_lbf: {{n: 1, adjacency_sizes: [1], repeats: {repeats}, top_n: [1]}}
@@ -113,6 +125,27 @@ def test_a_floor_that_censoring_makes_0_whatever_the_corpus_is_an_error(tmp_path
     statement = report["audits"]["profile"]["statements"]["ngram_lbf"]
     assert "(|U| = 1) gives delta floor 0.1: " in statement
     assert "not (epsilon, delta)-DP for one user" in statement
+
+
+def test_a_floor_alone_cannot_gate_a_release(tmp_path: Path, capsys) -> None:
+    """A review: the floor is the train corpus's, so a policy whose only check it is gave
+    a verbatim copy of train the verdict of any release (PASS). It is refused where it
+    would gate a release (exit 2, nothing written), not where it has company."""
+    train = [f"t{i}" for i in range(10)]
+    files = _files(tmp_path, train, [f"h{i}" for i in range(10)], train)
+    floor_only = _lbf_policy(delta=0.05, repeats=5, floor=0.2).replace(RELEASE_CHECK, "")
+    code, report = _check(tmp_path, files, floor_only)
+    assert code == 2 and report is None
+    err = capsys.readouterr().err
+    assert "max_delta_floor is the only check" in err and "describes the train corpus" in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(InputError, match="max_delta_floor is the only check"):
+        run_gate(
+            parse_policy(HEAD + floor_only),
+            load_bundle(membership=MembershipPolicy(), **files),
+        )
+    code, report = _check(tmp_path, files, _lbf_policy(delta=0.05, repeats=5, floor=0.2))
+    assert code == 1 and report["audits"]["membership"]["status"] == "fail"
 
 
 def test_m2_through_the_audit(tmp_path: Path) -> None:
@@ -312,9 +345,10 @@ def test_surprisal_of_a_released_transformers_model(tmp_path: Path) -> None:
     assert details["model"]["kind"] == "GPT2LMHeadModel"
 
 
-GENERATOR_POLICY = """
-audits:
-  profile:
+GENERATOR_POLICY = (
+    "\naudits:\n"
+    + RELEASE_CHECK
+    + """  profile:
     scorers: []
     ngram_lbf:
       n: 2
@@ -324,6 +358,7 @@ audits:
       generator: {enabled: true, generator: "tests.fake_generators:ParrotGenerator", adjacency_sizes: [1], repeats: 2}
     thresholds: {max_delta_floor: 0.5}
 """
+)
 
 
 def test_generator_mode_profiles_releases_trained_with_and_without_u(tmp_path: Path) -> None:

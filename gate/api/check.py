@@ -27,6 +27,7 @@ from gate.api.preflight import (
     pii_threshold_warnings,
     precision_warnings,
     refuse_null_control,
+    refuse_release_blind_checks,
     refuse_unused_canary_source,
     refuse_unused_tracking_uri,
     require_canary_source,
@@ -204,8 +205,11 @@ def run_gate(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
 
     enabled = policy_model.audits.enabled()
+    where = loaded.path if loaded else "the policy"
     if len(bundle.synthetic) or len(enabled) > 1:  # a release is gated: not gate canary's run
-        refuse_null_control(policy_model, where=loaded.path if loaded else "the policy")
+        refuse_null_control(policy_model, where=where)
+    if len(bundle.synthetic):
+        refuse_release_blind_checks(policy_model, where=where)
     children = np.random.SeedSequence(root_seed).spawn(len(enabled))
     outcomes: dict[str, AuditOutcome] = {}
     with nullcontext(engine) if engine is not None else create_engine(policy_model.engine) as used:
@@ -426,6 +430,7 @@ def _check_files(
         check_remediation_block(loaded)  # gate remediate reads it after a FAIL
         if only is None:
             refuse_null_control(loaded.policy, where=loaded.path)
+            refuse_release_blind_checks(loaded.policy, where=loaded.path)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         profile = loaded.policy.audits.profile

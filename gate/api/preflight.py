@@ -360,6 +360,24 @@ def refuse_null_control(policy: Policy, *, where: str) -> None:
         )
 
 
+def refuse_release_blind_checks(policy: Policy, *, where: str) -> None:
+    """Refuse a policy whose only check is the profile audit's ``max_delta_floor`` where it
+    would gate a release: the floor is the n-gram mechanism's of the train corpus, so
+    every release, a verbatim copy of train included, would get the same verdict (a
+    review's copy PASSed so). ``where`` names the policy in the message."""
+    enabled = policy.audits.enabled()
+    profile = policy.audits.profile
+    if set(enabled) != {"profile"} or profile is None or profile.thresholds.max_delta is not None:
+        return
+    if profile.thresholds.max_delta_floor is not None:
+        raise InputError(
+            f"{where}: audits.profile.thresholds: max_delta_floor is the only check, and it "
+            "describes the train corpus (the delta floor of its n-gram mechanism), not the "
+            "release: every release, a copy of train too, would get the same verdict; add "
+            "max_delta (the attacks on the release) or another audit"
+        )
+
+
 def refuse_unused_tracking_uri(
     loaded: LoadedPolicy, tracking_uri: str | None, *, mlflow: bool
 ) -> None:
