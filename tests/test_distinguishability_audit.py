@@ -203,6 +203,7 @@ def test_an_unknown_attack_of_a_disabled_game_is_not_refused(tmp_path: Path) -> 
         ("judge: a:b", "go together"),
         ("transition_lambdas: [0, 0]", "distinct"),
         ("transition_lambdas: [10000, 10000.01]", "distinct"),
+        ("transition_lambdas: [-10000, 0, 1.7e308]", r"within \+-1e\+06; found \[1.7e\+308\]"),
         ("attacks: [embedding, telepathy]", r"attacks\[1\]: no rewrite attack 'telepathy'"),
     ],
 )

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gate.stats.distinguishability import (
+    MAX_TRANSITION_LAMBDA,
     distinguishability_epsilon,
     pick_candidates,
     transition_candidate_sets,
@@ -192,6 +193,25 @@ def test_extreme_lambdas_pick_nearest_and_farthest() -> None:
         embeddings=e, n=8, candidates=2, trials=10, transition_lambda=-1e4, rng=rng
     )
     assert sets.shape == (4, 2) and np.unique(sets).size == 8
+
+
+def test_lambdas_at_the_bound_keep_sets_disjoint_and_beyond_it_are_refused() -> None:
+    """A review: at λ = 1.7e308, λ times a set's summed distance overflowed to -inf on
+    every untaken record, argmax took record 0 again, and 16 of 40 sets repeated one.
+    At ±MAX_TRANSITION_LAMBDA the sets stay disjoint; beyond it λ is refused."""
+    e = np.random.default_rng(2).normal(size=(200, 8))
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    rng = np.random.default_rng(3)
+    for lam in (MAX_TRANSITION_LAMBDA, -MAX_TRANSITION_LAMBDA):
+        sets = transition_candidate_sets(
+            embeddings=e, n=200, candidates=5, trials=40, transition_lambda=lam, rng=rng
+        )
+        assert sets.shape == (40, 5) and np.unique(sets).size == 200
+    for lam in (1.7e308, -2 * MAX_TRANSITION_LAMBDA, math.inf, math.nan):
+        with pytest.raises(ValueError, match=r"transition_lambda must lie within \+-1e\+06"):
+            transition_candidate_sets(
+                embeddings=e, n=200, candidates=5, trials=40, transition_lambda=lam, rng=rng
+            )
 
 
 def test_ties_are_broken_at_random_not_by_position() -> None:

@@ -746,6 +746,18 @@ class DistinguishabilityAudit(AuditConfig):
             raise ValueError(f"values must be distinct (to 6 significant digits); found {shown}")
         return values
 
+    @field_validator("transition_lambdas")
+    @classmethod
+    def _bounded_lambdas(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        from gate.stats.distinguishability import MAX_TRANSITION_LAMBDA
+
+        outside = [v for v in values if not abs(v) <= MAX_TRANSITION_LAMBDA]
+        if outside:
+            raise ValueError(
+                f"each lambda must lie within +-{MAX_TRANSITION_LAMBDA:g}; found {outside}"
+            )
+        return values
+
     @model_validator(mode="after")
     def _judge_named(self) -> DistinguishabilityAudit:
         if ("judge" in self.attacks) != (self.judge is not None):

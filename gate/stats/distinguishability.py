@@ -16,6 +16,10 @@ import numpy as np
 from gate.stats._validate import StatsError, check_count, check_probability
 from gate.stats.binomial import clopper_pearson
 
+# |λ| of transition sampling beyond which λ times a set's summed cosine distance (at most
+# 2 per candidate) could overflow to -inf and the draw would repeat a taken record
+MAX_TRANSITION_LAMBDA = 1e6
+
 # Elements of the (trials x records) working matrices per block of trials.
 _BLOCK_ELEMENTS = 1 << 22
 
@@ -110,8 +114,11 @@ def transition_candidate_sets(
     check_count("trials", trials, minimum=1)
     if n < candidates:
         raise StatsError(f"n must be >= candidates = {candidates}; found {n}")
-    if not np.isfinite(transition_lambda):
-        raise StatsError(f"transition_lambda must be finite; found {transition_lambda!r}")
+    if not abs(transition_lambda) <= MAX_TRANSITION_LAMBDA:
+        raise StatsError(
+            f"transition_lambda must lie within +-{MAX_TRANSITION_LAMBDA:g}; found "
+            f"{transition_lambda!r}"
+        )
     wanted = min(trials, n // candidates)
     if transition_lambda == 0:
         return rng.permutation(n)[: wanted * candidates].reshape(wanted, candidates)
