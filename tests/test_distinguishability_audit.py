@@ -107,12 +107,36 @@ def test_rewrites_independent_of_their_sources_show_nothing(tmp_path: Path, corp
     assert code == 0, report["audits"]["distinguishability"]
     audit = report["audits"]["distinguishability"]
     assert audit["metrics"]["max_epsilon_emp"] == 0.0
+    assert audit["details"]["rewrites_copying_another_source"] <= 0.1 * len(corpus)
     # a review: successes at chance were listed as re-identifications, and a bound of 0
     # was worded as a finding ("not epsilon-LDP for epsilon < 0.000")
     assert not audit["witnesses"]
     games = {k: v for k, v in audit["statements"].items() if k != "all games"}
     assert games and all("no more than chance" in text for text in games.values()), games
     assert not any("< 0.000" in text for text in audit["statements"].values())
+
+
+def _copies_naming_the_next_record(train: list[dict]) -> list[dict]:
+    return [
+        {
+            "record_id": f"w{i}",
+            "source_id": train[(i + 1) % len(train)]["record_id"],
+            "text": r["text"],
+        }
+        for i, r in enumerate(train)
+    ]
+
+
+def test_copies_whose_ids_name_other_records_are_an_error(tmp_path: Path, corpus) -> None:
+    """A review: a verbatim copy of train, each record's source_id naming the next record
+    (ids shifted in a join), PASSed: the game trusts the ids. Rewrites that copy another
+    source than they name are now counted, and too many of them are an error (exit 3)."""
+    code, report = _run(tmp_path, corpus, _policy(), _copies_naming_the_next_record)
+    assert code == 3 and report["status"] == "error"
+    error = report["audits"]["distinguishability"]["error"]
+    assert "rewrites are near-copies" in error and "source_id" in error
+    code, report = _run(tmp_path, corpus, _policy(), _light_edits)  # ids right: none
+    assert report["audits"]["distinguishability"]["details"]["rewrites_copying_another_source"] == 0
 
 
 def test_a_judge_callable_is_an_attack(tmp_path: Path, corpus) -> None:

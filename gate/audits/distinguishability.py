@@ -297,6 +297,44 @@ def _game(bundle: Bundle, config: DistinguishabilityAudit, context: AuditContext
     )
 
 
+# a rewrite at least this cosine-similar to a source record reads as a copy of it
+_COPY_SIMILARITY = 0.95
+# share of the rewrites copying a source other than theirs above which the ids are wrong
+_MISATTRIBUTED_SHARE = 0.1
+
+
+def _refuse_misattributed_copies(game: RewriteGame) -> int:
+    """The rewrites that copy (cosine >= ``_COPY_SIMILARITY``) a pool record other than
+    the one their ``source_id`` names, more similar to it than to their own; an error when
+    they are more than ``_MISATTRIBUTED_SHARE`` of the rewrites. The game trusts the ids:
+    a verbatim copy of train whose ids were shifted by one record passed it (a review),
+    as a pipeline that loses the order of its records would.
+
+    Raises:
+        AuditError: too many rewrites copy another record than the one they name.
+    """
+    from gate.features.embeddings import knn_inner_product
+
+    rewritten, pool = game.rewrite_embeddings, game.pool_embeddings
+    nearest, which = knn_inner_product(rewritten, pool, k=1)
+    own = np.einsum("td,td->t", rewritten, pool[game.rewrite_pool])
+    elsewhere = (
+        (nearest[:, 0] >= _COPY_SIMILARITY)
+        & (which[:, 0] != game.rewrite_pool)
+        & (nearest[:, 0] > own + 0.01)
+    )
+    found = int(elsewhere.sum())
+    if found > _MISATTRIBUTED_SHARE * len(elsewhere):
+        raise AuditError(
+            f"{found} of {len(elsewhere)} rewrites are near-copies (cosine >= "
+            f"{_COPY_SIMILARITY:g}) of a source record other than the one their source_id "
+            "names, and closer to it than to their own: the ids do not name the records "
+            "rewritten, and the game would measure the ids, not the rewriting; check how "
+            "the release's source_id was joined"
+        )
+    return found
+
+
 def _epsilon_ceiling(
     trials: int, *, config: DistinguishabilityAudit, game: RewriteGame, level: float
 ) -> float:
@@ -377,6 +415,7 @@ class DistinguishabilityAuditRunner(Audit[DistinguishabilityAudit]):
         _epsilon_ceiling(
             min(config.trials, len(game.pool_texts) // k), config=config, game=game, level=level
         )
+        details["rewrites_copying_another_source"] = _refuse_misattributed_copies(game)
         for lam in config.transition_lambdas:
             started = time.perf_counter()
             needs_embeddings = lam != 0
