@@ -18,7 +18,13 @@ from gate.audits.feature_store import (
 )
 from gate.data.bundle import Bundle
 from gate.features.matching import coded_disclosures
-from gate.features.number_runs import ACCOUNT_TYPES, MIN_LENGTH, NUMBER_TYPES, numbers_held
+from gate.features.number_runs import (
+    ACCOUNT_FORM,
+    ACCOUNT_TYPES,
+    NUMBER_FORM,
+    NUMBER_TYPES,
+    numbers_held,
+)
 from gate.features.tokenize import arrow_texts, tokenize
 from gate.plugins import DISCLOSURE_CLASSES
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures
@@ -103,7 +109,7 @@ class PiiClass(DisclosureClass[PiiFeatures]):
                 docs, number_codes = _numbers_in_release(
                     bundle.synthetic["text"].tolist(), values, np.unique(codes[:n_source])
                 )
-            details["values_found_only_by_their_digits"] = int(
+            details["values_found_only_in_another_grouping"] = int(
                 np.setdiff1d(number_codes, release_codes).size
             )
             release_docs = np.concatenate([release_docs, docs])
@@ -143,8 +149,8 @@ def _numbers_in_release(
         return docs[0], codes[0]
     numbers = typed[1].fillna("")
     for types, letters, form in (
-        (NUMBER_TYPES, False, rf"[0-9]{{{MIN_LENGTH},}}"),
-        (ACCOUNT_TYPES, True, rf"[0-9A-Z]{{{MIN_LENGTH},}}"),
+        (NUMBER_TYPES, False, NUMBER_FORM),
+        (ACCOUNT_TYPES, True, ACCOUNT_FORM),
     ):
         chosen = (typed[0].isin(types) & numbers.str.fullmatch(form)).to_numpy()
         held, which = numbers_held(release_texts, numbers[chosen].tolist(), letters=letters)

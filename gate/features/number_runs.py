@@ -31,8 +31,8 @@ NUMBER_TYPES = ("PHONE_NUMBER", "CREDIT_CARD", "US_SSN")
 ACCOUNT_TYPES = ("IBAN_CODE", "US_BANK_NUMBER")
 # shorter numbers are read only as detected (a run of six digits is too common)
 MIN_LENGTH = 7
-_DIGITS = re.compile(rf"[0-9]{{{MIN_LENGTH},}}")
-_ACCOUNT = re.compile(rf"[0-9A-Z]{{{MIN_LENGTH},}}")
+NUMBER_FORM = re.compile(rf"[0-9]{{{MIN_LENGTH},}}")  # the numbers numbers_held reads
+ACCOUNT_FORM = re.compile(rf"[0-9A-Z]{{{MIN_LENGTH},}}")  # and those it reads with letters
 # the longest grouping gap a run bridges, in characters
 MAX_GAP = 3
 # characters of text read at a time (4 bytes each)
@@ -66,7 +66,7 @@ def numbers_held(
         ValueError: a number of other characters or shorter than ``MIN_LENGTH``.
     """
     allowed = "ASCII upper-case letters and digits" if letters else "ASCII digits"
-    number_form = _ACCOUNT if letters else _DIGITS
+    number_form = ACCOUNT_FORM if letters else NUMBER_FORM
     for i, number in enumerate(numbers):
         if not number_form.fullmatch(number):
             raise ValueError(
