@@ -227,3 +227,72 @@ def test_a_copy_after_a_preamble_is_seen_only_in_windows(tmp_path: Path) -> None
         metrics["swapped"]["semantic.holdout_disclosures"]
         == metrics["all"]["semantic.train_disclosures"]
     )
+
+
+NEWSLETTER = (
+    "Dear valued customer, we are writing to let you know about important changes to our "
+    "terms of service and privacy policy, which take effect on the first day of next month. "
+    "Starting next month, all refunds will be issued to the original payment method within "
+    "five business days of our receiving the returned item. Deliveries to apartment "
+    "buildings will require a signature unless you choose a safe place in your account "
+    "settings. We have also introduced two-step verification for every account; you will "
+    "be asked to confirm a code sent to your phone or e-mail address when you sign in from "
+    "a new device. Our customer service team can now be reached by chat seven days a week "
+    "between eight in the morning and ten at night, and by telephone on weekdays. We are "
+    "also updating how we use cookies on our website: you can review and change your "
+    "preferences at any time from the privacy page. None of these changes affect your "
+    "existing orders, subscriptions or gift card balances. If you have any questions about "
+    "these changes, simply reply to this e-mail and a member of our team will get back to "
+    "you within two working days. Thank you for being a loyal customer; we look forward to "
+    "serving you for many years to come. Kind regards, the Customer Experience Team. You "
+    "are receiving this e-mail because you have an account with us. To unsubscribe from "
+    "marketing messages, visit the preferences page of your account; service messages such "
+    "as this one cannot be switched off."
+)
+
+
+@pytest.mark.parametrize("windows", ["first", "all"])
+def test_a_quoted_newsletter_every_user_shares_discloses_nothing_by_itself(
+    tmp_path: Path, windows: str
+) -> None:
+    """A review: every record a support chat followed by the same quoted newsletter (more
+    than one window), the release a verbatim copy of train. Read in windows, the shared
+    last window was a match at cosine 1 for every rare record, train and holdout alike
+    (T 11, H 9: PASS). A match now has to be nearer than other users' records are, which
+    the shared window never is: train records are disclosed, holdout records are not."""
+    from gate.api import run_gate
+    from gate.data.bundle import load_bundle
+    from gate.demo.corpora import make_faker, support_records
+    from gate.policy import parse_policy
+    from gate.policy.models import MembershipPolicy
+    from tests.conftest import write_jsonl
+
+    records = support_records(240, rng=np.random.default_rng(1), fake=make_faker(1), max_records=1)
+    for record in records:
+        record["text"] += "\n\nOn 2026-05-01, Customer Experience wrote:\n> " + NEWSLETTER
+    users = sorted({r["user_id"] for r in records})
+    in_train = set(np.asarray(users)[np.random.default_rng(0).random(len(users)) < 0.5])
+    train = [r for r in records if r["user_id"] in in_train]
+    files = {
+        "train": write_jsonl(tmp_path / "train.jsonl", train),
+        "holdout": write_jsonl(
+            tmp_path / "holdout.jsonl", [r for r in records if r["user_id"] not in in_train]
+        ),
+        "synthetic": write_jsonl(
+            tmp_path / "synthetic.jsonl",
+            [{"record_id": f"s{i}", "text": r["text"]} for i, r in enumerate(train)],
+        ),
+    }
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n"
+        f"    features: [{{class: semantic, windows: {windows}}}]\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    result = run_gate(policy, load_bundle(membership=MembershipPolicy(), **files))
+    audit = result.audits["disclosure"]
+    metrics = audit.result.metric_values
+    assert metrics["semantic.train_disclosures"] >= 5
+    assert metrics["semantic.holdout_disclosures"] == 0
+    assert audit.status == "fail"
+    if windows == "all":  # the shared window reaches every rare record at cosine 1
+        assert audit.result.details["semantic"]["rare_matches_other_users_explain"] >= 5

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from gate.audits.feature_store import (
+    KNN_SEED,
     ClassDisclosures,
     DisclosureClass,
     FeatureStore,
@@ -17,6 +18,7 @@ from gate.audits.feature_store import (
     counted_disclosures,
 )
 from gate.data.bundle import Bundle
+from gate.features.distinctive_matches import distinctive_matches
 from gate.features.matching import coded_disclosures
 from gate.features.number_runs import (
     ACCOUNT_FORM,
@@ -162,7 +164,8 @@ def _numbers_in_release(
 @DISCLOSURE_CLASSES.register("semantic")
 class SemanticClass(DisclosureClass[SemanticFeatures]):
     """A semantically rare source record is disclosed when a release record is at least
-    ``similarity_threshold`` cosine-similar to it."""
+    ``similarity_threshold`` cosine-similar to it and nearer to it than any record of
+    another user (:mod:`gate.features.distinctive_matches`)."""
 
     name = "semantic"
     config_model = SemanticFeatures
@@ -170,12 +173,31 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
     def disclosures(
         self, bundle: Bundle, config: SemanticFeatures, store: FeatureStore
     ) -> ClassDisclosures:
+        from gate.features.embeddings import knn_search
+
         index = store.semantic_index(config, k=1)
         rare = store.rare_records(config)
         _, neighbour_search = store.neighbour_density(config)
-        nearest = index.nearest_similarity[:, 0]
-        disclosed = rare & (nearest >= config.similarity_threshold)
+        found = store.window_embeddings(config)
         users = bundle.user_codes
+        with store.progress.step("release matches nearer than other users' records"):
+            matches = distinctive_matches(
+                source_windows=found.source_windows,
+                source_owner=found.source_owner,
+                source_users=users,
+                release_windows=found.release_windows,
+                release_owner=found.release_owner,
+                threshold=config.similarity_threshold,
+                search=lambda queries, base, width: knn_search(
+                    queries,
+                    base,
+                    k=width,
+                    method=config.knn,
+                    nprobe=config.ivf_nprobe,
+                    seed=KNN_SEED,
+                ),
+            )
+        disclosed = rare & matches.matched
         record_counts = disclosed.astype(np.int64)
         rows = np.nonzero(disclosed)[0]
         texts = bundle.source["text"].to_numpy()
@@ -189,11 +211,14 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
             ),
             candidates=WitnessCandidates(
                 source_rows=rows,
-                synthetic_rows=index.nearest_release[rows, 0],
-                scores=nearest[rows].astype(np.float64),
+                synthetic_rows=matches.release[rows],
+                scores=matches.similarity[rows],
                 feature_text=lambda i: str(texts[rows[i]]),
             ),
             details={
+                # rare records a release record reaches at the threshold, but no nearer than
+                # another user's record (shared boilerplate, a copy of a neighbour)
+                "rare_matches_other_users_explain": int((rare & matches.explained).sum()),
                 "nearest_release_search": asdict(index.search),
                 "neighbour_search": asdict(neighbour_search),
                 "windows": {"mode": config.windows, **store.window_embeddings(config).summary()},

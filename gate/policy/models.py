@@ -348,7 +348,8 @@ class SemanticFeatures(FeatureClassConfig):
         0.9,
         ge=-1,
         le=1,
-        description="A rare record is disclosed if a synthetic record is this close.",
+        description="A rare record is disclosed if a synthetic record is this close and "
+        "closer than any record of another user.",
     )
     windows: Literal["first", "all"] = Field(
         "first",
