@@ -1332,6 +1332,32 @@ def test_knn_and_density_match_brute_force() -> None:
     assert search.method == "exact" and search.recall == 1.0
 
 
+def test_neighbour_density_counts_other_users_records_only(monkeypatch) -> None:
+    """Brute force over 60 random records of 20 users (3 each): the mean of the 10
+    nearest records of other users. A user who sent one message three times keeps it
+    rare (a review: its copies had been its nearest neighbours)."""
+    import gate.features.embeddings as embeddings
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(60, 8)).astype(np.float32)
+    x[1] = x[2] = x[0]  # user 0 sent one message three times
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    users = np.arange(60) // 3
+    gram = x @ x.T
+    gram[users[:, None] == users[None, :]] = -np.inf
+    expected = -np.sort(-gram, axis=1)[:, :10].mean(axis=1)
+    density, _ = neighbour_density(x, neighbours=10, groups=users)
+    np.testing.assert_allclose(density, expected, atol=1e-5)
+    ungrouped, _ = neighbour_density(x, neighbours=10)
+    assert density[0] < ungrouped[0] - 0.1  # its copies no longer lift it
+    # own records beyond those searched past: the farthest searched stands in (never lower)
+    monkeypatch.setattr(embeddings, "OWN_NEIGHBOURS_SKIPPED", 0)
+    capped, _ = neighbour_density(x, neighbours=10, groups=users)
+    assert (capped >= density - 1e-6).all() and (capped > density + 1e-3).any()
+    with pytest.raises(ValueError, match="at least 2 users"):
+        neighbour_density(x[:3], neighbours=10, groups=users[:3])
+
+
 def _clustered(n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(40, 16))

@@ -375,6 +375,7 @@ class FeatureStore:
                 density, search = neighbour_density(
                     source[order],
                     neighbours=config.neighbours,
+                    groups=self.bundle.user_codes[order],
                     method=config.knn,
                     nprobe=config.ivf_nprobe,
                     seed=KNN_SEED,

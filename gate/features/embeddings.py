@@ -397,26 +397,44 @@ def knn_inner_product(
     return sims, ids
 
 
+# a row's own group's rows searched past for its neighbours of other groups, at most
+OWN_NEIGHBOURS_SKIPPED = 64
+
+
 def neighbour_density(
     embeddings: np.ndarray,
     *,
     neighbours: int,
+    groups: np.ndarray | None = None,
     method: Literal["auto", "exact", "ivf"] = "exact",
     nprobe: int = 32,
     seed: int = 0,
 ) -> tuple[np.ndarray, KnnSearch]:
-    """Mean cosine similarity of each row to its ``neighbours`` nearest other rows, and how
-    the neighbours were searched (:func:`knn_search`)."""
+    """Mean cosine similarity of each row to its ``neighbours`` nearest rows of other
+    groups (other users' records; with ``groups`` None, every other row), and how the
+    neighbours were searched (:func:`knn_search`).
+
+    A user's own records are no neighbours: a user who sent one message three times had
+    counted its copies as its neighbours, and the record, however unlike anyone else's,
+    was not rare (a review). Up to ``OWN_NEIGHBOURS_SKIPPED`` of a row's own group are
+    searched past; when the other groups' rows among them are fewer than ``neighbours``,
+    the farthest row searched stands in for each missing one (at least as similar as the
+    neighbour it replaces: the density is never lowered by it).
+    """
     n = embeddings.shape[0]
-    if n < 2:
-        raise ValueError(f"need at least 2 records for neighbour density; found {n}")
-    k = min(neighbours, n - 1)
+    groups = np.arange(n) if groups is None else np.asarray(groups)
+    sizes = np.bincount(groups)
+    if n - sizes.max() < 1:
+        raise ValueError(
+            f"need records of at least 2 users for neighbour density; found {n} records of "
+            f"{int((sizes > 0).sum())}"
+        )
+    k = min(neighbours, n - int(sizes.max()))
+    width = min(n, k + 1 + min(int(sizes.max()) - 1, OWN_NEIGHBOURS_SKIPPED))
     sims, ids, search = knn_search(
-        embeddings, embeddings, k=k + 1, method=method, nprobe=nprobe, seed=seed
+        embeddings, embeddings, k=width, method=method, nprobe=nprobe, seed=seed
     )
-    self_hit = ids == np.arange(n)[:, None]
-    # Drop the record itself (or, if duplicates pushed it out, the last neighbour).
-    drop = np.where(self_hit.any(axis=1), self_hit.argmax(axis=1), k)
-    keep = np.ones_like(self_hit)
-    keep[np.arange(n), drop] = False
-    return (sims * keep).sum(axis=1) / k, search
+    other = groups[ids] != groups[:, None]
+    taken = other & (np.cumsum(other, axis=1) <= k)
+    missing = k - taken.sum(axis=1)
+    return ((sims * taken).sum(axis=1) + missing * sims[:, -1]) / k, search
