@@ -95,3 +95,17 @@ def test_when_every_neighbour_searched_is_the_user_s_own_the_farthest_stands_in(
         release = _unit([similarity, -np.sqrt(1 - similarity**2), 0])
         found = _matches(source, [0, 1, 2], [0, 0, 1], release, [0], threshold=0.9)
         assert found.matched[0] == expected
+
+
+def test_a_message_sent_more_often_than_the_neighbours_searched_is_still_matched() -> None:
+    """A review: user 0 sent one message 40 times; its 32 nearest windows were all its
+    own copies, the farthest of them (cosine 1) stood in for another user, and a verbatim
+    copy never beat it. Identical windows of one user are searched once now."""
+    rng = np.random.default_rng(5)
+    others = rng.normal(size=(50, 16)).astype(np.float32)
+    message = rng.normal(size=(1, 16)).astype(np.float32)
+    source = np.concatenate([np.repeat(message, 40, axis=0), others])
+    source /= np.linalg.norm(source, axis=1, keepdims=True)
+    users = np.concatenate([np.zeros(40, np.int64), np.arange(1, 51)])
+    found = _matches(source, np.arange(90), users, source[:1], [0])
+    assert found.matched[:40].all() and not found.matched[40:].any()

@@ -139,6 +139,43 @@ def test_copies_whose_ids_name_other_records_are_an_error(tmp_path: Path, corpus
     assert report["audits"]["distinguishability"]["details"]["rewrites_copying_another_source"] == 0
 
 
+STOCK_REPLIES = [
+    "Thanks, that worked!",
+    "Thank you, it works now.",
+    "Great, thanks for the help!",
+    "Perfect, that fixed it, thanks.",
+    "Thanks a lot, all sorted now.",
+    "That did it, thank you!",
+]
+
+
+def test_rewrites_into_a_stock_reply_are_no_evidence_of_wrong_ids(tmp_path: Path, corpus) -> None:
+    """A review: a fifth of the records are stock replies, and the rewriter turns one stock
+    reply into another; with every id right, 25 of 120 rewrites copied a record they do
+    not name, and the audit refused the release (exit 3). A stock reply has near-copies
+    in the pool and names no one: such rewrites are not counted."""
+    rng = np.random.default_rng(0)
+    stock = [
+        {**r, "text": STOCK_REPLIES[rng.integers(6)]} if rng.random() < 0.2 else r for r in corpus
+    ]
+
+    def rewrites(train: list[dict]) -> list[dict]:
+        def rewrite(text: str) -> str:
+            if text in STOCK_REPLIES:
+                return STOCK_REPLIES[(STOCK_REPLIES.index(text) + 1) % 6]
+            return paraphrase(text, rng)
+
+        return [
+            {"record_id": f"w{i}", "source_id": r["record_id"], "text": rewrite(r["text"])}
+            for i, r in enumerate(train)
+        ]
+
+    code, report = _run(tmp_path, stock, _policy(), rewrites)
+    assert code in (0, 1), report["audits"]["distinguishability"].get("error")
+    details = report["audits"]["distinguishability"]["details"]
+    assert details["rewrites_copying_another_source"] <= 0.1 * details["rewrites"]
+
+
 def test_a_judge_callable_is_an_attack(tmp_path: Path, corpus) -> None:
     policy = _policy("[judge]", "judge: tests.rewrite_judges:shared_words", trials=300)
     code, report = _run(tmp_path, corpus, policy, _light_edits)

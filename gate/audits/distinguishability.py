@@ -305,7 +305,8 @@ _MISATTRIBUTED_SHARE = 0.1
 
 def _refuse_misattributed_copies(game: RewriteGame) -> int:
     """The rewrites that copy (cosine >= ``_COPY_SIMILARITY``) a pool record other than
-    the one their ``source_id`` names, more similar to it than to their own; an error when
+    the one their ``source_id`` names, more similar to it than to their own, where that
+    record has no near-copy in the pool (a stock reply names no one); an error when
     they are more than ``_MISATTRIBUTED_SHARE`` of the rewrites. The game trusts the ids:
     a verbatim copy of train whose ids were shifted by one record passed it (a review),
     as a pipeline that loses the order of its records would.
@@ -318,10 +319,15 @@ def _refuse_misattributed_copies(game: RewriteGame) -> int:
     rewritten, pool = game.rewrite_embeddings, game.pool_embeddings
     nearest, which = knn_inner_product(rewritten, pool, k=1)
     own = np.einsum("td,td->t", rewritten, pool[game.rewrite_pool])
+    # a pool record with a near-copy in the pool (a stock reply) names no one: a rewrite
+    # into it is no evidence of wrong ids (a review: 25 of 120 correct ids refused so)
+    neighbours, _ = knn_inner_product(pool, pool, k=min(2, pool.shape[0]))
+    common = neighbours[:, -1] >= _COPY_SIMILARITY
     elsewhere = (
         (nearest[:, 0] >= _COPY_SIMILARITY)
         & (which[:, 0] != game.rewrite_pool)
         & (nearest[:, 0] > own + 0.01)
+        & ~common[which[:, 0]]
     )
     found = int(elsewhere.sum())
     if found > _MISATTRIBUTED_SHARE * len(elsewhere):

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-# neighbours searched for each source window's nearest window of another user; when all
-# of them are the same user's, the farthest of them stands in (it is at least as similar
-# as the nearest other user's, so a match must beat more, never less)
+# neighbours searched for each source window's nearest window of another user (a user's
+# identical windows counted once); when all of them are the same user's, the farthest of
+# them stands in (at least as similar as the nearest other user's: a stricter criterion)
 OTHER_USER_NEIGHBOURS = 32
 # float32 cosine of a text with itself can fall short of 1 by about 1e-7
 _SIMILARITY_TOLERANCE = 1e-5
@@ -89,16 +90,27 @@ def distinctive_matches(
 def _nearest_other_user(
     windows: np.ndarray, owner: np.ndarray, users: np.ndarray, search: Search
 ) -> np.ndarray:
-    """Each window's cosine to the nearest window of another user's record (or, when the
-    ``OTHER_USER_NEIGHBOURS`` nearest are all its user's, to the farthest of them; -1
-    when there is no other window at all)."""
-    width = min(OTHER_USER_NEIGHBOURS, windows.shape[0])
-    sims, ids, _ = search(windows, windows, width)
+    """Each window's cosine to the nearest window of another user's record: -1 when there
+    is no other user's window; when the ``OTHER_USER_NEIGHBOURS`` nearest are all its
+    user's, the farthest of them (at least as similar as the nearest other user's, so a
+    match must beat more: the criterion is then stricter than it means to be).
+
+    A user's identical windows (a message sent many times) are searched once, so that
+    they do not fill the neighbours searched (a review: a user who sent one message 33
+    times had its verbatim copy explained by the user's own copies).
+    """
     window_user = users[owner]
-    other = window_user[ids] != window_user[:, None]
-    first = np.argmax(other, axis=1)
-    rows = np.arange(windows.shape[0])
-    nearest = np.where(other.any(axis=1), sims[rows, first], sims[:, -1])
-    if width < 2:  # the window itself only
-        nearest = np.where(other.any(axis=1), nearest, -1.0)
-    return nearest.astype(np.float64)
+    row_hash = pd.util.hash_pandas_object(pd.DataFrame(windows), index=False).to_numpy()
+    key = pd.MultiIndex.from_arrays([row_hash, window_user])
+    codes, _ = pd.factorize(key)
+    _, first = np.unique(codes, return_index=True)
+    distinct, distinct_user = windows[first], window_user[first]
+    width = min(OTHER_USER_NEIGHBOURS, distinct.shape[0])
+    sims, ids, _ = search(distinct, distinct, width)
+    other = distinct_user[ids] != distinct_user[:, None]
+    nearest = np.where(
+        other.any(axis=1), sims[np.arange(distinct.shape[0]), np.argmax(other, axis=1)], sims[:, -1]
+    )
+    if np.unique(distinct_user).size < 2:  # no other user at all
+        nearest = np.full(distinct.shape[0], -1.0)
+    return nearest.astype(np.float64)[codes]

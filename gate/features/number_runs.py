@@ -35,7 +35,7 @@ NUMBER_FORM = re.compile(rf"[0-9]{{{MIN_LENGTH},}}")  # the numbers numbers_held
 ACCOUNT_FORM = re.compile(rf"[0-9A-Z]{{{MIN_LENGTH},}}")  # and those it reads with letters
 # the longest grouping gap a run bridges, in characters
 MAX_GAP = 3
-# characters of text read at a time (4 bytes each)
+# characters of text read at a time (about 50 bytes each; a longer text is read whole)
 _CHUNK_CHARACTERS = 1 << 22
 
 _ASCII_SEPARATORS = " \t\n\r\v\f-./_()+,:|"
