@@ -36,6 +36,8 @@ class MetricSpec:
             policy's maxima.
         chart: metrics sharing a chart name are drawn as one grouped bar chart, with one
             group of bars per subject.
+        of_release: False for a metric of the source corpus alone, which no release can
+            change (a policy gating a release only on such metrics is refused).
     """
 
     name: str
@@ -45,6 +47,7 @@ class MetricSpec:
     confidence: str = "point estimate"
     kind: Kind = "other"
     chart: str | None = None
+    of_release: bool = True
 
     @property
     def is_point_estimate(self) -> bool:

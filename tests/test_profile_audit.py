@@ -137,9 +137,10 @@ def test_a_floor_alone_cannot_gate_a_release(tmp_path: Path, capsys) -> None:
     code, report = _check(tmp_path, files, floor_only)
     assert code == 2 and report is None
     err = capsys.readouterr().err
-    assert "max_delta_floor is the only check" in err and "describes the train corpus" in err
+    assert "every check of the policy (profile: " in err and "describes the train corpus" in err
+    assert "lbf_delta_floor" in err
     assert not (tmp_path / "out").exists()
-    with pytest.raises(InputError, match="max_delta_floor is the only check"):
+    with pytest.raises(InputError, match=r"every check of the policy \(profile: .*lbf_delta_floor"):
         run_gate(
             parse_policy(HEAD + floor_only),
             load_bundle(membership=MembershipPolicy(), **files),

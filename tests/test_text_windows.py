@@ -296,3 +296,48 @@ def test_a_quoted_newsletter_every_user_shares_discloses_nothing_by_itself(
     assert audit.status == "fail"
     if windows == "all":  # the shared window reaches every rare record at cosine 1
         assert audit.result.details["semantic"]["rare_matches_other_users_explain"] >= 5
+
+
+@pytest.mark.parametrize("windows", ["first", "all"])
+def test_semantic_user_counts_do_not_depend_on_the_split(tmp_path: Path, windows: str) -> None:
+    """What the test's level rests on: rarity (other users' records as neighbours) and
+    matches nearer than other users' records read the source's records and users and the
+    release, never the split, so each user's count is the same under two splits (one
+    release copying a third of the records, each with the shared newsletter)."""
+    from gate.audits.feature_store import FeatureStore
+    from gate.data.bundle import load_bundle
+    from gate.demo.corpora import make_faker, support_records
+    from gate.plugins import DISCLOSURE_CLASSES
+    from gate.policy.models import MembershipPolicy, SemanticFeatures
+    from gate.progress import NullProgress
+    from tests.conftest import write_jsonl
+
+    records = support_records(150, rng=np.random.default_rng(2), fake=make_faker(2), max_records=1)
+    for record in records[::2]:
+        record["text"] += "\n\nOn 2026-05-01, Customer Experience wrote:\n> " + NEWSLETTER
+    release = [{"record_id": f"s{i}", "text": r["text"]} for i, r in enumerate(records[::3])]
+    config = SemanticFeatures.model_validate(
+        {"class": "semantic", "windows": windows, "rare_quantile": 0.3}
+    )
+    counts = []
+    for seed in (1, 2):
+        in_train = np.random.default_rng(seed).random(len(records)) < 0.5
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        bundle = load_bundle(
+            membership=MembershipPolicy(),
+            train=write_jsonl(
+                folder / "t.jsonl", [r for r, t in zip(records, in_train, strict=True) if t]
+            ),
+            holdout=write_jsonl(
+                folder / "h.jsonl", [r for r, t in zip(records, in_train, strict=True) if not t]
+            ),
+            synthetic=write_jsonl(folder / "s.jsonl", release),
+        )
+        found = DISCLOSURE_CLASSES.get("semantic")().disclosures(
+            bundle, config, FeatureStore(bundle, NullProgress())
+        )
+        users = np.unique(bundle.source["user_id"])
+        counts.append(dict(zip(users.tolist(), found.user_counts.tolist(), strict=True)))
+    assert counts[0] == counts[1]
+    assert sum(counts[0].values()) >= 5

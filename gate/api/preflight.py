@@ -30,6 +30,7 @@ from gate.policy.models import (
     SemanticFeatures,
     TextPolicy,
 )
+from gate.registry import PluginUnavailableError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -361,20 +362,23 @@ def refuse_null_control(policy: Policy, *, where: str) -> None:
 
 
 def refuse_release_blind_checks(policy: Policy, *, where: str) -> None:
-    """Refuse a policy whose only check is the profile audit's ``max_delta_floor`` where it
-    would gate a release: the floor is the n-gram mechanism's of the train corpus, so
-    every release, a verbatim copy of train included, would get the same verdict (a
-    review's copy PASSed so). ``where`` names the policy in the message."""
-    enabled = policy.audits.enabled()
-    profile = policy.audits.profile
-    if set(enabled) != {"profile"} or profile is None or profile.thresholds.max_delta is not None:
-        return
-    if profile.thresholds.max_delta_floor is not None:
+    """Refuse a policy whose checks all read the source corpus alone (metrics declared
+    ``of_release=False``, such as the profile audit's ``max_delta_floor``) where it would
+    gate a release: every release, a verbatim copy of train included, would get the same
+    verdict (a review's copy PASSed so). ``where`` names the policy in the message."""
+    from gate.audits.registry import policy_checks
+
+    try:
+        checks = policy_checks(policy)
+    except PluginUnavailableError:
+        return  # that audit is reported as unavailable (exit 3): the run cannot pass
+    if checks and not any(check.spec.of_release for check in checks):
+        names = ", ".join(f"{check.audit}: {check.metric}" for check in checks)
         raise InputError(
-            f"{where}: audits.profile.thresholds: max_delta_floor is the only check, and it "
-            "describes the train corpus (the delta floor of its n-gram mechanism), not the "
-            "release: every release, a copy of train too, would get the same verdict; add "
-            "max_delta (the attacks on the release) or another audit"
+            f"{where}: every check of the policy ({names}) describes the train corpus, not "
+            "the release (the delta floor is its n-gram mechanism's): every release, a copy "
+            "of train too, would get the same verdict; add a check that reads the release "
+            "(max_delta of the profile audit, another audit)"
         )
 
 

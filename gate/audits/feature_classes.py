@@ -10,7 +10,6 @@ import pandas as pd
 import pyarrow as pa
 
 from gate.audits.feature_store import (
-    KNN_SEED,
     ClassDisclosures,
     DisclosureClass,
     FeatureStore,
@@ -145,10 +144,10 @@ def _numbers_in_release(
     digits, IBANs and bank account numbers as upper-case letters and digits. A release
     writing ``123456789`` where the train wrote ``123-45-6789``, or an IBAN broken over a
     line, holds it, though no recognizer scores that form above the threshold."""
-    typed = pd.Series(values[source_codes], dtype=object).str.split(":", n=1, expand=True)
     docs, codes = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    if typed.empty or typed.shape[1] < 2:
+    if not len(source_codes):
         return docs[0], codes[0]
+    typed = pd.Series(values[source_codes], dtype=object).str.split(":", n=1, expand=True)
     numbers = typed[1].fillna("")
     for types, letters, form in (
         (NUMBER_TYPES, False, NUMBER_FORM),
@@ -173,9 +172,6 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
     def disclosures(
         self, bundle: Bundle, config: SemanticFeatures, store: FeatureStore
     ) -> ClassDisclosures:
-        from gate.features.embeddings import knn_search
-
-        index = store.semantic_index(config, k=1)
         rare = store.rare_records(config)
         _, neighbour_search = store.neighbour_density(config)
         found = store.window_embeddings(config)
@@ -188,14 +184,7 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
                 release_windows=found.release_windows,
                 release_owner=found.release_owner,
                 threshold=config.similarity_threshold,
-                search=lambda queries, base, width: knn_search(
-                    queries,
-                    base,
-                    k=width,
-                    method=config.knn,
-                    nprobe=config.ivf_nprobe,
-                    seed=KNN_SEED,
-                ),
+                search=store.knn(config),
             )
         disclosed = rare & matches.matched
         record_counts = disclosed.astype(np.int64)
@@ -219,7 +208,7 @@ class SemanticClass(DisclosureClass[SemanticFeatures]):
                 # rare records a release record reaches at the threshold, but no nearer than
                 # another user's record (shared boilerplate, a copy of a neighbour)
                 "rare_matches_other_users_explain": int((rare & matches.explained).sum()),
-                "nearest_release_search": asdict(index.search),
+                "nearest_release_search": asdict(matches.release_search),
                 "neighbour_search": asdict(neighbour_search),
                 "windows": {"mode": config.windows, **store.window_embeddings(config).summary()},
             },

@@ -3,7 +3,6 @@ each set of embeddings) once for every audit that asks for the same configuratio
 
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -262,10 +261,26 @@ class FeatureStore:
                 raise
         return self._disclosures[key]
 
+    @staticmethod
+    def knn(
+        config: SemanticFeatures,
+    ) -> Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, KnnSearch]]:
+        """``search(queries, base, width)``: each query's ``width`` nearest base rows by
+        inner product, searched as ``config`` says (exact or IVF, seeded)."""
+        from gate.features.embeddings import knn_search
+
+        def search(
+            queries: np.ndarray, base: np.ndarray, width: int
+        ) -> tuple[np.ndarray, np.ndarray, KnnSearch]:
+            return knn_search(
+                queries, base, k=width, method=config.knn, nprobe=config.ivf_nprobe, seed=KNN_SEED
+            )
+
+        return search
+
     def semantic_index(self, config: SemanticFeatures, *, k: int) -> SemanticIndex:
         """Embeddings under ``config.model`` and each source record's ``k`` nearest
         release records (recomputed only if a larger ``k`` is asked for)."""
-        from gate.features.embeddings import knn_search
         from gate.features.text_windows import nearest_release_records
 
         key = (config.model, config.precision, *_reading(config), config.knn, config.ivf_nprobe)
@@ -275,12 +290,10 @@ class FeatureStore:
         ):
             return cached
         found = self.window_embeddings(config)
-        search = functools.partial(
-            knn_search, method=config.knn, nprobe=config.ivf_nprobe, seed=KNN_SEED
-        )
+        search = self.knn(config)
         with self.progress.step("nearest release records"):
             if not found.windowed:
-                sims, ids, how = search(found.source, found.release, k=k)
+                sims, ids, how = search(found.source, found.release, k)
             else:
                 sims, ids, how = nearest_release_records(
                     found.source_windows,
@@ -288,7 +301,7 @@ class FeatureStore:
                     found.release_windows,
                     found.release_owner,
                     k=k,
-                    search=lambda queries, base, width: search(queries, base, k=width),
+                    search=search,
                 )
         index = SemanticIndex(found.source, found.release, sims, ids, how)
         self._indexes[key] = index

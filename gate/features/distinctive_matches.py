@@ -43,6 +43,7 @@ class DistinctiveMatches:
     similarity: np.ndarray  # (n_source,) float64: that match's cosine (nan where none)
     release: np.ndarray  # (n_source,) int64: its release record (-1 where none)
     explained: np.ndarray  # (n_source,) bool: at the threshold, but no nearer than others
+    release_search: Any  # how the nearest release windows were searched
 
 
 def distinctive_matches(
@@ -67,7 +68,7 @@ def distinctive_matches(
             (similarities, indices, how it searched).
     """
     n_source = int(source_users.size)
-    best, hit, _ = search(source_windows, release_windows, 1)
+    best, hit, how = search(source_windows, release_windows, 1)
     nearest_release = best[:, 0].astype(np.float64)
     release_of = release_owner[hit[:, 0]]
     others = _nearest_other_user(source_windows, source_owner, source_users, search)
@@ -84,7 +85,7 @@ def distinctive_matches(
     rows = rows[np.argsort(nearest_release[rows], kind="stable")]
     similarity[source_owner[rows]] = nearest_release[rows]
     release[source_owner[rows]] = release_of[rows]
-    return DistinctiveMatches(matched, similarity, release, near & ~matched)
+    return DistinctiveMatches(matched, similarity, release, near & ~matched, how)
 
 
 def _nearest_other_user(

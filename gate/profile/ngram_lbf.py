@@ -18,7 +18,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,13 +69,16 @@ LBF_DELTA = _spec(
     _SAMPLED,
     "delta",
 )
-LBF_FLOOR = _spec(
-    "lbf_delta_floor",
-    "delta floor: n-gram mass possible with or without U only, worst sampled U",
-    "higher",
-    f"{LBF_PAPER}, §4.3-4.4",
-    _SAMPLED,
-    "delta",
+LBF_FLOOR = replace(
+    _spec(
+        "lbf_delta_floor",
+        "delta floor: n-gram mass possible with or without U only, worst sampled U",
+        "higher",
+        f"{LBF_PAPER}, §4.3-4.4",
+        _SAMPLED,
+        "delta",
+    ),
+    of_release=False,  # the train corpus's n-gram mechanism
 )
 LBF_METRICS = (
     _spec("source_sets", "source sets U evaluated", "neither", LBF_PAPER, "", "count"),
