@@ -1128,7 +1128,7 @@ def test_py4j_records_of_the_root_logger_go_to_sparks_log(
 # its status tracker; a Connect client has none, so a query that needs the server's two
 # cores is timed after each action (a query left running would hold them).
 CTRL_C_PROBE = """
-import signal, sys, threading, time
+import os, signal, sys, threading, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from gate.quiet import quiet_libraries
 quiet_libraries(verbose=False)
@@ -1163,6 +1163,8 @@ with engine:
             both_cores.collect()
             print(name, "CORES FREE AFTER", round(time.perf_counter() - started, 1))
     else:
+        from pyspark import SparkContext
+        print("GATEWAY", type(SparkContext._gateway).__name__)
         tracker = session.sparkContext.statusTracker()
 
         def when_a_job_runs():
@@ -1195,6 +1197,7 @@ with engine:
         print("JOBS LATER", tracker.getActiveJobsIds())
     print("SECOND QUERY FINISHED", bool(finished))
     print("AFTER", session.range(3).count())
+print("PIN_THREAD AFTER", os.environ.get("PYSPARK_PIN_THREAD"))
 """
 
 
@@ -1219,14 +1222,18 @@ def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path, pinned: str) -> 
     collect (whose C++ reader retried the interrupted read until the query ended) and
     through a collect of rows, once the query's jobs are cancelled; a SIGINT between two
     queries of a step (no job running) cancels the second as it starts. In its own
-    process: the signal goes to its main thread. Also without PySpark's pinned threads
-    (``PYSPARK_PIN_THREAD=false``): the step's calls then reuse one Py4J connection, whose
-    JVM thread holds the tag, while no other thread calls the JVM."""
+    process: the signal goes to its main thread. Also with ``PYSPARK_PIN_THREAD=false``:
+    a JVM the gate launches pins threads all the same (a job tag is on the JVM thread
+    that submits the job; unpinned, a query whose call took the connection of another
+    thread, here the probe's, ran untagged: a CI run waited 200 s for it), and the
+    variable is the user's again once the engine closes."""
     lines = _ctrl_c_probe("local[1]", tmp_path, timeout=120, PYSPARK_PIN_THREAD=pinned)
+    assert "GATEWAY ClientServer" in lines
     for name in ("toArrow", "collect", "between"):
         # the signal is raised once the action has stopped: no job of it is left
         assert f"{name} JOBS LEFT []" in lines
     assert "JOBS LATER []" in lines
+    assert f"PIN_THREAD AFTER {pinned}" in lines
 
 
 @pytest.mark.slow

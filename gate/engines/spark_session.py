@@ -161,6 +161,11 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     from pyspark import SparkContext
 
     had_jvm = SparkContext._gateway is not None
+    if not had_jvm:
+        # a job tag is on the JVM thread that submits the job: unpinned, a call takes any
+        # of Py4J's connections, and a query that took another thread's ran untagged and
+        # uncancelled by a Ctrl-C (a CI run: 200 s); read by PySpark and the JVM at launch
+        os.environ["PYSPARK_PIN_THREAD"] = "true"
     with tempfile.NamedTemporaryFile(prefix="gate-spark-", suffix=".log", delete=False) as log:
         saved = os.dup(2)
         try:
@@ -434,5 +439,11 @@ def run_cancellable(session: Any, action: Callable[[], T]) -> T:
 
 
 # set for the whole process when a session starts (Spark Connect marks the process as
-# remote; workers run on PYSPARK_PYTHON); close() restores them
-SESSION_ENVIRON = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "PYSPARK_PYTHON")
+# remote; workers run on PYSPARK_PYTHON; a JVM the gate launches pins Python threads to
+# JVM threads); close() restores them
+SESSION_ENVIRON = (
+    "SPARK_CONNECT_MODE_ENABLED",
+    "SPARK_REMOTE",
+    "PYSPARK_PYTHON",
+    "PYSPARK_PIN_THREAD",
+)
