@@ -1172,7 +1172,10 @@ with engine:
                 time.sleep(0.05)
             time.sleep(1)
 
-        def after(name):
+        def after(name):  # a cancelled job leaves the tracker's list soon after
+            deadline = time.monotonic() + 10
+            while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+                time.sleep(0.1)
             print(name, "JOBS LEFT", tracker.getActiveJobsIds())
 
     for name, action, ready in (
@@ -1234,6 +1237,73 @@ def test_a_ctrl_c_cancels_a_spark_query_at_once(tmp_path: Path, pinned: str) -> 
         assert f"{name} JOBS LEFT []" in lines
     assert "JOBS LATER []" in lines
     assert f"PIN_THREAD AFTER {pinned}" in lines
+
+
+# A caller's session whose JVM was launched unpinned; the step's query is made to take
+# another Py4J connection than the one its tag is on (a thread holds that one).
+CALLER_UNPINNED_PROBE = """
+import os, signal, sys, threading, time
+os.environ["PYSPARK_PIN_THREAD"] = "false"
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from gate.quiet import quiet_libraries
+quiet_libraries(verbose=False)
+from pyspark import SparkContext
+from pyspark.sql import SparkSession, functions as F
+from gate.engines.spark import SparkEngine
+from gate.engines.spark_session import run_cancellable
+from gate.policy.models import EngineSettings
+
+caller = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+caller.sparkContext.setLogLevel("ERROR")
+# a program's own handler, as the gate's CLI installs (PySpark's cancels every job; a
+# SIGTERM has none)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+print("GATEWAY", type(SparkContext._gateway).__name__)
+with SparkEngine(EngineSettings(name="spark", spark_master="local[1]")) as engine:
+    session = engine.session
+    print("THE CALLER'S", session is caller)
+    slow = F.udf(lambda x: (time.sleep(0.5), x)[1], "long")  # 200 s on one core
+    query = session.range(0, 400, numPartitions=4).select(slow("id").alias("x"))
+    tracker = session.sparkContext.statusTracker()
+
+    def action():
+        holder = threading.Thread(target=lambda: session._jvm.java.lang.Thread.sleep(3000))
+        holder.start()  # takes the connection the tag was added on, the last one returned
+        time.sleep(0.5)
+        query.collect()
+
+    sent = []
+
+    def interrupt():
+        time.sleep(5)
+        sent.append(time.perf_counter())
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        run_cancellable(session, action)
+        print("NOT INTERRUPTED")
+    except KeyboardInterrupt:
+        print("RAISED AFTER", round(time.perf_counter() - sent[0], 1))
+    deadline = time.monotonic() + 10  # a cancelled job leaves the tracker's list soon after
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    print("JOBS LEFT", tracker.getActiveJobsIds())
+caller.stop()
+"""
+
+
+def test_a_ctrl_c_cancels_a_query_of_a_callers_unpinned_session(tmp_path: Path) -> None:
+    """A review: a caller's session whose JVM was launched with
+    ``PYSPARK_PIN_THREAD=false`` keeps its mode, and a query whose call took another
+    Py4J connection than its tag's ran untagged, uncancelled by a Ctrl-C (here 200 s).
+    There every job of the context is cancelled, as PySpark's own Ctrl-C handler does."""
+    done = _run_python(CALLER_UNPINNED_PROBE, cwd=tmp_path, timeout=120)
+    lines = done.stdout.splitlines()
+    assert "GATEWAY JavaGateway" in lines and "THE CALLER'S True" in lines, done.stdout
+    raised = [line for line in lines if line.startswith("RAISED AFTER ")]
+    assert raised and float(raised[0].rsplit(" ", 1)[1]) < 10, done.stdout
+    assert "JOBS LEFT []" in lines
 
 
 @pytest.mark.slow

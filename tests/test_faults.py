@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -1246,6 +1247,37 @@ def test_a_run_stopped_while_creating_the_sqlite_store_leaves_no_broken_store(
     assert db.exists() and not list(tmp_path.glob(".m.db.*.tmp"))
 
 
+def test_a_sqlite_store_another_program_created_meanwhile_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the gate creates a new store under a temporary name, then renamed it
+    over the store a user's MLflow client (``mlflow ui``, a script) had created during
+    those seconds; that client's runs were lost and its connections broke ("attempt to
+    write a readonly database"). The store found in place is kept."""
+    import mlflow
+
+    from gate.evidence import mlflow_log
+
+    db = tmp_path / "m.db"
+    real_client = mlflow.MlflowClient
+
+    def client_then_the_users(tracking_uri: str) -> Any:
+        created = real_client(tracking_uri=tracking_uri)  # the gate's, temporary
+        users = real_client(tracking_uri=f"sqlite:///{db}")  # meanwhile, at the store's path
+        users.create_experiment("the user's")
+        return created
+
+    monkeypatch.setattr(mlflow, "MlflowClient", client_then_the_users)
+    with mlflow_log._store_lock(f"sqlite:///{db}"):
+        pass
+    monkeypatch.undo()
+    # read from the file (MLflow's cached connection would still read a replaced one)
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        names = [row[0] for row in connection.execute("SELECT name FROM experiments")]
+    assert "the user's" in names
+    assert not list(tmp_path.glob(".m.db.*.tmp"))
+
+
 def test_an_unreachable_tracking_server_fails_within_the_deadline(
     bundle_files: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -1717,7 +1749,12 @@ def test_a_timed_out_mlflow_run_never_gets_a_verdict(
     finally:
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
-    time.sleep(5)  # let an abandoned thread of this process finish what it started
+    # the abandoned thread finishes what it started: it creates the store (3-5 s under
+    # load; a fixed 5 s wait had this test's client create it meanwhile, then lose it)
+    for thread in threading.enumerate():
+        if thread.name == "gate-mlflow":
+            thread.join(timeout=120)
+            assert not thread.is_alive()
     client = mlflow.MlflowClient(tracking_uri=store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert all(r.data.tags.get("gate.passed") != "true" for r in runs)

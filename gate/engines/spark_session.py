@@ -372,11 +372,24 @@ def _job_tags(session: Any) -> tuple[Callable[[str], Any], ...]:
     """Add, remove and cancel a tag of the calling thread's jobs: the session's operation
     tags on Spark Connect; the SparkContext's job tags otherwise (a classic session's
     ``interruptTag`` cancelled nothing in a session the gate started, checked on a real
-    one)."""
+    one). A caller's JVM launched without pinned threads (``PYSPARK_PIN_THREAD=false``)
+    keeps a tag on the JVM thread of the Py4J connection a call took, and a query whose
+    call took another connection runs untagged: there the cancel is the context's every
+    job, as PySpark's own Ctrl-C handler does."""
     if type(session).__module__.startswith("pyspark.sql.connect"):
         return session.addTag, session.removeTag, session.interruptTag
+    from py4j.clientserver import ClientServer
+    from pyspark import SparkContext
+
     context = session.sparkContext
-    return context.addJobTag, context.removeJobTag, context.cancelJobsWithTag
+    if isinstance(SparkContext._gateway, ClientServer):
+        return context.addJobTag, context.removeJobTag, context.cancelJobsWithTag
+
+    def cancel_every_job(tag: str) -> None:
+        context.cancelJobsWithTag(tag)
+        context.cancelAllJobs()
+
+    return context.addJobTag, context.removeJobTag, cancel_every_job
 
 
 def run_cancellable(session: Any, action: Callable[[], T]) -> T:

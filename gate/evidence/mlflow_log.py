@@ -304,8 +304,10 @@ def withdraw_run(
     ``KILLED``), then upload ``replacements`` (the error's own files) over the files of
     the same name uploaded before the failure (which may say PASS). When the request in
     flight outlasts the wait, the tags and the end state are written again once it ends,
-    within another ``wait`` (a review saw its PASS written over the withdrawal). Each step
-    is tried whatever the one before did; the first failure is raised at the end."""
+    within another ``wait`` (a review saw its PASS written over the withdrawal), or, in a
+    process that lives on (the API, a remediation), whenever it ends: MLflow's client
+    retries a request for minutes. Each step is tried whatever the one before did; the
+    first failure is raised at the end."""
     from mlflow.entities import RunTag
 
     withdrawn = [RunTag("gate.passed", "false"), RunTag("gate.status", "error")]
@@ -332,11 +334,28 @@ def withdraw_run(
             settled = working.acquire(timeout=wait)
             if settled:
                 run(verdict)
+            else:
+                threading.Thread(
+                    target=_withdraw_once_settled,
+                    args=(working, verdict),
+                    name="gate-mlflow-withdrawal",
+                    daemon=True,
+                ).start()
     finally:
         if settled:
             working.release()
     if failures:
         raise failures[0]
+
+
+def _withdraw_once_settled(working: threading.Lock, verdict: list[Callable[[], object]]) -> None:
+    """Write the withdrawal again once the request in flight that holds ``working`` ends.
+    Nobody waits for this thread: the gate reported its error already, and a store that
+    refuses this write leaves the run as the request left it (the status stays ended)."""
+    with working:
+        for step in verdict:
+            with suppress(Exception):
+                step()
 
 
 def _stop_if(cancelled: threading.Event) -> None:
@@ -414,9 +433,10 @@ def _store_lock(uri: str) -> Iterator[None]:
 
 def _create_sqlite_store(path: Path) -> None:
     """Create a SQLite store and run MLflow's schema migrations (a few seconds) under a
-    temporary name beside ``path``, then rename it into place: a run killed meanwhile
-    leaves no half-migrated store at ``path`` (the next creation removes what it left).
-    Call it holding the store's lock."""
+    temporary name beside ``path``, then link it into place: a run killed meanwhile
+    leaves no half-migrated store at ``path`` (the next creation removes what it left),
+    and a store another program (``mlflow ui``, a user's script) created meanwhile is
+    kept, not renamed over (its runs would be lost). Call it holding the store's lock."""
     import mlflow
 
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
@@ -427,7 +447,13 @@ def _create_sqlite_store(path: Path) -> None:
     try:
         os.chmod(temporary, 0o666 & ~current_umask())  # as SQLite would create it
         mlflow.MlflowClient(tracking_uri=f"sqlite:///{temporary}")  # creates and migrates
-        os.replace(temporary, path)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # created meanwhile by another program: that store is the one used
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
 
