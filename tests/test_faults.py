@@ -1740,6 +1740,7 @@ def test_a_timed_out_mlflow_run_never_gets_a_verdict(
     store = f"sqlite:///{db}"
     handle = open(tmp_path / "m.db.lock", "a")  # noqa: SIM115 (released below)
     fcntl.flock(handle, fcntl.LOCK_EX)
+    earlier = set(threading.enumerate())
     try:
         files = clean_release(bundle_files, tmp_path)
         code = main(
@@ -1751,7 +1752,7 @@ def test_a_timed_out_mlflow_run_never_gets_a_verdict(
         handle.close()
     # the abandoned thread finishes what it started: it creates the store (3-5 s under
     # load; a fixed 5 s wait had this test's client create it meanwhile, then lose it)
-    for thread in threading.enumerate():
+    for thread in set(threading.enumerate()) - earlier:
         if thread.name == "gate-mlflow":
             thread.join(timeout=120)
             assert not thread.is_alive()
