@@ -48,6 +48,30 @@ def test_letters_long_gaps_and_other_digits_are_not_the_number(text: str) -> Non
     assert numbers_held([text], [SSN])[0].size == 0
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "one two three, four five, six seven eight nine",
+        "One-two-three four-five SIX SEVEN EIGHT NINE",
+        "1 2 three 4 five 6789",
+        "one double three? no: one two three, four five, six seven eight nine",
+    ],
+)
+def test_a_number_spelled_out_in_words_is_held(text: str) -> None:
+    texts, which = numbers_held([text], [SSN])
+    assert texts.tolist() == [0] and which.tolist() == [0]
+
+
+def test_spelled_digits_keep_their_positions_and_read_only_whole_words() -> None:
+    """Words read as digits are padded to their length (runs and texts keep their
+    places); a digit word inside another word (phone, someone, none) is not a digit."""
+    text = "Phone someone: oh double seven, TRIPLE-five nine; none_one"
+    read = number_runs._spelled_digits(text)
+    assert len(read) == len(text)
+    assert read.replace("\u200b", "") == "Phone someone: 0 77, 555 9; none_one"
+    assert numbers_held(["call oh double seven triple five nine"], ["0775559"])[0].tolist() == [0]
+
+
 def test_texts_are_read_apart() -> None:
     """A run never joins the end of one text to the start of the next, whatever they hold."""
     texts = ["call 775-568", "2052 today", "a\x00775-568-2052", "775-568-2052\n"]

@@ -602,6 +602,7 @@ def _numbers_records(numbers: list[tuple[str, str]]) -> list[dict]:
     ]
 
 
+DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 NUMBER_FORMS = {  # a train user's SSN or phone number as a release can write it
     "ssn without dashes": lambda ssn, phone: f"Record updated: {ssn.replace('-', '')}.",
     "ssn with slashes": lambda ssn, phone: f"Record updated: {ssn.replace('-', '/')}.",
@@ -611,6 +612,9 @@ NUMBER_FORMS = {  # a train user's SSN or phone number as a release can write it
     "phone with character references": lambda ssn, phone: (
         "Reach: " + phone.replace("-", "&#8209;").replace(" ", "&nbsp;")
     ),
+    "phone in words": lambda ssn, phone: (
+        "Reach: " + " ".join(DIGIT_NAMES[int(d)] for d in phone if d.isdigit()).capitalize()
+    ),
 }
 
 
@@ -618,8 +622,8 @@ NUMBER_FORMS = {  # a train user's SSN or phone number as a release can write it
 def test_train_numbers_in_a_form_no_recognizer_scores_are_found(tmp_path, form: str) -> None:
     """A release writing every train user's SSN without dashes (Presidio scores nine bare
     digits 0.05) or with slashes, or phone number divided by commas or HTML character
-    references, passed the `pii` class (T ≤ 1 of 30); the release is now read for the source's
-    numbers in any grouping."""
+    references, or spelled out in words, passed the `pii` class (T ≤ 1 of 30); the release
+    is now read for the source's numbers in any grouping."""
     numbers = _numbers_of_users(60)
     is_train = np.random.default_rng(7).permutation(60) < 30
     release = [NUMBER_FORMS[form](*numbers[u]) for u in np.flatnonzero(is_train)]
