@@ -969,6 +969,34 @@ def _run_python(
     return done
 
 
+def test_an_interrupted_start_leaves_the_users_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A review: a start interrupted after it set PYSPARK_PIN_THREAD, then read again,
+    saved the gate's value as the user's, which close() then "restored"."""
+    import gate.engines.spark as spark_module
+    from gate.engines.spark import SparkEngine
+    from gate.policy.models import EngineSettings
+
+    monkeypatch.setenv("PYSPARK_PIN_THREAD", "false")
+
+    def interrupted_start(master: str, conf: dict[str, str]) -> object:
+        os.environ["PYSPARK_PIN_THREAD"] = "true"  # as a start sets it before the launch
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(spark_module, "start_session", interrupted_start)
+    from pyspark.sql import SparkSession
+
+    # no caller's session (a fixture's may be active in this process)
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    engine = SparkEngine(EngineSettings(name="spark", spark_master="local[1]"))
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt):
+            _ = engine.session
+    engine.close()
+    assert os.environ["PYSPARK_PIN_THREAD"] == "false"
+
+
 def test_a_failed_start_leaves_no_jvm_and_no_broken_context(tmp_path: Path) -> None:
     """A review: after a start that failed, PySpark's JVM stayed up and its broken context
     active, so a later engine with right settings in the same process could not start.

@@ -1278,6 +1278,25 @@ def test_a_sqlite_store_another_program_created_meanwhile_is_kept(
     assert not list(tmp_path.glob(".m.db.*.tmp"))
 
 
+def test_a_sqlite_store_named_by_a_dangling_link_is_created_whole_at_its_target(
+    tmp_path: Path,
+) -> None:
+    """A review: the store created under a temporary name could not be linked over a
+    dangling symbolic link, was dropped, and MLflow then migrated the link's target in
+    place (a kill meanwhile leaves a half-migrated store)."""
+    from gate.evidence import mlflow_log
+
+    target, link = tmp_path / "stores" / "m.db", tmp_path / "m.db"
+    target.parent.mkdir()
+    link.symlink_to(target)
+    with mlflow_log._store_lock(f"sqlite:///{link}"):
+        pass
+    assert link.is_symlink() and target.is_file()
+    with contextlib.closing(sqlite3.connect(target)) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM experiments").fetchone() == (1,)
+    assert not list(tmp_path.glob(".m.db.*.tmp"))
+
+
 def test_an_unreachable_tracking_server_fails_within_the_deadline(
     bundle_files: dict[str, Path], tmp_path: Path
 ) -> None:

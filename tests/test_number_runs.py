@@ -62,6 +62,17 @@ def test_a_number_spelled_out_in_words_is_held(text: str) -> None:
     assert texts.tolist() == [0] and which.tolist() == [0]
 
 
+def test_an_account_number_holding_a_digit_word_is_still_held() -> None:
+    """A review: with letters read, a digit word inside an account number (``FIVE``) had
+    become a digit and the number, held before, was lost; both readings are searched."""
+    texts = ["IBAN GB12 FIVE 1234 5678 90", "acct OH 12 34 56 78"]
+    held, which = numbers_held(texts, ["GB12FIVE1234567890", "OH12345678"], letters=True)
+    assert held.tolist() == [0, 1] and which.tolist() == [0, 1]
+    assert numbers_held(["five five five one two three four"], ["5551234"], letters=True)[
+        0
+    ].tolist() == [0]
+
+
 def test_spelled_digits_keep_their_positions_and_read_only_whole_words() -> None:
     """Words read as digits are padded to their length (runs and texts keep their
     places); a digit word inside another word (phone, someone, none) is not a digit."""
@@ -70,6 +81,13 @@ def test_spelled_digits_keep_their_positions_and_read_only_whole_words() -> None
     assert len(read) == len(text)
     assert read.replace("\u200b", "") == "Phone someone: 0 77, 555 9; none_one"
     assert numbers_held(["call oh double seven triple five nine"], ["0775559"])[0].tolist() == [0]
+    # a repeat over other blanks, a line break, a hyphen or a character reference
+    for between in ("  ", "\n", "\u00a0", "\u2010", "&nbsp;"):
+        text = f"oh double{between}seven triple five nine"
+        assert numbers_held([text], ["0775559"])[0].tolist() == [0], repr(between)
+    assert number_runs._spelled_digits("redouble five _double five").replace("\u200b", "") == (
+        "redouble 5 _double 5"
+    )
 
 
 def test_texts_are_read_apart() -> None:

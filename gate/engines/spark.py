@@ -169,7 +169,8 @@ class SparkEngine(Engine):
                 return active
             if self._start_error is not None:
                 raise self._start_error
-            self._environ = {name: os.environ.get(name) for name in SESSION_ENVIRON}
+            if not self._environ:  # the user's, not what an interrupted start left set
+                self._environ = {name: os.environ.get(name) for name in SESSION_ENVIRON}
             conf = dict(self.settings.spark_conf)
             # local[N]: the tasks, and their shuffle files, are this process's JVM's (a
             # cluster's executors write where their cluster manager tells them)

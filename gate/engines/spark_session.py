@@ -161,7 +161,7 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     from pyspark import SparkContext
 
     had_jvm = SparkContext._gateway is not None
-    if not had_jvm:
+    if not had_jvm and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not spark-submit's JVM
         # a job tag is on the JVM thread that submits the job: unpinned, a call takes any
         # of Py4J's connections, and a query that took another thread's ran untagged and
         # uncancelled by a Ctrl-C (a CI run: 200 s); read by PySpark and the JVM at launch

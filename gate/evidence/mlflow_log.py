@@ -448,7 +448,7 @@ def _create_sqlite_store(path: Path) -> None:
         os.chmod(temporary, 0o666 & ~current_umask())  # as SQLite would create it
         mlflow.MlflowClient(tracking_uri=f"sqlite:///{temporary}")  # creates and migrates
         try:
-            os.link(temporary, path)
+            os.link(temporary, path.resolve())  # a dangling symbolic link: its target
         except FileExistsError:
             pass  # created meanwhile by another program: that store is the one used
         except OSError:  # a file system without hard links
