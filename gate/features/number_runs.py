@@ -50,7 +50,7 @@ _INVISIBLE = frozenset("\u00ad\u200b\u200c\u200d\u2060\ufeff")
 _REFERENCE = re.compile(r"&#?[0-9A-Za-z]{1,8};")
 _DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _DIGIT_OF = {**{word: str(d) for d, word in enumerate(_DIGIT_WORDS)}, "oh": "0"}
-# a word's end; its start is checked by hand (a leading \\b disables the scan's
+# a word's end; its start is checked by hand (a leading \b disables the scan's
 # first-letter skip: 4x slower)
 _SPELLED_DIGIT = re.compile(rf"(?:{'|'.join(_DIGIT_OF)})\b")
 # "double"/"triple" and up to three separators (invisible characters not counted) before
