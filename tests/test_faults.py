@@ -1268,8 +1268,7 @@ def test_a_sqlite_store_another_program_created_meanwhile_is_kept(
         return created
 
     monkeypatch.setattr(mlflow, "MlflowClient", client_then_the_users)
-    with mlflow_log._store_lock(f"sqlite:///{db}"):
-        pass
+    mlflow_log._create_sqlite_store(db)
     monkeypatch.undo()
     # read from the file (MLflow's cached connection would still read a replaced one)
     with contextlib.closing(sqlite3.connect(db)) as connection:
@@ -1289,8 +1288,7 @@ def test_a_sqlite_store_named_by_a_dangling_link_is_created_whole_at_its_target(
     target, link = tmp_path / "stores" / "m.db", tmp_path / "m.db"
     target.parent.mkdir()
     link.symlink_to(target)
-    with mlflow_log._store_lock(f"sqlite:///{link}"):
-        pass
+    mlflow_log._create_sqlite_store(link)
     assert link.is_symlink() and target.is_file()
     with contextlib.closing(sqlite3.connect(target)) as connection:
         assert connection.execute("SELECT COUNT(*) FROM experiments").fetchone() == (1,)

@@ -447,13 +447,14 @@ def _create_sqlite_store(path: Path) -> None:
     try:
         os.chmod(temporary, 0o666 & ~current_umask())  # as SQLite would create it
         mlflow.MlflowClient(tracking_uri=f"sqlite:///{temporary}")  # creates and migrates
+        target = path.resolve()  # a dangling symbolic link: its target
         try:
-            os.link(temporary, path.resolve())  # a dangling symbolic link: its target
+            os.link(temporary, target)
         except FileExistsError:
-            pass  # created meanwhile by another program: that store is the one used
+            return  # created meanwhile by another program: that store is the one used
         except OSError:  # a file system without hard links
-            if not path.exists():
-                os.replace(temporary, path)
+            if not target.exists():
+                os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
 
