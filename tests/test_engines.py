@@ -1038,7 +1038,8 @@ def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path, cli: bo
     code = (
         (quiet if cli else "")
         + """
-import signal, threading, time
+import contextlib, signal, sys, threading, time
+from pathlib import Path
 import numpy as np
 from gate.engines.spark import SparkEngine
 from gate.policy.models import EngineSettings, NgramFeatures
@@ -1055,18 +1056,43 @@ try:
             ["a b c"], ["a b c"], users=np.array([0]),
             config=NgramFeatures(n_min=1, n_max=2), progress=NullProgress(),
         )
-        calling = threading.Event()
+        connected, stopped = threading.Event(), threading.Event()
         def call_the_jvm():  # killed with the command unread, the JVM resets Py4J's read
-            calling.set()
+            # a pinned gateway gives each thread a connection of its own: opened while the
+            # JVM answers, so that the broken call is a command, not the connection's
+            # authentication (which Py4J does not log)
+            gateway.jvm.java.lang.System.nanoTime()
+            connected.set()
+            stopped.wait()
             try:
                 gateway.jvm.java.lang.System.nanoTime()
             except Exception as exc:
                 print("CALL BROKEN", type(exc).__name__)
-        gateway.proc.send_signal(signal.SIGSTOP)
+        def reading(thread):  # the command is sent and Py4J waits for its answer
+            frame, names = sys._current_frames().get(thread.ident), set()
+            while frame is not None:
+                names.add(frame.f_code.co_name)
+                frame = frame.f_back
+            return {"send_command", "readinto"} <= names
         caller = threading.Thread(target=call_the_jvm)
         caller.start()
-        calling.wait()  # a loaded machine can start the thread late: the call must be sent
-        time.sleep(1)
+        def halted(pid):  # every thread of the JVM stopped: none reads the command
+            states = set()
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    states.add(task.joinpath("stat").read_text().rpartition(")")[2].split()[0])
+            return states <= {"T", "t"}
+        connected.wait()
+        gateway.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 60
+        while not halted(gateway.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("JVM HALTED", halted(gateway.proc.pid))
+        stopped.set()
+        deadline = time.monotonic() + 60  # a loaded machine can run the thread late
+        while not reading(caller) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("CALL SENT", reading(caller))
         gateway.proc.kill()
         gateway.proc.wait()
         caller.join()
@@ -1091,7 +1117,9 @@ print("ENGINE FILTER LEFT", any(type(f).__name__ == "Py4JRecordsToLog" for f in 
     # reads the answer: both tracebacks go to Spark's log
     assert "Traceback" not in done.stderr, done.stderr
     assert "ENGINE FILTER LEFT False" in done.stdout  # it left with its session
-    assert "CALL BROKEN Py4JNetworkError" in done.stdout and "PY4J IN LOG True" in done.stdout
+    assert "JVM HALTED True" in done.stdout and "CALL SENT True" in done.stdout
+    # the read is reset: Py4J logs the broken call and answers it with an error
+    assert "CALL BROKEN Py4JError" in done.stdout and "PY4J IN LOG True" in done.stdout
     assert "spark.driver.memory" in done.stdout and "Spark's log: " in done.stdout
     assert "LOG KEPT True" in done.stdout
     # the shuffle files of a JVM that died hold texts: its local directory is removed
