@@ -989,12 +989,48 @@ def test_an_interrupted_start_leaves_the_users_environment(
 
     # no caller's session (a fixture's may be active in this process)
     monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    monkeypatch.setattr(spark_module, "process_session", lambda: None)
     engine = SparkEngine(EngineSettings(name="spark", spark_master="local[1]"))
     for _ in range(2):
         with pytest.raises(KeyboardInterrupt):
             _ = engine.session
     engine.close()
     assert os.environ["PYSPARK_PIN_THREAD"] == "false"
+
+
+def test_a_callers_session_is_used_from_another_thread_and_not_stopped(tmp_path: Path) -> None:
+    """A review: with pinned threads (PySpark's default) a caller's session is active in
+    the thread that started it only; the gate, run in another thread, took it as its own,
+    set its settings and stopped it on close. In its own process: this one's session is
+    the module's."""
+    code = """
+import threading
+from pyspark.sql import SparkSession
+from gate.engines.base import create_engine
+from gate.policy.models import EngineSettings
+
+caller = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+caller.sparkContext.setLogLevel("ERROR")
+caller.conf.set("spark.sql.shuffle.partitions", "7")
+def gate_in_a_thread():
+    with create_engine(EngineSettings(name="spark", spark_master="local[1]")) as gate:
+        print("THE CALLER'S", gate.session is caller)
+        gate._size_shuffles(10**9)
+        print("COUNTED", gate.session.range(5).count())
+thread = threading.Thread(target=gate_in_a_thread)
+thread.start()
+thread.join()
+print("SETTINGS KEPT", caller.conf.get("spark.sql.shuffle.partitions"))
+print("STILL RUNS", caller.range(3).count())
+caller.stop()
+"""
+    done = _run_python(code, cwd=tmp_path, timeout=240)
+    assert done.stdout.split("\n")[:4] == [
+        "THE CALLER'S True",
+        "COUNTED 5",
+        "SETTINGS KEPT 7",
+        "STILL RUNS 3",
+    ], done.stdout
 
 
 def test_a_failed_start_leaves_no_jvm_and_no_broken_context(tmp_path: Path) -> None:
@@ -1038,9 +1074,10 @@ def test_a_lost_jvm_is_an_error_that_says_what_to_change(tmp_path: Path, cli: bo
     code = (
         (quiet if cli else "")
         + """
-import contextlib, signal, sys, threading, time
+import collections, contextlib, signal, sys, threading, time
 from pathlib import Path
 import numpy as np
+from py4j.clientserver import SHUTDOWN_FINALIZER_WORKER
 from gate.engines.spark import SparkEngine
 from gate.policy.models import EngineSettings, NgramFeatures
 from gate.progress import NullProgress
@@ -1068,12 +1105,14 @@ try:
                 gateway.jvm.java.lang.System.nanoTime()
             except Exception as exc:
                 print("CALL BROKEN", type(exc).__name__)
-        def reading(thread):  # the command is sent and Py4J waits for its answer
+        def frame_names(thread):
             frame, names = sys._current_frames().get(thread.ident), set()
             while frame is not None:
                 names.add(frame.f_code.co_name)
                 frame = frame.f_back
-            return {"send_command", "readinto"} <= names
+            return names
+        def reading(thread):  # the command is sent and Py4J waits for its answer
+            return {"send_command", "readinto"} <= frame_names(thread)
         caller = threading.Thread(target=call_the_jvm)
         caller.start()
         def halted(pid):  # every thread of the JVM stopped: none reads the command
@@ -1083,6 +1122,14 @@ try:
                     states.add(task.joinpath("stat").read_text().rpartition(")")[2].split()[0])
             return states <= {"T", "t"}
         connected.wait()
+        # Py4J's FinalizerWorker sends the releases of Java objects Python dropped, once a
+        # second: one cut by the kill could be logged after the engine's filter is gone. It
+        # sends what it holds and ends; later releases wait in a queue nobody reads.
+        client = gateway._gateway_client
+        queued, client.finalizer_deque = client.finalizer_deque, collections.deque()
+        finalizer = next(t for t in threading.enumerate() if type(t).__name__ == "FinalizerWorker")
+        queued.appendleft(SHUTDOWN_FINALIZER_WORKER)
+        finalizer.join()
         gateway.proc.send_signal(signal.SIGSTOP)
         deadline = time.monotonic() + 60
         while not halted(gateway.proc.pid) and time.monotonic() < deadline:

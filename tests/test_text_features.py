@@ -209,7 +209,16 @@ WRITTEN_OUT = [  # (text, the address it holds or None)
     ("she worked at a dot com", None),  # a function word after "at"
     ("Investors looked at the dot com bubble", None),
     ("use my @debian.org address", None),  # a function word before "@"
-    ("class A:\n    pass\n\n\n@app.post", None),  # "@" after a line break: code
+    ("class A:\n    pass\n\n\n@app.post", None),  # "@" after line breaks: code
+    # broken over a line beside the "@"
+    ("write to jill.rose@\nexample.org today", "jill.rose@example.org"),
+    ("write to jill.rose\n@example.org today", "jill.rose@example.org"),
+    ("jill.rose \r\n @ mail-1.example.co.uk", "jill.rose@mail-1.example.co.uk"),
+    ("jill.rose@\u2028example.org", "jill.rose@example.org"),
+    ("jill.rose@\nexample.notasuffix", None),
+    ("write to us\n@example.org", None),  # a function word before "@"
+    ("jill\n\n@example.org", None),  # two line breaks
+    ("@pytest.mark.slow\n@pytest.mark.network", None),  # decorators
     # a third review's
     ("jill &#64; example.org", "jill@example.org"),
     ("choose either (a) google.com", None),  # an enumeration
@@ -678,6 +687,38 @@ def test_train_ibans_in_a_form_no_recognizer_finds_are_found(tmp_path, written) 
     policy = parse_policy(
         "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
         "      - {class: pii, engine: patterns, entities: [IBAN_CODE]}\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, release))
+    metrics = result.audits["disclosure"].result.metric_values
+    assert metrics["pii.train_disclosures"] == 30 and metrics["pii.holdout_disclosures"] == 0
+    assert result.status == "fail"
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        lambda address: address.replace("@", "@\n"),
+        lambda address: address.replace("@", "\n@"),
+        lambda address: address.replace("@", " \r\n@ "),
+    ],
+    ids=["after the at", "before the at", "blanks and a carriage return"],
+)
+def test_train_email_addresses_broken_over_a_line_are_found(tmp_path, written) -> None:
+    """A release writing the train users' e-mail addresses broken over a line beside the
+    "@" passed the `pii` class (T = 0: Presidio's pattern reads no address there); they
+    are read as the addresses now."""
+    fake = make_faker(11)
+    addresses = [f"{fake.user_name()}{u}@{fake.domain_name()}" for u in range(60)]
+    records = [
+        {"record_id": f"r{u}", "user_id": f"u{u}", "text": f"Write to me at {address} soon."}
+        for u, address in enumerate(addresses)
+    ]
+    is_train = np.random.default_rng(7).permutation(60) < 30
+    release = [f"Her mail: {written(addresses[u])} today." for u in np.flatnonzero(is_train)]
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: pii, engine: patterns, entities: [EMAIL_ADDRESS]}\n"
         "    thresholds: {max_epsilon: 0.5}\n"
     )
     result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, release))

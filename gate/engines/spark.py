@@ -56,6 +56,7 @@ from gate.engines.spark_session import (
     default_parallelism,
     lost_jvm,
     out_of_memory,
+    process_session,
     python_worker_died,
     root_cause,
     run_cancellable,
@@ -163,7 +164,7 @@ class SparkEngine(Engine):
 
                 active = RemoteSession.getActiveSession()
             else:
-                active = SparkSession.getActiveSession()
+                active = SparkSession.getActiveSession() or process_session()
             if active is not None:
                 self._session = active
                 return active

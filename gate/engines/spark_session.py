@@ -196,6 +196,22 @@ def start_session(master: str, conf: Mapping[str, str]) -> tuple[Any, Path | Non
     return session, Path(log.name)
 
 
+def process_session() -> Any:
+    """The process's classic Spark session, started by a caller in another thread, or
+    None. ``SparkSession.getActiveSession`` asks the JVM thread behind the calling Python
+    thread, and with pinned threads (PySpark's default) each Python thread has its own:
+    called from a thread other than the caller's, it found no session, and the gate's
+    start then took the caller's session as its own (``getOrCreate`` hands back the
+    process's), changed its settings and stopped it on close (a review)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession
+    if SparkContext._active_spark_context is None or session is None:
+        return None
+    return session if session.sparkContext._jsc is not None else None
+
+
 def _forget_failed_start(*, stop_jvm: bool) -> None:
     """After a failed start: stop the SparkContext it may have left active (a later
     session in this process would be handed that broken context back) and, if this start

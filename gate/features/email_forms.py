@@ -25,12 +25,15 @@ _OPEN = "[\\[({<\u3010\u3014\u3016\u3018\u27e8\u27ea\u00ab\u2039\u3008\u300a\u30
 _CLOSE = "[\\])}>\u3011\u3015\u3017\u3019\u27e9\u27eb\u00bb\u203a\u3009\u300b\u300d\u300f]"
 # "@" written out, by kind: spelled " at "; bracketed [at] (at) [@] …, or (a) without
 # blanks ("either (a) google.com" is an enumeration); a character reference or URL escape;
-# "@" itself; the last two with or without blanks around them (a line break is not one:
+# "@" itself; the last two with or without blanks around them, and "@" also with one line
+# break before or after it (an address broken over a line; more are not one:
 # "pass\n\n@app.post" is code)
 _SPELLED_AT = r"\s+at\s+"
 _BRACKETED_AT = rf"\s*{_OPEN}\s*(?:at|@)\s*{_CLOSE}\s*|{_OPEN}a{_CLOSE}"
 _ESCAPED_AT = r"[ \t]*(?:&#0*64(?![0-9]);?|&#x0*40(?![0-9a-f]);?|&commat;|%40)[ \t]*"
-_BARE_AT = r"[ \t]*@[ \t]*"
+_LINE_BREAK = r"[ \t]*(?:\r\n|[\n\r\x0b\x0c\x85\u2028\u2029])[ \t]*"
+_BARE_AT = rf"(?:{_LINE_BREAK}@[ \t]*|[ \t]*@(?:{_LINE_BREAK}|[ \t]*))"
+_LINE_BREAK_AT = re.compile(rf"{_LINE_BREAK}@")
 # "." written out: spelled, bracketed, escaped, with blanks on both sides (one after it
 # alone ends a sentence: "example.net. You" is not example.net.you, though "you" is a
 # top-level domain), or an ideographic full stop; or a plain "."
@@ -112,6 +115,8 @@ def written_out_emails(
             or (first_label is not None and first_label.group().lower() in PROSE_WORDS)
         ):
             continue
+        if _LINE_BREAK_AT.match(written) and text[local.start() - 1 : local.start()] == "@":
+            continue  # one decorator line after another: "@pytest.mark.slow\n@pytest.mark.net"
         needs_written_dot = kind == "spelled" or written == "@"
         if needs_written_dot and WRITTEN_DOT.search(domain.group()) is None:
             continue
