@@ -186,6 +186,42 @@ def test_default_parallelism_of_a_local_session(spark_engine) -> None:
     assert default_parallelism(spark_engine.session) == 2  # local[2]
 
 
+def test_a_signal_during_a_steps_start_is_answered_after_it(spark_engine, monkeypatch) -> None:
+    """A review: the start of a step's thread (PySpark's ``InheritableThread``) calls the
+    JVM from the calling thread; a signal answered there by PySpark's own handler, which
+    calls the JVM too (``cancelAllJobs``), met the connection still reading and failed as
+    a lost JVM. The signal is answered once the start has returned."""
+    import signal
+    import threading
+
+    from pyspark import InheritableThread
+
+    from gate.engines.spark_session import run_cancellable
+
+    session = spark_engine.session
+    start = InheritableThread.start
+
+    def start_after_a_signal(thread: InheritableThread) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        start(thread)
+
+    started: list[bool] = []
+
+    def pysparks_handler(signum: int, frame: object) -> None:
+        started.append(any(t.name == "gate-spark-step" for t in threading.enumerate()))
+        session.sparkContext.cancelAllJobs()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(InheritableThread, "start", start_after_a_signal)
+    previous = signal.signal(signal.SIGINT, pysparks_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_cancellable(session, lambda: time.sleep(0.2))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert started == [True]
+
+
 @pytest.mark.parametrize(
     ("seed", "n_min", "n_max"), [(0, 2, 10), (1, 2, 10), (2, 1, 6), (3, 4, 14), (4, 3, 3)]
 )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gate.errors import EngineError
+from gate.interrupts import signals_held
 from gate.quiet import Py4JRootRecords
 
 T = TypeVar("T")
@@ -450,7 +451,11 @@ def run_cancellable(session: Any, action: Callable[[], T]) -> T:
 
     worker = InheritableThread(tagged, session=session, name="gate-spark-step", daemon=True)
     try:
-        worker.start()
+        # the start copies this thread's Spark properties through Py4J: a signal answered
+        # in that call by PySpark's own handler (a caller's session) would call the JVM
+        # on the connection still reading, and fail as a lost JVM (a review)
+        with signals_held():
+            worker.start()
         while worker.is_alive() and not done.is_set():
             done.wait(CANCEL_POLL)
     except BaseException:
