@@ -192,7 +192,6 @@ def test_a_signal_during_a_steps_start_is_answered_after_it(spark_engine, monkey
     calls the JVM too (``cancelAllJobs``), met the connection still reading and failed as
     a lost JVM. The signal is answered once the start has returned."""
     import signal
-    import threading
 
     from pyspark import InheritableThread
 
@@ -201,14 +200,17 @@ def test_a_signal_during_a_steps_start_is_answered_after_it(spark_engine, monkey
     session = spark_engine.session
     start = InheritableThread.start
 
+    returned: list[bool] = []
+
     def start_after_a_signal(thread: InheritableThread) -> None:
         os.kill(os.getpid(), signal.SIGINT)
         start(thread)
+        returned.append(True)
 
     started: list[bool] = []
 
     def pysparks_handler(signum: int, frame: object) -> None:
-        started.append(any(t.name == "gate-spark-step" for t in threading.enumerate()))
+        started.append(bool(returned))
         session.sparkContext.cancelAllJobs()
         raise KeyboardInterrupt
 
@@ -1060,7 +1062,8 @@ print("SETTINGS KEPT", caller.conf.get("spark.sql.shuffle.partitions"))
 print("STILL RUNS", caller.range(3).count())
 caller.stop()
 """
-    done = _run_python(code, cwd=tmp_path, timeout=240)
+    # pinned threads, as PySpark's default, whatever this environment sets
+    done = _run_python(code, cwd=tmp_path, timeout=240, environ={"PYSPARK_PIN_THREAD": "true"})
     assert done.stdout.split("\n")[:4] == [
         "THE CALLER'S True",
         "COUNTED 5",

@@ -219,6 +219,11 @@ WRITTEN_OUT = [  # (text, the address it holds or None)
     ("write to us\n@example.org", None),  # a function word before "@"
     ("jill\n\n@example.org", None),  # two line breaks
     ("@pytest.mark.slow\n@pytest.mark.network", None),  # decorators
+    ("# Create an item\n@router.post('/items')", None),
+    ("item\n@router.post('/items')", None),
+    # an address on the line above, not a name: read alone (a review)
+    ("mail jill%40example.org\n@bob.example.com", "jill@example.org"),
+    ("mail jill[at]example.org\n@bob.example.com", "jill@example.org"),
     # a third review's
     ("jill &#64; example.org", "jill@example.org"),
     ("choose either (a) google.com", None),  # an enumeration

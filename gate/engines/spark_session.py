@@ -203,10 +203,15 @@ def process_session() -> Any:
     thread, and with pinned threads (PySpark's default) each Python thread has its own:
     called from a thread other than the caller's, it found no session, and the gate's
     start then took the caller's session as its own (``getOrCreate`` hands back the
-    process's), changed its settings and stopped it on close (a review)."""
+    process's), changed its settings and stopped it on close (a review). Not in a process
+    a Spark Connect session marks as remote: its local server's own session is no
+    caller's."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
+    from pyspark.sql.utils import is_remote
 
+    if is_remote():
+        return None
     session = SparkSession._instantiatedSession
     if SparkContext._active_spark_context is None or session is None:
         return None
@@ -414,8 +419,9 @@ def run_cancellable(session: Any, action: Callable[[], T]) -> T:
     while this thread waits: a Ctrl-C or SIGTERM ends the wait at once, the tagged jobs
     are cancelled, again at every poll until the action has stopped (a cancel reaches
     only the jobs running at that instant; the action may start another), and then the
-    signal's exception is raised. An action the signal came before does not run. A second
-    signal is raised at once.
+    signal's exception is raised. An action the signal came before the thread's start
+    does not run; one that came during the start is answered after it (the action may
+    have begun: its jobs are cancelled). A second signal is raised at once.
 
     Waited for in place, a signal went unanswered until the query ended: PySpark's Arrow
     collect (``toArrow``, ``toPandas``) reads the JVM's answer in pyarrow's C++ code,

@@ -99,9 +99,11 @@ def written_out_emails(
     plain address is Presidio's). With "at" spelled or blanks around "@", neither the name
     nor the domain's first label may be a function word ("worked at a dot com", "use my
     @debian.org address")."""
+    domain_end = -1  # where the domain after the last "@" read ends
     for at in AT_FORM.finditer(text):
         local = LOCAL_PART.search(text, max(at.start() - LOOK_BACK, 0), at.start())
         domain = DOMAIN.match(text, at.end())
+        earlier_domain_end, domain_end = domain_end, -1 if domain is None else domain.end()
         if local is None or domain is None:
             continue
         kind = at.lastgroup
@@ -115,8 +117,10 @@ def written_out_emails(
             or (first_label is not None and first_label.group().lower() in PROSE_WORDS)
         ):
             continue
-        if _LINE_BREAK_AT.match(written) and text[local.start() - 1 : local.start()] == "@":
-            continue  # one decorator line after another: "@pytest.mark.slow\n@pytest.mark.net"
+        if _LINE_BREAK_AT.match(written) and _not_broken_address(
+            text, local=local, domain=domain, earlier_domain_end=earlier_domain_end
+        ):
+            continue
         needs_written_dot = kind == "spelled" or written == "@"
         if needs_written_dot and WRITTEN_DOT.search(domain.group()) is None:
             continue
@@ -128,6 +132,20 @@ def written_out_emails(
         if needs_written_dot and WRITTEN_DOT.search(text, domain.start(), end) is None:
             continue
         yield local.start(), end
+
+
+def _not_broken_address(
+    text: str, *, local: re.Match[str], domain: re.Match[str], earlier_domain_end: int
+) -> bool:
+    """Whether a line ending in ``local`` and one starting with "@" and ``domain`` are
+    not one address broken before its "@": the name is the domain of an "@" before it
+    (an address or a decorator on the line above: "jill@example.org\\n@bob.example.com",
+    "@pytest.mark.slow\\n@pytest.mark.network"), the line above is a comment, or the
+    domain is called (a decorator: "# Create an item\\n@router.post('/items')")."""
+    if local.start() < earlier_domain_end or text[local.start() - 1 : local.start()] == "@":
+        return True
+    line = text[text.rfind("\n", 0, local.start()) + 1 : local.start()].lstrip()
+    return line.startswith(("#", "//")) or text.startswith("(", domain.end())
 
 
 def _longest_public(
