@@ -1,7 +1,8 @@
 """E-mail addresses written for people, not for mail software: ``jill.rose at example
 dot org``, ``jill.rose[at]example.org``, ``jill dot rose (at) example (dot) co (dot)
 uk``, ``jill.rose&#64;example.org`` (an HTML character reference), ``jill.rose%40example
-.org``, ``jill.rose @ example.org``, ``jill.rose@example[.]org``.
+.org``, ``jill.rose @ example.org``, ``jill.rose@example[.]org``, and an address broken
+over a line beside its "@".
 
 An adversarial review rewrote the bundled example's 84 train addresses so, and
 Presidio's e-mail pattern found none of them (PII ε̂ 3.316 → 0).
@@ -98,7 +99,8 @@ def written_out_emails(
     around it, a "." must be written out too (prose holds "bought it at Example.com"; a
     plain address is Presidio's). With "at" spelled or blanks around "@", neither the name
     nor the domain's first label may be a function word ("worked at a dot com", "use my
-    @debian.org address")."""
+    @debian.org address"). A line break before the "@" is read only where
+    :func:`_not_broken_address` finds no code or address on the line above."""
     domain_end = -1  # where the domain after the last "@" read ends
     for at in AT_FORM.finditer(text):
         local = LOCAL_PART.search(text, max(at.start() - LOOK_BACK, 0), at.start())
