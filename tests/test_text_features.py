@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -668,6 +669,35 @@ def _german_iban(rng: np.random.Generator) -> str:
     return f"DE{98 - int(bban + '131400') % 97:02d}{bban}"
 
 
+def _assert_release_of_train_values_fails(
+    tmp_path,
+    *,
+    entity: str,
+    values: list[str],
+    source: str,
+    release: str,
+    written: Callable[[str], str],
+) -> None:
+    """60 users, each with one record holding its value (``source`` formats it); a
+    release writes the 30 train users' values in another form (``written``, then ``release`` formats it):
+    the `pii` class finds each train user and no holdout user, and fails."""
+    records = [
+        {"record_id": f"r{u}", "user_id": f"u{u}", "text": source.format(value)}
+        for u, value in enumerate(values)
+    ]
+    is_train = np.random.default_rng(7).permutation(60) < 30
+    written = [release.format(written(values[u])) for u in np.flatnonzero(is_train)]
+    policy = parse_policy(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        f"      - {{class: pii, engine: patterns, entities: [{entity}]}}\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, written))
+    metrics = result.audits["disclosure"].result.metric_values
+    assert metrics["pii.train_disclosures"] == 30 and metrics["pii.holdout_disclosures"] == 0
+    assert result.status == "fail"
+
+
 @pytest.mark.parametrize(
     "written",
     [
@@ -683,21 +713,14 @@ def test_train_ibans_in_a_form_no_recognizer_finds_are_found(tmp_path, written) 
     country apart passed (T = 0); it is read for them in any grouping now."""
     rng = np.random.default_rng(9)
     ibans = [_german_iban(rng) for _ in range(60)]
-    records = [
-        {"record_id": f"r{u}", "user_id": f"u{u}", "text": f"Please pay to {iban} by Friday."}
-        for u, iban in enumerate(ibans)
-    ]
-    is_train = np.random.default_rng(7).permutation(60) < 30
-    release = [f"Paid to {written(ibans[u])} today." for u in np.flatnonzero(is_train)]
-    policy = parse_policy(
-        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
-        "      - {class: pii, engine: patterns, entities: [IBAN_CODE]}\n"
-        "    thresholds: {max_epsilon: 0.5}\n"
+    _assert_release_of_train_values_fails(
+        tmp_path,
+        entity="IBAN_CODE",
+        values=ibans,
+        source="Please pay to {} by Friday.",
+        release="Paid to {} today.",
+        written=written,
     )
-    result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, release))
-    metrics = result.audits["disclosure"].result.metric_values
-    assert metrics["pii.train_disclosures"] == 30 and metrics["pii.holdout_disclosures"] == 0
-    assert result.status == "fail"
 
 
 @pytest.mark.parametrize(
@@ -714,22 +737,14 @@ def test_train_email_addresses_broken_over_a_line_are_found(tmp_path, written) -
     "@" passed the `pii` class (T = 0: Presidio's pattern reads no address there); they
     are read as the addresses now."""
     fake = make_faker(11)
-    addresses = [f"{fake.user_name()}{u}@{fake.domain_name()}" for u in range(60)]
-    records = [
-        {"record_id": f"r{u}", "user_id": f"u{u}", "text": f"Write to me at {address} soon."}
-        for u, address in enumerate(addresses)
-    ]
-    is_train = np.random.default_rng(7).permutation(60) < 30
-    release = [f"Her mail: {written(addresses[u])} today." for u in np.flatnonzero(is_train)]
-    policy = parse_policy(
-        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
-        "      - {class: pii, engine: patterns, entities: [EMAIL_ADDRESS]}\n"
-        "    thresholds: {max_epsilon: 0.5}\n"
+    _assert_release_of_train_values_fails(
+        tmp_path,
+        entity="EMAIL_ADDRESS",
+        values=[f"{fake.user_name()}{u}@{fake.domain_name()}" for u in range(60)],
+        source="Write to me at {} soon.",
+        release="Her mail: {} today.",
+        written=written,
     )
-    result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, release))
-    metrics = result.audits["disclosure"].result.metric_values
-    assert metrics["pii.train_disclosures"] == 30 and metrics["pii.holdout_disclosures"] == 0
-    assert result.status == "fail"
 
 
 def test_pii_user_counts_do_not_depend_on_the_split(tmp_path) -> None:
