@@ -116,16 +116,24 @@ def numbers_held(
     lengths = np.array([len(n) for n in distinct])
     found_texts: list[np.ndarray] = []
     found_numbers: list[np.ndarray] = []
-    # with letters, a digit word can be part of an account number (GB12 FIVE 1234...):
-    # the texts are read both with and without digit words read as digits
-    readings = (True, False) if letters else (True,)
+    searched = []  # (length, the numbers of that length, their keys)
+    for length in np.unique(lengths):
+        of_length = np.flatnonzero(lengths == length)
+        keys = np.asarray(distinct[of_length].tolist(), dtype=f"S{length}")
+        searched.append((int(length), of_length, keys))
     for first, chunk in _chunks(texts):
-        for spelled in readings:
-            characters, run_ids, text_ids = _runs(chunk, letters=letters, spelled=spelled)
-            for length in np.unique(lengths):
-                of_length = np.flatnonzero(lengths == length)
-                keys = np.asarray(distinct[of_length].tolist(), dtype=f"S{length}")
-                t, n = _matches(characters, run_ids, text_ids, keys, int(length))
+        # references and digit words are read in place: every text keeps its length
+        sizes = np.fromiter((len(t) for t in chunk), dtype=np.int64, count=len(chunk))
+        plain = _REFERENCE.sub(lambda m: "\u200b" * len(m[0]), "\n".join(chunk))
+        readings = [_spelled_digits(plain)]
+        # with letters, a digit word can be part of an account number (GB12 FIVE 1234...):
+        # texts with digit words are read both with and without them read as digits
+        if letters and readings[0] != plain:
+            readings.append(plain)
+        for joined in readings:
+            characters, run_ids, text_ids = _runs(joined, sizes=sizes, letters=letters)
+            for length, of_length, keys in searched:
+                t, n = _matches(characters, run_ids, text_ids, keys, length)
                 found_texts.append(t + first)
                 found_numbers.append(of_length[n])
     found = pd.DataFrame(
@@ -148,14 +156,11 @@ def _chunks(texts: Sequence[str]) -> Iterator[tuple[int, Sequence[str]]]:
 
 
 def _runs(
-    texts: Sequence[str], *, letters: bool, spelled: bool
+    joined: str, *, sizes: np.ndarray, letters: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The texts' run characters (digits, as ASCII; with ``letters`` also ASCII letters,
-    in upper case; with ``spelled`` digit words as digits) as bytes in order, each with its
-    run and its text."""
-    joined = _REFERENCE.sub(lambda m: "\u200b" * len(m[0]), "\n".join(texts))
-    if spelled:
-        joined = _spelled_digits(joined)
+    """The run characters (digits, as ASCII; with ``letters`` also ASCII letters, in upper
+    case) of texts of ``sizes`` characters joined by line breaks, as bytes in order, each
+    with its run and its text."""
     points = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
     read = np.zeros(points.size, dtype=np.uint8)  # the ASCII byte read, 0 for no run character
     ascii_digit = (points >= 48) & (points <= 57)
@@ -178,8 +183,7 @@ def _runs(
         separator[wide] = blank[where]
         invisible[wide] = hidden[where]
     # the line feed joining two texts is no separator
-    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
-    boundaries = np.cumsum(lengths[:-1]) - 1
+    boundaries = np.cumsum(sizes[:-1] + 1) - 1
     separator[boundaries] = False
     at = np.flatnonzero(read)
     text_ids = np.searchsorted(boundaries, at)
