@@ -96,6 +96,34 @@ def test_missing_text_column(tmp_path: Path, bundle_files: dict[str, Path]) -> N
         load(bundle_files, train=named)
 
 
+def test_keys_that_may_be_data_are_not_quoted(
+    tmp_path: Path, bundle_files: dict[str, Path]
+) -> None:
+    """A review: a JSON Lines file keyed by its values (an e-mail address per row) had
+    every key, train and holdout users' addresses, printed in the error."""
+    private = ["jill.rose@example.org", "Jane Doe", "+1 555 0142", "u-17.x"]
+    keyed = write_jsonl(tmp_path / "keyed.jsonl", [{"body": "x", key: "hello"} for key in private])
+    with pytest.raises(BundleError, match=r"\['body'\] and 4 more, not shown") as e:
+        load(bundle_files, train=keyed)
+    assert not any(part in str(e.value) for part in ("jill", "Jane", "555", "u-17"))
+    # a field name that only one row of four holds is taken for data too
+    rare = write_jsonl(
+        tmp_path / "rare.jsonl",
+        [{"body": "x", **({"jsmith": "hi"} if i == 0 else {})} for i in range(4)],
+    )
+    with pytest.raises(BundleError, match=r"\['body'\] and 1 more, not shown") as e:
+        load(bundle_files, train=rare)
+    assert "jsmith" not in str(e.value)
+    table = pa.table({"jill.rose@example.org": ["hi"], "comment": ["x"]})
+    pq.write_table(table, tmp_path / "keyed.parquet")
+    with pytest.raises(BundleError, match=r"\['comment'\] and 1 more, not shown") as e:
+        load(bundle_files, train=tmp_path / "keyed.parquet")
+    assert "jill" not in str(e.value)
+    wide = write_jsonl(tmp_path / "wide.jsonl", [{f"field_{i:02d}": "x" for i in range(25)}])
+    with pytest.raises(BundleError, match=r"'field_19'\] and 5 more, not shown.*at most 20"):
+        load(bundle_files, train=wide)
+
+
 @pytest.mark.parametrize("name", ["TEXT", "Text", "text ", " user_id", "Record_ID"])
 def test_a_column_named_as_the_bundles_but_for_case_is_refused(
     tmp_path: Path, bundle_files: dict[str, Path], name: str

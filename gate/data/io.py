@@ -421,23 +421,45 @@ def _not_utf8(path: str | Path, shown: str, chunk: pa.Array, row: int) -> Bundle
 
 # columns of a bundle: a CSV header with these names (in any case) is safe to quote
 _KNOWN_COLUMNS = frozenset({"text", "record_id", "user_id", "split", "source_id", "label"})
+# a name an error may quote: letters, digits and "_" (no "@", blank, "+" or ".": a key
+# that is an e-mail address, a person's name or a phone number is not quoted)
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+_NAMES_QUOTED = 20
 
 
 def column_names(table: RawTable) -> str:
-    """The columns of a table for an error message, without what may be data: a CSV file
-    without a header row has its first record read as the names, so of a CSV file only
-    the names of the bundle's own columns (in any case) are quoted."""
-    names = [str(c) for c in table.frame.columns if c != "__line__"]
-    if table.format != "csv":
-        return repr(names)
-    shown = [n for n in names if n.casefold() in _KNOWN_COLUMNS]
-    hidden = len(names) - len(shown)
+    """The columns of a table for an error message, without what may be data. The names
+    of the bundle's own columns (in any case) are quoted; of a JSON Lines or Parquet file
+    also the names written as a field name (:data:`_FIELD_NAME`) that at least half of its
+    rows hold (a file keyed by its values, ``{"jill@example.org": "…"}``, had every key
+    printed: a review); of a CSV file no other, for without a header row its first record
+    is read as the names. At most :data:`_NAMES_QUOTED` names are quoted."""
+    frame = table.frame
+    columns = [i for i, c in enumerate(frame.columns) if c != "__line__"]
+
+    def quoted(i: int) -> bool:
+        name = frame.columns[i]
+        if str(name).casefold() in _KNOWN_COLUMNS:
+            return True
+        if table.format == "csv" or not isinstance(name, str) or not _FIELD_NAME.fullmatch(name):
+            return False
+        return bool(frame.iloc[:, i].notna().mean() >= 0.5)
+
+    shown = [str(frame.columns[i]) for i in columns if quoted(i)][:_NAMES_QUOTED]
+    hidden = len(columns) - len(shown)
     if not hidden:
         return repr(shown)
-    return (
-        f"{shown!r} and {hidden} more, not shown (in a CSV file without a header row the "
-        "names are the first record; is the header row missing?)"
-    )
+    if table.format == "csv":
+        why = (
+            "in a CSV file without a header row the names are the first record; is the "
+            "header row missing?"
+        )
+    else:
+        why = (
+            "a name unlike a field's, or that fewer than half of the rows hold, may be data; "
+            f"at most {_NAMES_QUOTED} are quoted"
+        )
+    return f"{shown!r} and {hidden} more, not shown ({why})"
 
 
 def first_line(frame: pd.DataFrame, mask: pd.Series) -> int:
