@@ -513,6 +513,64 @@ def test_split_by_missing_column(source: Path, tmp_path: Path) -> None:
         split_source(source, p=0.5, seed=1, by="patient", out_dir=tmp_path / "o")
 
 
+@pytest.mark.parametrize("by", ["text", "__line__", "__file__"])
+def test_split_by_what_names_no_user_is_refused(tmp_path: Path, by: str) -> None:
+    """A review: ``--by __line__`` split by the gate's own line numbers (exit 0, one user's
+    records on both sides), and ``--by text`` took identical texts for one user."""
+    rows = [{"user_id": f"u{i % 10}", "text": unique_text(i)} for i in range(40)]
+    source = write_jsonl(tmp_path / "s.jsonl", rows)
+    with pytest.raises(BundleError, match=rf"--by {by}: .*split by the column that names users"):
+        split_source(source, p=0.5, seed=1, by=by, out_dir=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_split_that_would_put_a_user_on_both_sides_is_refused(tmp_path: Path) -> None:
+    """A review: ``--by record_id`` on a file with a ``user_id`` column put users on both
+    sides, and ``gate check --manifest`` of the split, reading the manifest's column,
+    passed what ``--train``/``--holdout`` refuses. A column that keeps each user's records
+    in one group (a clinic of several patients) is a split by a coarser unit, accepted."""
+    rows = [
+        {
+            "record_id": f"r{i}",
+            "user_id": f"u{i % 10}",
+            "clinic": f"c{i % 5}",
+            "text": unique_text(i),
+        }
+        for i in range(40)
+    ]
+    source = write_jsonl(tmp_path / "s.jsonl", rows)
+    with pytest.raises(
+        BundleError, match=r"--by record_id: 10 of 10 users of the 'user_id' column .*both sides"
+    ):
+        split_source(source, p=0.5, seed=1, by="record_id", out_dir=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+    outcome = split_source(source, p=0.5, seed=1, by="clinic", out_dir=tmp_path / "c")
+    assert outcome.manifest.source.users == 5
+
+
+def test_a_manifest_by_another_column_with_a_user_on_both_sides_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The same review: the manifest's files, given a ``user_id`` column that puts a user
+    on both sides, are refused as ``--train``/``--holdout`` refuses them."""
+    rows = [{"record_id": f"r{i}", "text": unique_text(i)} for i in range(40)]
+    source = write_jsonl(tmp_path / "s.jsonl", rows)
+    split_source(source, p=0.5, seed=1, by="record_id", out_dir=tmp_path / "o")
+    manifest_path = tmp_path / "o" / "split-manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for side in ("train", "holdout"):  # the same four people wrote both sides' records
+        path = tmp_path / "o" / manifest[side]["path"]
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        path.unlink()
+        write_jsonl(path, [{**r, "user_id": f"u{i % 4}"} for i, r in enumerate(records)])
+        manifest[side]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(
+        BundleError, match=r"holdout.jsonl: 4 of its users .* the split by 'record_id' put them"
+    ):
+        load_bundle(synthetic=None, membership=MembershipPolicy(p=0.5), manifest=manifest_path)
+
+
 def test_split_cli(source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(

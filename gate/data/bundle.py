@@ -358,6 +358,8 @@ def load_source(
             ignore_index=True,
         )
         _refuse_users_on_one_side(tables["train"], tables["holdout"], user_column)
+        if user_column != "user_id":
+            _refuse_user_ids_on_both_sides(tables["train"], tables["holdout"], user_column)
     as_written = frame["text"].to_numpy(dtype=object)  # what the split's draw is keyed by
     frame["text"] = normalize_text(frame["text"], text or TextPolicy())
     reject_duplicates(frame["record_id"], frame["__line__"], frame["__file__"], "record_id")
@@ -616,6 +618,30 @@ def _refuse_users_on_one_side(train: RawTable, holdout: RawTable, user_column: s
             f"{without}: no {user_column!r} column, which {with_} has: each of its records "
             "would be a user of its own, and a user on both sides would go unseen; give "
             "both files the column, or neither"
+        )
+
+
+def _refuse_user_ids_on_both_sides(train: RawTable, holdout: RawTable, user_column: str) -> None:
+    """Refuse a split by ``user_column`` whose files also have a ``user_id`` column with a
+    user on both sides (a review: a manifest by ``record_id`` passed the files that, given
+    as ``--train``/``--holdout``, are refused for it). The user id is not shown: it may
+    identify a person.
+
+    Raises:
+        BundleError: names both files and how many users are on both sides.
+    """
+    if not all("user_id" in table.frame.columns for table in (train, holdout)):
+        return
+    train_users, holdout_users = (
+        set(id_column(table, "user_id", table.frame["user_id"]).tolist())
+        for table in (train, holdout)
+    )
+    shared = train_users & holdout_users
+    if shared:
+        raise BundleError(
+            f"{holdout.path}: {len(shared)} of its users of the 'user_id' column are also in "
+            f"{train.path}: the split by {user_column!r} put them on both sides, and "
+            "membership is per person; split by user_id (`gate split --by user_id`)"
         )
 
 

@@ -23,6 +23,7 @@ from gate.atomic import atomic_write, atomic_write_text, current_umask
 from gate.data.io import (
     JSON_OBJECTS,
     DuplicateKeyError,
+    RawTable,
     column_names,
     id_column,
     read_table,
@@ -166,6 +167,32 @@ def draw_sides(
     return flags, canary
 
 
+# columns --by may not name: what they hold is no user
+_NOT_USERS = {
+    "text": "a text is no user (two people's identical texts would be one, one person's "
+    "different texts many)",
+    "__line__": "the gate's own column of line numbers",
+    "__file__": "the gate's own column of file names",
+}
+
+
+def _refuse_users_across_units(table: RawTable, units: np.ndarray, *, by: str) -> None:
+    """Refuse a split by ``by`` that would put a user of the file's ``user_id`` column on
+    both sides: one whose records are in more than one unit of ``by`` (a review: ``--by
+    record_id`` did so, and ``gate check --manifest``, which reads the manifest's column,
+    passed the bundle that ``--train``/``--holdout`` refuses)."""
+    users = id_column(table, "user_id", table.frame["user_id"]).to_numpy()
+    units_per_user = pd.DataFrame({"user": users, "unit": units}).groupby("user")["unit"].nunique()
+    spread = units_per_user[units_per_user > 1]
+    if len(spread):
+        raise BundleError(  # no user id is shown: it may identify a person
+            f"{table.path}: --by {by}: {len(spread)} of {len(units_per_user)} users of the "
+            f"'user_id' column have records in more than one {by!r} group, so the split could "
+            "put them on both sides; split by user_id, or by a column that groups all of a "
+            "user's records together"
+        )
+
+
 def split_source(
     source: str | Path,
     *,
@@ -192,6 +219,8 @@ def split_source(
         raise BundleError(f"--canary-fraction must be in [0, 1); found {canary_fraction}")
     if seed < 0:
         raise BundleError(f"--seed must be >= 0; found {seed}")
+    if by in _NOT_USERS:
+        raise BundleError(f"--by {by}: {_NOT_USERS[by]}; split by the column that names users")
     table = read_table(source)
     frame = table.frame
     texts = require_text(table)  # what gate check refuses is refused before any file is written
@@ -211,6 +240,8 @@ def split_source(
         units = frame["__line__"].astype(str).to_numpy()  # no users: each record is its own
     else:
         raise BundleError(f"{source}: no {by!r} column to split by; columns: {column_names(table)}")
+    if by != "user_id" and "user_id" in frame.columns:
+        _refuse_users_across_units(table, units, by=by)
 
     key = draw_key(units, texts) if method == KEYED else None
     flags, canary = draw_sides(units, p=p, seed=seed, canary_fraction=canary_fraction, key=key)
