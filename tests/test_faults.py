@@ -1894,6 +1894,43 @@ def test_a_tracking_uri_that_nothing_is_logged_to_is_refused(
     assert main(check_args(files, tmp_path / "c")) == 0
 
 
+def test_a_sqlite_store_that_cannot_be_one_is_refused_before_any_work(
+    bundle_files: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A review: with `--tracking-uri sqlite:///<a directory>` the audits ran, MLflow
+    retried for 30 s with a page of its own warnings, and the gate said the store "did not
+    answer" (exit 3). A directory, a file that is not SQLite, and a path below a file are
+    refused before any work, naming where the URI came from."""
+    files = clean_release(bundle_files, tmp_path)
+    (tmp_path / "store-dir").mkdir()
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    cases = {
+        "store-dir": "is a directory",
+        "notes.txt": "is not a SQLite database",
+        "notes.txt/mlflow.db": "notes.txt is a file, not a directory",
+    }
+    for name, problem in cases.items():
+        uri = f"sqlite:///{tmp_path / name}"
+        out = tmp_path / f"out-{len(problem)}"
+        assert main([*check_args(files, out), "--tracking-uri", uri]) == 2
+        err = capsys.readouterr().err
+        assert f"--tracking-uri {uri}: " in err and problem in err, err
+        assert "WARNING mlflow" not in err and err.count("\n") == 1
+        assert not out.exists()
+    policy = yaml.safe_load(files["policy"].read_text())
+    policy["evidence"] = {"mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'store-dir'}"}}
+    files["policy"].write_text(yaml.safe_dump(policy))
+    assert main(check_args(files, tmp_path / "p")) == 2
+    assert "evidence.mlflow.tracking_uri: sqlite:///" in capsys.readouterr().err
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'notes.txt'}")
+    assert main(check_args(files, tmp_path / "e")) == 2
+    assert "MLFLOW_TRACKING_URI=sqlite:///" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "not a database\n"
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_signal_while_the_earlier_verdict_is_withdrawn_leaves_none(

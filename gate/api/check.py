@@ -28,6 +28,7 @@ from gate.api.preflight import (
     precision_warnings,
     refuse_null_control,
     refuse_release_blind_checks,
+    refuse_unusable_sqlite_store,
     refuse_unused_canary_source,
     refuse_unused_tracking_uri,
     require_canary_source,
@@ -433,6 +434,7 @@ def _check_files(
             refuse_release_blind_checks(loaded.policy, where=loaded.path)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
+        refuse_unusable_sqlite_store(loaded, tracking_uri, mlflow=mlflow)
         profile = loaded.policy.audits.profile
         if model and (profile is None or not profile.enabled):
             raise InputError(

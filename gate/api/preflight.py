@@ -406,6 +406,50 @@ def refuse_unused_tracking_uri(
         )
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def refuse_unusable_sqlite_store(
+    loaded: LoadedPolicy, tracking_uri: str | None, *, mlflow: bool
+) -> None:
+    """Refuse, before any work, a SQLite tracking store that cannot be one: a directory, a
+    file that is not a SQLite database, or a path below a file. A review: the audits ran,
+    then MLflow retried for 30 s with a page of its own warnings and the gate said the
+    store "did not answer" (exit 3). A missing database is created at the first log."""
+    if not mlflow or not loaded.policy.evidence.mlflow.enabled:
+        return
+    from gate.evidence.mlflow_log import sqlite_path
+    from gate.evidence.mlflow_log import tracking_uri as resolved_uri
+
+    policy_uri = loaded.policy.evidence.mlflow.tracking_uri
+    uri = resolved_uri(tracking_uri, policy_uri)
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    if tracking_uri:
+        origin = f"--tracking-uri {uri}"
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
+        origin = f"MLFLOW_TRACKING_URI={uri}"
+    elif policy_uri:
+        origin = f"{loaded.path}: evidence.mlflow.tracking_uri: {uri}"
+    else:
+        origin = f"the default tracking store {uri}"
+    problem = None
+    if path.is_dir():
+        problem = "is a directory; name a database file in it (e.g. mlflow.db)"
+    elif path.is_file():
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_HEADER))
+        if head and head != _SQLITE_HEADER:
+            problem = "is not a SQLite database; name another file, or move this one away"
+    else:
+        above = next((p for p in path.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            problem = f"cannot be created: {above} is a file, not a directory"
+    if problem is not None:
+        raise InputError(f"{origin}: {path} {problem}")
+
+
 def require_canary_source(loaded: LoadedPolicy, canary_source: pd.DataFrame | None) -> None:
     """Refuse, before any work, a bundle without the canary-source records an enabled
     canary audit crafts its canaries from.

@@ -14,6 +14,7 @@ from gate.api.check import run_gate
 from gate.api.preflight import (
     check_before_work,
     refuse_null_control,
+    refuse_unusable_sqlite_store,
     refuse_unused_canary_source,
     refuse_unused_tracking_uri,
     require_canary_source,
@@ -109,6 +110,7 @@ def remediate_release(
         refuse_null_control(loaded.policy, where=loaded.path)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
+        refuse_unusable_sqlite_store(loaded, tracking_uri, mlflow=mlflow)
         check_before_work(loaded)
         with progress.step("loading the train and holdout records"):
             records = load_source(
