@@ -148,11 +148,17 @@ def test_a_column_named_as_the_bundles_but_for_case_is_refused(
 
 
 def test_null_text_names_line(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
-    bad = write_jsonl(tmp_path / "bad.jsonl", [{"text": "a"}, {"text": None}])
-    with pytest.raises(
-        BundleError, match=r"bad.jsonl: line 2: 'text' must be a string; found null"
-    ):
-        load(bundle_files, holdout=bad)
+    """A JSON record without the key reads as one with ``null`` (a review: "found null"
+    for a record that had no text said nothing of what was missing)."""
+    for rows in ([{"text": "a"}, {"text": None}], [{"text": "a"}, {"body": "b"}]):
+        bad = write_jsonl(tmp_path / "bad.jsonl", rows)
+        with pytest.raises(
+            BundleError,
+            match=r"bad.jsonl: line 2: 'text' must be a string; found none \(no 'text' in "
+            r"the record, or null\)",
+        ):
+            load(bundle_files, holdout=bad)
+        bad.unlink()
 
 
 def test_empty_file(tmp_path: Path, bundle_files: dict[str, Path]) -> None:

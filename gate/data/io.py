@@ -522,6 +522,8 @@ def require_text(table: RawTable) -> pd.Series:
     if not_str.any():
         line = first_line(frame, not_str)
         shown = value_kind(text[not_str].iloc[0])
+        if shown == "null" and table.format == "jsonl":  # as a record without the key reads
+            shown = "none (no 'text' in the record, or null)"
         raise BundleError(f"{table.path}: line {line}: 'text' must be a string; found {shown}")
     return text.astype(str)
 
