@@ -300,6 +300,10 @@ def test_duplicate_scorer() -> None:
         ("membership: {p: 1.0}\n", "membership.p: Input should be less than 1; found 1.0"),
         ("seed: -1\n", "seed: Input should be greater than or equal to 0; found -1"),
         ("name: 'has space'\n", "name: String should match pattern"),
+        (  # a review: "" had logged to gate/<name>, where tracking_uri: "" is refused
+            "evidence: {mlflow: {experiment: ' '}}\n",
+            "evidence.mlflow.experiment: must name an experiment; null (or leaving it out)",
+        ),
     ],
 )
 def test_range_errors(snippet: str, expected: str) -> None:

@@ -921,6 +921,15 @@ class MlflowPolicy(StrictModel):
             )
         return value
 
+    @field_validator("experiment")
+    @classmethod
+    def _names_an_experiment(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():  # a review: "" logged to gate/<name>
+            raise ValueError(
+                "must name an experiment; null (or leaving it out) means 'gate/<policy name>'"
+            )
+        return value
+
 
 class EvidencePolicy(StrictModel):
     redact_witnesses: bool = Field(
