@@ -30,8 +30,8 @@ SILENT_LOGGERS = ("great_expectations",)
 # one user) lists fonts that are gone, and draws the plots with another font all the same.
 # urllib3 warns at every retry of a connection (MLflow's client retries a tracking server
 # that does not answer up to 7 times); the gate's error says the server cannot be reached.
-# MLflow retries a SQLite store it cannot open for about a minute, with a warning of its own
-# handler each time; the gate says the store failed.
+# MLflow retries a database store (SQLite, PostgreSQL, ...) it cannot open, with a warning of
+# its own handler each time (a page before the gate's deadline); the gate says it failed.
 ERROR_ONLY_LOGGERS = (
     "presidio-analyzer",
     "matplotlib.font_manager",

@@ -77,7 +77,7 @@ def test_defaults_for_ids(tmp_path: Path, bundle_files: dict[str, Path]) -> None
 
 
 def test_missing_text_column(tmp_path: Path, bundle_files: dict[str, Path]) -> None:
-    bad = write_jsonl(tmp_path / "bad.jsonl", [{"body": "x"}])
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"body": "x"}, {"body": "y"}])
     with pytest.raises(
         BundleError, match=r"bad.jsonl: no 'text' column; columns found: \['body'\]"
     ):
@@ -114,12 +114,17 @@ def test_keys_that_may_be_data_are_not_quoted(
     with pytest.raises(BundleError, match=r"\['body'\] and 1 more, not shown") as e:
         load(bundle_files, train=rare)
     assert "jsmith" not in str(e.value)
-    table = pa.table({"jill.rose@example.org": ["hi"], "comment": ["x"]})
+    table = pa.table({"jill.rose@example.org": ["hi", "ho"], "comment": ["x", "y"]})
     pq.write_table(table, tmp_path / "keyed.parquet")
     with pytest.raises(BundleError, match=r"\['comment'\] and 1 more, not shown") as e:
         load(bundle_files, train=tmp_path / "keyed.parquet")
     assert "jill" not in str(e.value)
-    wide = write_jsonl(tmp_path / "wide.jsonl", [{f"field_{i:02d}": "x" for i in range(25)}])
+    # a key of one row alone, as every key of a one-row file, is taken for data (a review)
+    one = write_jsonl(tmp_path / "one.jsonl", [{"alice_smith": "I was diagnosed", "bob": "x"}])
+    with pytest.raises(BundleError, match=r"\[\] and 2 more, not shown") as e:
+        load(bundle_files, train=one)
+    assert "alice" not in str(e.value) and "bob" not in str(e.value)
+    wide = write_jsonl(tmp_path / "wide.jsonl", [{f"field_{i:02d}": "x" for i in range(25)}] * 2)
     with pytest.raises(BundleError, match=r"'field_19'\] and 5 more, not shown.*at most 20"):
         load(bundle_files, train=wide)
 

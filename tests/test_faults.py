@@ -1907,14 +1907,17 @@ def test_a_sqlite_store_that_cannot_be_one_is_refused_before_any_work(
     files = clean_release(bundle_files, tmp_path)
     (tmp_path / "store-dir").mkdir()
     (tmp_path / "notes.txt").write_text("not a database\n")
+    (tmp_path / "link.db").symlink_to(tmp_path / "notes.txt" / "mlflow.db")
     cases = {
         "store-dir": "is a directory",
         "notes.txt": "is not a SQLite database",
+        "notes.txt?mode=ro": "is not a SQLite database",  # the query is no part of the file
         "notes.txt/mlflow.db": "notes.txt is a file, not a directory",
+        "link.db": "notes.txt is a file, not a directory",  # where the link points
     }
     for name, problem in cases.items():
         uri = f"sqlite:///{tmp_path / name}"
-        out = tmp_path / f"out-{len(problem)}"
+        out = tmp_path / f"out-{abs(hash(name))}"
         assert main([*check_args(files, out), "--tracking-uri", uri]) == 2
         err = capsys.readouterr().err
         assert f"--tracking-uri {uri}: " in err and problem in err, err

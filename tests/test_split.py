@@ -513,7 +513,7 @@ def test_split_by_missing_column(source: Path, tmp_path: Path) -> None:
         split_source(source, p=0.5, seed=1, by="patient", out_dir=tmp_path / "o")
 
 
-@pytest.mark.parametrize("by", ["text", "__line__", "__file__"])
+@pytest.mark.parametrize("by", ["text", "split", "__line__", "__file__"])
 def test_split_by_what_names_no_user_is_refused(tmp_path: Path, by: str) -> None:
     """A review: ``--by __line__`` split by the gate's own line numbers (exit 0, one user's
     records on both sides), and ``--by text`` took identical texts for one user."""
@@ -546,6 +546,14 @@ def test_split_that_would_put_a_user_on_both_sides_is_refused(tmp_path: Path) ->
     assert not (tmp_path / "o").exists()
     outcome = split_source(source, p=0.5, seed=1, by="clinic", out_dir=tmp_path / "c")
     assert outcome.manifest.source.users == 5
+    # records without a user id are no user's: a sparse column is no error (a review)
+    for row in rows[::3]:
+        row["user_id"] = None
+    sparse = write_jsonl(tmp_path / "sparse.jsonl", rows)
+    outcome = split_source(sparse, p=0.5, seed=1, by="clinic", out_dir=tmp_path / "sparse")
+    assert outcome.manifest.source.users == 5
+    with pytest.raises(BundleError, match=r"--by record_id: 10 of 10 users"):
+        split_source(sparse, p=0.5, seed=1, by="record_id", out_dir=tmp_path / "o")
 
 
 def test_a_manifest_by_another_column_with_a_user_on_both_sides_is_refused(

@@ -434,16 +434,21 @@ def refuse_unusable_sqlite_store(
         origin = f"{loaded.path}: evidence.mlflow.tracking_uri: {uri}"
     else:
         origin = f"the default tracking store {uri}"
+    target = path.resolve()  # a symbolic link: where the store is
     problem = None
-    if path.is_dir():
+    if target.is_dir():
         problem = "is a directory; name a database file in it (e.g. mlflow.db)"
-    elif path.is_file():
-        with open(path, "rb") as handle:
-            head = handle.read(len(_SQLITE_HEADER))
-        if head and head != _SQLITE_HEADER:
-            problem = "is not a SQLite database; name another file, or move this one away"
+    elif target.is_file():
+        try:
+            with open(target, "rb") as handle:
+                head = handle.read(len(_SQLITE_HEADER))
+        except OSError as exc:
+            problem = f"cannot be read ({exc.strerror or exc})"
+        else:
+            if head and head != _SQLITE_HEADER:
+                problem = "is not a SQLite database; name another file, or move this one away"
     else:
-        above = next((p for p in path.parents if p.exists()), None)
+        above = next((p for p in target.parents if p.exists()), None)
         if above is not None and not above.is_dir():
             problem = f"cannot be created: {above} is a file, not a directory"
     if problem is not None:

@@ -21,6 +21,7 @@ from gate.data.io import (
     TableReader,
     column_names,
     first_line,
+    given_ids,
     id_column,
     read_table,
     reject_duplicates,
@@ -633,8 +634,7 @@ def _refuse_user_ids_on_both_sides(train: RawTable, holdout: RawTable, user_colu
     if not all("user_id" in table.frame.columns for table in (train, holdout)):
         return
     train_users, holdout_users = (
-        set(id_column(table, "user_id", table.frame["user_id"]).tolist())
-        for table in (train, holdout)
+        set(given_ids(table, "user_id").tolist()) for table in (train, holdout)
     )
     shared = train_users & holdout_users
     if shared:

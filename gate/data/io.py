@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import BinaryIO
@@ -431,9 +431,9 @@ def column_names(table: RawTable) -> str:
     """The columns of a table for an error message, without what may be data. The names
     of the bundle's own columns (in any case) are quoted; of a JSON Lines or Parquet file
     also the names written as a field name (:data:`_FIELD_NAME`) that at least half of its
-    rows hold (a file keyed by its values, ``{"jill@example.org": "…"}``, had every key
-    printed: a review); of a CSV file no other, for without a header row its first record
-    is read as the names. At most :data:`_NAMES_QUOTED` names are quoted."""
+    rows hold, and two rows at least (a file keyed by its values, ``{"jill@example.org":
+    "…"}``, had every key printed: a review); of a CSV file no other, for without a header
+    row its first record is read as the names. At most :data:`_NAMES_QUOTED` names are quoted."""
     frame = table.frame
     columns = [i for i, c in enumerate(frame.columns) if c != "__line__"]
 
@@ -443,7 +443,8 @@ def column_names(table: RawTable) -> str:
             return True
         if table.format == "csv" or not isinstance(name, str) or not _FIELD_NAME.fullmatch(name):
             return False
-        return bool(frame.iloc[:, i].notna().mean() >= 0.5)
+        held = int(frame.iloc[:, i].notna().sum())
+        return held >= 2 and held >= len(frame) / 2
 
     shown = [str(frame.columns[i]) for i in columns if quoted(i)][:_NAMES_QUOTED]
     hidden = len(columns) - len(shown)
@@ -456,7 +457,8 @@ def column_names(table: RawTable) -> str:
         )
     else:
         why = (
-            "a name unlike a field's, or that fewer than half of the rows hold, may be data; "
+            "a name unlike a field's, or that fewer than half of the rows (or one row) hold, "
+            "may be data; "
             f"at most {_NAMES_QUOTED} are quoted"
         )
     return f"{shown!r} and {hidden} more, not shown ({why})"
@@ -522,10 +524,19 @@ def require_text(table: RawTable) -> pd.Series:
     if not_str.any():
         line = first_line(frame, not_str)
         shown = value_kind(text[not_str].iloc[0])
-        if shown == "null" and table.format == "jsonl":  # as a record without the key reads
+        if shown == "null" and table.format.startswith("jsonl"):  # a record without the key
             shown = "none (no 'text' in the record, or null)"
         raise BundleError(f"{table.path}: line {line}: 'text' must be a string; found {shown}")
     return text.astype(str)
+
+
+def given_ids(table: RawTable, column: str) -> pd.Series:
+    """:func:`id_column` of the rows where ``column`` holds a value (not null, not blank),
+    for a check that reads a column the bundle is not split by: its gaps are no error (a
+    review: ``--by author`` had been refused for a sparse ``user_id`` column)."""
+    values = table.frame[column]
+    given = values.notna() & (values.astype(str).str.strip() != "")
+    return id_column(replace(table, frame=table.frame[given]), column, values[given])
 
 
 def id_column(table: RawTable, column: str, default: pd.Series) -> pd.Series:

@@ -25,6 +25,7 @@ from gate.data.io import (
     DuplicateKeyError,
     RawTable,
     column_names,
+    given_ids,
     id_column,
     read_table,
     reject_duplicates,
@@ -171,6 +172,7 @@ def draw_sides(
 _NOT_USERS = {
     "text": "a text is no user (two people's identical texts would be one, one person's "
     "different texts many)",
+    "split": "the column of a split already made, which gate split drops",
     "__line__": "the gate's own column of line numbers",
     "__file__": "the gate's own column of file names",
 }
@@ -181,8 +183,14 @@ def _refuse_users_across_units(table: RawTable, units: np.ndarray, *, by: str) -
     both sides: one whose records are in more than one unit of ``by`` (a review: ``--by
     record_id`` did so, and ``gate check --manifest``, which reads the manifest's column,
     passed the bundle that ``--train``/``--holdout`` refuses)."""
-    users = id_column(table, "user_id", table.frame["user_id"]).to_numpy()
-    units_per_user = pd.DataFrame({"user": users, "unit": units}).groupby("user")["unit"].nunique()
+    users = given_ids(table, "user_id")  # records without one are no user's
+    units_per_user = (
+        pd.DataFrame(
+            {"user": users.to_numpy(), "unit": units[table.frame.index.get_indexer(users.index)]}
+        )
+        .groupby("user")["unit"]
+        .nunique()
+    )
     spread = units_per_user[units_per_user > 1]
     if len(spread):
         raise BundleError(  # no user id is shown: it may identify a person

@@ -404,9 +404,10 @@ def _experiment_id(client: Any, name: str, uri: str) -> str:
 
 
 def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (None for other stores)."""
+    """The database file of a ``sqlite:///`` URI, without its query (``?mode=ro``: a
+    review saw a file of that name locked and created); None for other stores."""
     prefix = "sqlite:///"
-    return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
+    return Path(uri[len(prefix) :].split("?", 1)[0]) if uri.startswith(prefix) else None
 
 
 @contextmanager
