@@ -679,20 +679,21 @@ def _assert_release_of_train_values_fails(
     written: Callable[[str], str],
 ) -> None:
     """60 users, each with one record holding its value (``source`` formats it); a
-    release writes the 30 train users' values in another form (``written``, then ``release`` formats it):
-    the `pii` class finds each train user and no holdout user, and fails."""
+    release writes the 30 train users' values in another form (``written``, then
+    ``release`` formats it): the `pii` class finds each train user and no holdout user,
+    and fails."""
     records = [
         {"record_id": f"r{u}", "user_id": f"u{u}", "text": source.format(value)}
         for u, value in enumerate(values)
     ]
     is_train = np.random.default_rng(7).permutation(60) < 30
-    written = [release.format(written(values[u])) for u in np.flatnonzero(is_train)]
+    released = [release.format(written(values[u])) for u in np.flatnonzero(is_train)]
     policy = parse_policy(
         "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
         f"      - {{class: pii, engine: patterns, entities: [{entity}]}}\n"
         "    thresholds: {max_epsilon: 0.5}\n"
     )
-    result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, written))
+    result = run_gate(policy, _half_split_bundle(tmp_path, records, is_train, released))
     metrics = result.audits["disclosure"].result.metric_values
     assert metrics["pii.train_disclosures"] == 30 and metrics["pii.holdout_disclosures"] == 0
     assert result.status == "fail"

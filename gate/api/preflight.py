@@ -418,22 +418,17 @@ def refuse_unusable_sqlite_store(
     store "did not answer" (exit 3). A missing database is created at the first log."""
     if not mlflow or not loaded.policy.evidence.mlflow.enabled:
         return
-    from gate.evidence.mlflow_log import sqlite_path
-    from gate.evidence.mlflow_log import tracking_uri as resolved_uri
+    from gate.evidence.mlflow_log import sqlite_path, tracking_uri_and_origin
 
-    policy_uri = loaded.policy.evidence.mlflow.tracking_uri
-    uri = resolved_uri(tracking_uri, policy_uri)
+    uri, source = tracking_uri_and_origin(tracking_uri, loaded.policy.evidence.mlflow.tracking_uri)
     path = sqlite_path(uri)
     if path is None:
         return
-    if tracking_uri:
-        origin = f"--tracking-uri {uri}"
-    elif os.environ.get("MLFLOW_TRACKING_URI"):
-        origin = f"MLFLOW_TRACKING_URI={uri}"
-    elif policy_uri:
-        origin = f"{loaded.path}: evidence.mlflow.tracking_uri: {uri}"
-    else:
-        origin = f"the default tracking store {uri}"
+    origin = {
+        "--tracking-uri": f"--tracking-uri {uri}",
+        "MLFLOW_TRACKING_URI": f"MLFLOW_TRACKING_URI={uri}",
+        "evidence.mlflow.tracking_uri": f"{loaded.path}: evidence.mlflow.tracking_uri: {uri}",
+    }.get(source, f"the default tracking store {uri}")
     target = path.resolve()  # a symbolic link: where the store is
     problem = None
     if target.is_dir():

@@ -37,13 +37,19 @@ def tracking_uri(cli_uri: str | None, policy_uri: str | None) -> str:
     MLflow reads it), else ``policy_uri``, else ``./mlflow.db``. A blank ``cli_uri`` is
     refused before any work (:func:`gate.api.preflight.refuse_unused_tracking_uri`), a
     blank ``policy_uri`` by the policy's model."""
+    return tracking_uri_and_origin(cli_uri, policy_uri)[0]
+
+
+def tracking_uri_and_origin(cli_uri: str | None, policy_uri: str | None) -> tuple[str, str]:
+    """:func:`tracking_uri` and where it came from, for a message: ``"--tracking-uri"``,
+    ``"MLFLOW_TRACKING_URI"``, ``"evidence.mlflow.tracking_uri"`` or ``"default"``."""
     if cli_uri:
-        return cli_uri
+        return cli_uri, "--tracking-uri"
     if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
+        return os.environ["MLFLOW_TRACKING_URI"], "MLFLOW_TRACKING_URI"
     if policy_uri:
-        return policy_uri
-    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+        return policy_uri, "evidence.mlflow.tracking_uri"
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}", "default"
 
 
 def experiment_name(experiment: str | None, policy_name: str) -> str:
