@@ -96,6 +96,24 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class _CheckOnly(argparse.Action):
+    """An option of `gate check` that `gate remediate` does not take, refused with what to
+    give instead (argparse's message named only the missing --manifest)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            f"{option_string} is `gate check`'s; gate remediate retrains on the train users of "
+            "a split manifest and audits against its holdout: give --manifest (written by "
+            "`gate split`)"
+        )
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a usage error on one line (its usage block had filled a CI log's
     error view), and options that take a value taking it once."""
@@ -180,6 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     remediate.add_argument(
         "--manifest", required=True, help="split-manifest.json of the private records"
     )
+    for option in ("--train", "--holdout"):
+        remediate.add_argument(option, action=_CheckOnly, nargs="?", help=argparse.SUPPRESS)
     remediate.add_argument(
         "--generator", help="generator: a registered name or module:Class (policy's by default)"
     )

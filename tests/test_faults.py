@@ -874,6 +874,11 @@ def test_exit_codes_of_odd_arguments(
             main([*command, "--policy", "p.yaml", "--out", " "])
         assert info.value.code == 2
         assert "--out: must name a directory; found ' '" in capsys.readouterr().err
+    for option in ("--train", "--holdout"):  # had said only that --manifest is required
+        with pytest.raises(SystemExit) as info:
+            main(["remediate", "--policy", "p.yaml", option, str(bundle_files["train"])])
+        assert info.value.code == 2
+        assert f"{option} is `gate check`'s" in capsys.readouterr().err
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     cases = {

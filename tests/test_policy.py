@@ -99,15 +99,25 @@ def test_every_problem_of_a_policy_is_an_error_line_of_its_own(
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("audits:\n  1: {}\n", "p.yaml:4: audits[1]: Keys should be strings; found 1"),
+        ("audits:\n  1: {}\n", "p.yaml:4: audits.1: Keys should be strings; found 1"),
         (
             "audits:\n  disclosure:\n    features: [{class: ngram}]\n    null: 3\n",
-            "p.yaml:6: audits.disclosure.None: Keys should be strings; found null",
+            "p.yaml:6: audits.disclosure.null: Keys should be strings; found null",
         ),
+        (
+            "audits:\n  disclosure:\n    features: [{class: ngram}]\n    true: 3\n",
+            "p.yaml:6: audits.disclosure.true: Keys should be strings; found true",
+        ),
+        (
+            "audits:\n  disclosure:\n    features: [{class: ngram}]\n    True: 3\n",
+            "p.yaml:6: audits.disclosure.true: Keys should be strings; found true",
+        ),
+        ("audits:\n  1.5: {}\n", "p.yaml:4: audits.1.5: Keys should be strings; found 1.5"),
     ],
 )
 def test_a_key_that_is_no_string_is_named_at_its_own_line(body: str, expected: str) -> None:
-    """A review: a key written as a number or null was reported at its parent's line."""
+    """A review: a key written as a number or null was reported at its parent's line, and
+    ``true:`` (which pydantic names 1) as a list's ``[1]`` at the line above."""
     assert error_of(HEAD + body) == expected
 
 

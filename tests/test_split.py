@@ -493,6 +493,12 @@ def test_a_manifest_is_read_strictly_and_its_user_column_must_exist(
     outcome.manifest_path.write_text(json.dumps({**data, "p": "0.5"}))
     with pytest.raises(BundleError, match=r"p: Input should be a valid number"):
         read_manifest(outcome.manifest_path)
+    for p, found in [("NaN", "nan"), ("Infinity", "inf")]:  # NaN had read "less than 1"
+        outcome.manifest_path.write_text(json.dumps(data).replace('"p": 0.5', f'"p": {p}'))
+        with pytest.raises(
+            BundleError, match=rf"p: Input should be a finite number; found {found}"
+        ):
+            read_manifest(outcome.manifest_path)
     outcome.manifest_path.write_text(json.dumps({**data, "by": "author"}))
     with pytest.raises(BundleError, match=r"no 'author' column, by which the split manifest"):
         load_bundle(

@@ -60,7 +60,8 @@ class SplitManifest(BaseModel):
     and §5.1); see docs/methods.md §0.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # no "0.5" for 0.5
+    # strict: no "0.5" for 0.5; no NaN, whose message would be "less than 1"
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     schema_version: Literal[1] = 1
     kind: str = Field("gate-split-manifest", pattern="^gate-split-manifest$")

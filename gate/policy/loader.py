@@ -160,7 +160,11 @@ def _input_path(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
     path: list[int | str] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
+        keys = _non_string_keys(node, part) if isinstance(node, dict) else []
+        if keys:
+            path.append(_yaml_spelling(keys[0]))
+            node = node[keys[0]]
+        elif isinstance(node, dict) and part in node:
             path.append(part)
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
@@ -173,6 +177,18 @@ def _input_path(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
     return tuple(path)
 
 
+def _non_string_keys(node: dict[Any, Any], part: int | str) -> list[Any]:
+    """The keys of ``node`` that are no strings (``true``, ``1``, ``null``) and that
+    pydantic names ``part`` (``true`` as 1, ``null`` as 'None'). A review found ``true:``
+    shown as a list's ``[1]``."""
+    return [key for key in node if not isinstance(key, str) and (key == part or str(key) == part)]
+
+
+def _yaml_spelling(key: Any) -> str:
+    """A mapping key as YAML writes it: ``true``, ``1``, ``null``, ``1.5``."""
+    return str(yaml.safe_dump(key).split("\n", 1)[0])
+
+
 def path_is_tag(part: str, node: dict[str, Any]) -> bool:
     return (
         part in (node.get("class"), node.get("scorer"))
@@ -183,13 +199,15 @@ def path_is_tag(part: str, node: dict[str, Any]) -> bool:
 
 def _is_key(node: yaml.Node, part: int | str) -> bool:
     """Whether the mapping key ``node`` is the path's ``part``: a string by its text, any
-    other key (``1``, ``null``) by the scalar YAML reads, as pydantic names it (1,
-    'None'): a review found such keys reported at their parent's line."""
+    other key (``1``, ``null``, ``True``) by the scalar YAML reads, as pydantic names it
+    (1, 'None') or as ``_input_path`` spells it (``true``): a review found such keys
+    reported at their parent's line."""
     if node.value == part:
         return True
     if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:str":
         return False
-    return str(yaml.safe_load(node.value or "null")) == str(part)
+    key = yaml.safe_load(node.value or "null")
+    return str(key) == str(part) or _yaml_spelling(key) == part
 
 
 def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
