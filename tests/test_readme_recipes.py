@@ -1,11 +1,13 @@
 """The README's code is run as written: the "Adding an audit" recipe, registered in-process,
-gates a release that copies train records (FAIL) and one that copies nothing (PASS)."""
+gates a release that copies train records (FAIL) and one that copies nothing (PASS); the
+"Python API" snippet gates the bundled example's release."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +100,35 @@ def test_make_example_writes_the_bundled_example_byte_for_byte(tmp_path: Path) -
         "split/split-manifest.json",
     ):
         assert (tmp_path / name).read_bytes() == (bundled / name).read_bytes(), name
+
+
+def test_the_readme_python_api_snippet_runs_as_written(tmp_path: Path) -> None:
+    """A review ran the snippet: it had no ``__main__`` guard, which its own next paragraph
+    asks for (PII workers re-run an unguarded script). Run here as written, but with an
+    n-gram policy (the standard one's PII and embedding models are the slow tests'),
+    on the bundled example's split and release: FAIL, with the README's ε̂."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### Python API") :]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    assert 'if __name__ == "__main__":' in snippet
+    standard = (REPO / "policies" / "standard.yaml").read_text()
+    ngram = standard[standard.index("      - class: ngram") : standard.index("      - class: pii")]
+    (tmp_path / "ngram.yaml").write_text(
+        "version: 1\nname: api-snippet\nalpha: 0.05\nseed: 0\nmembership: {p: 0.5}\n"
+        "evidence: {mlflow: {enabled: false}}\naudits:\n  disclosure:\n    features:\n"
+        f"{ngram}    thresholds: {{max_epsilon: 0.5}}\n"
+    )
+    shutil.copytree(REPO / "examples" / "bundle" / "split", tmp_path / "split")
+    shutil.copy(REPO / "examples" / "bundle" / "synthetic.jsonl", tmp_path / "release.jsonl")
+    script = tmp_path / "api.py"
+    script.write_text(snippet.replace("policies/standard.yaml", "ngram.yaml"))
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("fail 1 {") and "'ngram.epsilon_lower_exact': 3.525" in run.stdout

@@ -1150,6 +1150,51 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> Non
     assert 'if __name__ == "__main__":' in done.stderr
 
 
+@pytest.mark.timeout(150)
+def test_a_script_that_runs_the_gate_without_a_main_guard_stops_its_workers(
+    tmp_path: Path,
+) -> None:
+    """A review ran the README's API snippet without the guard: each PII worker, importing
+    the script, ran a whole second gate and printed its result and the standard
+    library's error; the script's gate went on. A worker now stops at ``run_gate`` with
+    one line, and the script's verdict is an error that names the guard."""
+    rows = [
+        {"record_id": f"r{i}", "user_id": f"u{i}", "text": f"Call me at (555) 123-{i:04d}."}
+        for i in range(600)
+    ]
+    for name, part in (("train", rows[:300]), ("holdout", rows[300:])):
+        pd.DataFrame(part).to_json(tmp_path / f"{name}.jsonl", orient="records", lines=True)
+    pd.DataFrame({"text": [r["text"] for r in rows[:50]]}).to_json(
+        tmp_path / "release.jsonl", orient="records", lines=True
+    )
+    (tmp_path / "p.yaml").write_text(
+        "version: 1\nname: t\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: pii, engine: patterns, entities: [PHONE_NUMBER], processes: 2}\n"
+        "    thresholds: {max_epsilon: 0.5}\n"
+    )
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from gate.api import run_gate\n"
+        "from gate.data.bundle import load_bundle\n"
+        "from gate.policy import load_policy\n"
+        "policy = load_policy('p.yaml')\n"
+        "bundle = load_bundle(membership=policy.policy.membership, text=policy.policy.text,\n"
+        "                     train='train.jsonl', holdout='holdout.jsonl',\n"
+        "                     synthetic='release.jsonl')\n"
+        "result = run_gate(policy, bundle)\n"
+        "print('STATUS', result.status, result.audits['disclosure'].error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=140, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    statuses = [line for line in done.stdout.splitlines() if line.startswith("STATUS")]
+    assert len(statuses) == 1 and statuses[0].startswith("STATUS error")  # the workers' none
+    assert 'if __name__ == "__main__":' in statuses[0]
+    assert done.stderr.count("run_gate was called while a worker process was starting") == 1
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:

@@ -26,6 +26,7 @@ from gate.api.preflight import (
     only_audit,
     pii_threshold_warnings,
     precision_warnings,
+    refuse_a_starting_worker,
     refuse_null_control,
     refuse_release_blind_checks,
     refuse_unusable_sqlite_store,
@@ -187,6 +188,7 @@ def run_gate(
         BundleError: the bundle was loaded with other text or membership settings than
             the policy's.
     """
+    refuse_a_starting_worker("run_gate")
     loaded = policy if isinstance(policy, LoadedPolicy) else None
     policy_model: Policy = policy.policy if isinstance(policy, LoadedPolicy) else policy
     root_seed = policy_model.seed if seed is None else seed
@@ -319,6 +321,7 @@ def check_release(
             written, and an earlier report in ``out_dir`` is gone (it was removed first).
         EvidenceWriteError: the evidence could not be written (exit 3).
     """
+    refuse_a_starting_worker("check_release")
     return _check_files(
         policy=policy,
         synthetic=synthetic,
@@ -364,6 +367,7 @@ def audit_canaries(
         InputError: the policy has no enabled canary audit with a threshold, or the
             bundle, the generator settings or ``out_dir`` are bad (exit 2).
     """
+    refuse_a_starting_worker("audit_canaries")
     return _check_files(
         policy=policy,
         synthetic=None,

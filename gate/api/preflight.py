@@ -6,6 +6,7 @@ and warnings about the split, unused caches and emulated bfloat16.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Iterator
 from dataclasses import replace
@@ -39,6 +40,29 @@ if TYPE_CHECKING:
 FUSED_WORD = 30  # characters: a word longer than this is words run together
 FUSED_RELEASE_SHARE = 0.5  # of the release's characters in such words: warned of
 FUSED_SOURCE_SHARE = 0.1  # ... when the source's is below this (a language without spaces)
+
+
+def refuse_a_starting_worker(call: str) -> None:
+    """Stops a process that multiprocessing is still starting when it calls ``call``: a
+    script that calls the gate at its top level, which each spawned worker (PII
+    detection's) re-runs as it imports the script. Unstopped, each worker ran a whole
+    second gate, printed its own result and the standard library's error for a pool
+    started there, and the script's gate went on (a review). The worker ends here with
+    one line on its standard error, and the script's gate, which lost its worker, ends in
+    an error that says to add the guard.
+
+    Raises:
+        SystemExit: in a process that is starting (multiprocessing's own test for a pool
+            started there, ``_inheriting``), with the message (printed without a
+            traceback: the worker cannot go on, and a handler of ``Exception`` in the
+            script must not keep it going).
+    """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(
+            f"gate: error: {call} was called while a worker process was starting: a script "
+            "that calls the gate at its top level is run again by each worker the gate "
+            'spawns; call it under `if __name__ == "__main__":`'
+        )
 
 
 def fused_text_warnings(bundle: Bundle) -> tuple[str, ...]:

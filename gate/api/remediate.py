@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gate.api.check import run_gate
 from gate.api.preflight import (
     check_before_work,
+    refuse_a_starting_worker,
     refuse_null_control,
     refuse_unusable_sqlite_store,
     refuse_unused_canary_source,
@@ -61,6 +62,7 @@ def remediate_release(
         InputError: bad policy, manifest, generator or settings (exit 2); nothing trained.
         EvidenceWriteError: the evidence could not be written (exit 3).
     """
+    refuse_a_starting_worker("remediate_release")
     from gate.evidence.writer import (
         MlflowSettings,
         out_dir_lock,
