@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from gate.stats._validate import StatsError
 from gate.stats.excess import phantom_excess
 from gate.stats.feature_match import (
     epsilon_from_rate,
@@ -543,6 +544,46 @@ def test_the_exact_test_and_its_epsilon_agree() -> None:
         ).lower
         > 0
     )
+
+
+@pytest.mark.parametrize(
+    ("counts", "is_train", "p", "alpha"),
+    [
+        ([1, 1, 1], [1, 1, 1], 0.5, 0.125),  # P(T >= 3) = 1/8 = alpha exactly
+        ([1, 2, 5], [0, 1, 1], 0.1, 0.01),  # P(T >= 7) = 0.1^2 = alpha exactly
+        ([1, 1], [1, 1], 0.1, 0.01),  # the same tail, rounded up
+    ],
+)
+def test_a_p_value_of_exactly_alpha_rejects_nothing_as_its_epsilon_says(
+    counts: list[int], is_train: list[int], p: float, alpha: float
+) -> None:
+    """A review: at a p-value on an atom of exactly alpha the test rejected (<=) while p̂ =
+    p gave ε̂ = 0 and an excess bound <= 0, and the tail's rounding decided between two
+    equal atoms. The test and its bounds now agree there: no rejection."""
+    c, t = np.array(counts), np.array(is_train, dtype=bool)
+    r = feature_match_test(counts=c, is_train=t, p=p, alpha=alpha)
+    assert r.p_value_exact == pytest.approx(alpha, rel=1e-9)
+    assert not r.rejects_zero_learning_exact and r.epsilon_lower_exact == 0
+    assert phantom_excess(counts=c, is_train=t, p=p, alpha=alpha).lower <= 0
+    above = feature_match_test(counts=c, is_train=t, p=p, alpha=alpha * 1.001)
+    assert above.rejects_zero_learning_exact and above.epsilon_lower_exact > 0
+
+
+def test_inputs_a_review_found_unchecked_are_refused_by_name() -> None:
+    """Counts past 2**63 had wrapped around (p-value 0.018 for a tail of 0.75, ε̂ = inf);
+    a statistic beyond the counts' sum, NaN or negative counts reached scipy or were
+    dropped; an estimator other than "exact" was taken for Hoeffding's."""
+    with pytest.raises(StatsError, match=r"counts must sum to at most 2\*\*53"):
+        feature_match_test(counts=np.array([2**62, 2**62]), is_train=np.array([True, False]))
+    for statistic in (10, math.nan, -1):
+        with pytest.raises(StatsError, match=r"statistic must be a number in \[0, sum"):
+            exact_rate_lower_bound(counts=np.array([1, 2]), statistic=statistic, alpha=0.05)
+    with pytest.raises(StatsError, match="counts must be non-negative"):
+        exact_rate_lower_bound(counts=np.array([-1, 2]), statistic=1, alpha=0.05)
+    with pytest.raises(StatsError, match="estimator must be 'exact' or 'hoeffding'; found 'bogus'"):
+        largest_rate_lower_bound(train_users=5, alpha=0.05, estimator="bogus")  # type: ignore[arg-type]
+    with pytest.raises(StatsError, match="estimator must be"):
+        train_users_to_exceed(rate=0.5, alpha=0.05, estimator="Exact")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- properties

@@ -39,6 +39,7 @@ from gate.stats.rip import (
 )
 from gate.stats.roc import (
     auc_exceedance_under_null,
+    mann_whitney_null_counts,
     roc_auc,
     roc_curve,
     similarity_two_sample,
@@ -264,11 +265,35 @@ def test_auc_exceedance_under_null_matches_permutations(
         assert chance == pytest.approx(simulated, abs=0.02), threshold
     tied = auc_exceedance_under_null(scores=np.zeros(6), is_train=np.arange(6) % 2, threshold=0.5)
     assert tied == (0, "all tied")
-    # hand case, no ties: n1 = n0 = 2, Var U = 4 * 5 / 12; P(AUC > 0.75) = sf(0.5 * 4 / sd)
-    hand, _ = auc_exceedance_under_null(
-        scores=np.arange(4.0), is_train=np.array([1, 0, 1, 0]), threshold=0.75
+    # hand case, no ties, 10 + 10 users: P(U >= 71) with U's mean 50 and Var U = 100 * 21
+    # / 12, corrected for continuity (U is an integer)
+    hand, method = auc_exceedance_under_null(
+        scores=np.arange(20.0), is_train=np.arange(20) % 2 == 0, threshold=0.7
     )
-    assert hand == pytest.approx(stats.norm.sf(1.0 / math.sqrt(20 / 12)))
+    assert method == "normal approximation"
+    assert hand == pytest.approx(stats.norm.sf(20.5 / math.sqrt(2100 / 12)))
+
+
+@pytest.mark.parametrize(
+    ("n", "threshold", "expected"),
+    [(2, 0.75, 1 / 6), (2, 0.9, 1 / 6), (3, 0.85, 2 / 20), (4, 0.8, 7 / 70), (5, 0.75, 28 / 252)],
+)
+def test_auc_exceedance_of_few_users_without_ties_is_exact(
+    n: int, threshold: float, expected: float
+) -> None:
+    """A review enumerated every label set of n + n users: the normal approximation gave
+    0.108, 0.085, 0.083, 0.096 for the exact 1/6, 0.100, 0.100, 0.111 (2 to 5 users a
+    side). U's exact null now answers; its counts are checked against every label set."""
+    chance, method = auc_exceedance_under_null(
+        scores=np.arange(2.0 * n), is_train=np.arange(2 * n) < n, threshold=threshold
+    )
+    assert method == "exact (Mann-Whitney)"
+    assert chance == pytest.approx(expected, rel=1e-12)
+    for n1, n0 in [(1, 1), (2, 3), (4, 4), (3, 6)]:
+        counts = np.zeros(n1 * n0 + 1)
+        for members in itertools.combinations(range(n1 + n0), n1):
+            counts[sum(m > o for m in members for o in range(n1 + n0) if o not in members)] += 1
+        assert np.array_equal(mann_whitney_null_counts(n1=n1, n0=n0), counts)
 
 
 def test_auc_exceedance_with_two_scores_is_exact() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from scipy import optimize, stats
@@ -30,6 +30,7 @@ from gate.stats._validate import (
     check_labels,
     check_nonnegative,
     check_probability,
+    is_number,
 )
 from gate.stats.saddlepoint import saddlepoint_rate
 from gate.stats.weighted_tail import (
@@ -83,11 +84,18 @@ class FeatureMatchResult(NamedTuple):
 
     @property
     def rejects_zero_learning(self) -> bool:
-        return self.p_value <= self.alpha
+        """Whether the Hoeffding p-value is below alpha (strictly, as the exact test's)."""
+        return self.p_value < self.alpha
 
     @property
     def rejects_zero_learning_exact(self) -> bool:
-        return self.p_value_exact <= self.alpha
+        """Whether the exact p-value is below alpha, strictly: at a p-value of exactly
+        alpha (an atom of the discrete null, three train users of three at p = 1/2 and
+        alpha = 1/8) p itself is the largest rate rejected, so p̂ = p and ε̂ = 0, and a
+        rule of ``<=`` rejected with ε̂ = 0 (a review); the tail's rounding then decided
+        between two equal atoms. Strict, the test rejects exactly when ε̂ > 0, at a level
+        still <= alpha."""
+        return self.p_value_exact < self.alpha
 
 
 def rate_from_epsilon(*, epsilon: float, p: float) -> float:
@@ -125,6 +133,7 @@ def largest_rate_lower_bound(
     A threshold on ε̂ at or above ``epsilon_from_rate`` of this can never fail.
     """
     check_alpha(alpha)
+    _check_estimator(estimator)
     if check_count("train_users", train_users) == 0:
         return 0.0
     if estimator == "exact":
@@ -138,6 +147,7 @@ def train_users_to_exceed(
     """The fewest train users with which :func:`largest_rate_lower_bound` exceeds ``rate``
     (in (0, 1))."""
     check_alpha(alpha)
+    _check_estimator(estimator)
     check_probability("rate", rate, open_low=True, open_high=True)
     if estimator == "exact":  # alpha^(1/n) > rate  <=>  n > ln(alpha) / ln(rate)
         n = math.floor(math.log(alpha) / math.log(rate)) + 1
@@ -148,6 +158,12 @@ def train_users_to_exceed(
             break
         n += 1
     return n
+
+
+def _check_estimator(estimator: str) -> None:
+    """A review: any other name than "exact" was taken for Hoeffding's."""
+    if estimator not in ("exact", "hoeffding"):
+        raise StatsError(f"estimator must be 'exact' or 'hoeffding'; found {estimator!r}")
 
 
 def hoeffding_margin(*, c2: float, alpha: float) -> float:
@@ -165,10 +181,23 @@ def _as_counts(counts: np.ndarray, is_train: np.ndarray) -> tuple[np.ndarray, np
             f"counts and is_train must be 1-d arrays of one length; found shapes "
             f"{c.shape} and {s.shape}"
         )
-    c = check_integers("counts", c)
+    return _checked_counts(c), check_labels(s)
+
+
+MAX_TOTAL_COUNT = 2**53  # sums above it are no longer exact in float64, nor int64-safe
+
+
+def _checked_counts(counts: Any) -> np.ndarray:
+    """``counts`` as non-negative int64 whose sum is at most :data:`MAX_TOTAL_COUNT` (a
+    review's counts summing past 2**63 wrapped around: a p-value of 0.018 for a tail of
+    0.75, and ε̂ = inf)."""
+    c = check_integers("counts", counts)
     if c.size and c.min() < 0:
         raise StatsError(f"counts must be non-negative integers; found {c.min()}")
-    return c.astype(np.int64), check_labels(s)
+    total = float(c.sum(dtype=np.float64))
+    if total > MAX_TOTAL_COUNT:
+        raise StatsError(f"counts must sum to at most 2**53; found a sum of {total:.3g}")
+    return c
 
 
 def exact_tail(*, counts: np.ndarray, q: float, threshold: float) -> float:
@@ -197,9 +226,13 @@ def exact_rate_lower_bound(
         start: a rate known to be rejected (e.g. Hoeffding's p̂), to shorten the search.
     """
     check_alpha(alpha)
-    weights, mult = weight_multiplicities(np.asarray(counts))
+    weights, mult = weight_multiplicities(_checked_counts(counts))
     c1 = float((weights * mult).sum())
-    if statistic <= 0 or c1 == 0:
+    if not (is_number(statistic) and 0 <= statistic <= c1):
+        raise StatsError(
+            f"statistic must be a number in [0, sum of counts = {c1:g}]; found {statistic!r}"
+        )
+    if statistic == 0 or c1 == 0:
         return 0.0
     if weights.size == 1:  # one weight: a binomial, Clopper-Pearson in closed form
         n, k = int(mult[0]), math.ceil(statistic / weights[0])
