@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from gate.stats._validate import StatsError
-from gate.stats.binomial import clopper_pearson
+from gate.stats.binomial import clopper_pearson, upper_bounds
 from gate.stats.distinguishability import distinguishability_epsilon
 from gate.stats.one_run import (
     DEFAULT_GRID,
     _grid,
     carried_outcome,
     descending_order,
+    one_run_delta,
     one_run_delta_from_scores,
     one_run_epsilon,
     one_run_epsilon_from_scores,
@@ -45,6 +46,7 @@ from gate.stats.roc import (
     similarity_two_sample,
     tpr_at_fpr,
 )
+from gate.stats.saddlepoint import saddlepoint_rate, saddlepoint_sf
 from gate.stats.split_balance import split_balance_test
 
 ALPHA = 0.05
@@ -287,7 +289,7 @@ def test_auc_exceedance_of_few_users_without_ties_is_exact(
     chance, method = auc_exceedance_under_null(
         scores=np.arange(2.0 * n), is_train=np.arange(2 * n) < n, threshold=threshold
     )
-    assert method == "exact (Mann-Whitney)"
+    assert method == "exact"
     assert chance == pytest.approx(expected, rel=1e-12)
     for n1, n0 in [(1, 1), (2, 3), (4, 4), (3, 6)]:
         counts = np.zeros(n1 * n0 + 1)
@@ -774,3 +776,26 @@ def test_a_bound_that_is_not_a_number_counts_as_a_total_leak_passing() -> None:
 
     found = total_leak_passes(broken, threshold=0.5, alpha=ALPHA, records=4)
     assert found.passing == found.draws == 200 and found.upper == 1.0 and found.limit == 0.0
+
+
+def test_numbers_a_review_found_unchecked_are_refused_by_name() -> None:
+    """Each of these had reached NumPy or scipy (AttributeError, TypeError, a brentq
+    error), returned NaN, or was read as another value ("1" as 1, alpha 0 as a bound of
+    1); each is now a StatsError naming the parameter."""
+    scores, labels = np.arange(6.0), np.arange(6) % 2 == 0
+    curve = roc_curve(scores=scores, is_train=labels)
+    cases = [
+        (lambda: one_run_epsilon_from_scores(scores=scores, is_train=labels, rng=None), "rng"),
+        (lambda: one_run_p_value(epsilon="1", k_plus=2, k_minus=0, correct=2), "epsilon"),
+        (lambda: one_run_delta(epsilon="a", k_plus=2, k_minus=0, correct=2, alpha=0.05), "epsilon"),
+        (lambda: tpr_at_fpr(curve, fpr="0.1"), "fpr"),
+        (lambda: auc_exceedance_under_null(scores=scores, is_train=labels, threshold=math.nan), "threshold"),
+        (lambda: upper_bounds(successes=np.array([1]), trials=4, alpha=0.0), "alpha"),
+        (lambda: upper_bounds(successes=np.array([5]), trials=4, alpha=0.05), "successes"),
+        (lambda: saddlepoint_sf(weights=np.array([1]), multiplicities=np.array([3]), q=0.5, threshold=math.nan), "threshold"),
+        (lambda: saddlepoint_sf(weights=np.array([1]), multiplicities=np.array([3]), q=0.5, threshold=math.inf), "threshold"),
+        (lambda: saddlepoint_rate(weights=np.array([1]), multiplicities=np.array([3]), statistic=math.nan, alpha=0.05), "statistic"),
+    ]  # fmt: skip
+    for call, name in cases:
+        with pytest.raises(StatsError, match=rf"^{name} must be"):
+            call()  # type: ignore[no-untyped-call]

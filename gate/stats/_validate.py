@@ -53,6 +53,18 @@ def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> fl
     return float(value)
 
 
+def check_epsilons(epsilon: Any) -> np.ndarray:
+    """ε, a number or an array of numbers, each in [0, inf], as float64 (a review: the
+    string "1" was read as 1, "a" reached NumPy's own error)."""
+    array = np.asarray(epsilon)
+    numeric = array.dtype != bool and (
+        np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    )
+    if not numeric or np.isnan(array).any() or (array < 0).any():
+        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    return array.astype(np.float64)
+
+
 MIN_ALPHA = 1e-12  # the exact tails carry an absolute error of up to ~1e-15
 
 

@@ -7,7 +7,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from scipy import stats
 
-from gate.stats._validate import StatsError, check_alpha, check_count
+from gate.stats._validate import StatsError, check_alpha, check_count, check_integers
 
 
 class Interval(NamedTuple):
@@ -55,7 +55,14 @@ def clopper_pearson(
 def upper_bounds(*, successes: np.ndarray, trials: int, alpha: float) -> np.ndarray:
     """The one-sided Clopper-Pearson upper bounds ``Beta.ppf(1 - alpha, K + 1, T - K)`` of
     every count ``K`` in ``successes`` (1 where K = T), at once."""
-    k = np.asarray(successes)
+    check_count("trials", trials, minimum=1)
+    check_alpha(alpha)
+    k = check_integers("successes", successes)
+    if k.size and (k.min() < 0 or k.max() > trials):
+        raise StatsError(
+            f"successes must be integers in [0, trials = {trials}]; found "
+            f"{k.min() if k.min() < 0 else k.max()}"
+        )
     bounds = np.ones(k.shape)
     below = k < trials
     bounds[below] = stats.beta.ppf(1 - alpha, k[below] + 1, trials - k[below])

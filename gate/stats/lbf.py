@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gate.stats._validate import StatsError, check_count, check_probability
+from gate.stats._validate import StatsError, check_count, check_epsilons, check_probability
 
 
 class LbfProfile(NamedTuple):
@@ -106,9 +106,7 @@ def delta_at_epsilon(profile: LbfProfile, *, epsilon: float | np.ndarray) -> flo
     most that (a review: 0.079 against 0.19 for the thesis's M2 at ε = ln(10/9)), so this
     is an upper bound on it, the thesis's and METHODS's quantity.
     """
-    eps = np.asarray(epsilon, dtype=np.float64)
-    if np.isnan(eps).any() or (eps < 0).any():
-        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    eps = check_epsilons(epsilon)
     dx = profile.floor_x + _mass_above(profile.lbf_xy, profile.weight_xy, eps)
     dy = profile.floor_y + _mass_above(profile.lbf_yx, profile.weight_yx, eps)
     delta = np.minimum(1.0, np.maximum(dx, dy))
@@ -195,9 +193,7 @@ def restricted_delta_at_epsilon(
             f"counts_x, counts_y and outputs must align; found shapes {fx.shape}, "
             f"{fy.shape}, {mask.shape}"
         )
-    eps = np.asarray(epsilon, dtype=np.float64)
-    if np.isnan(eps).any() or (eps < 0).any():
-        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    eps = check_epsilons(epsilon)
     floor_x = float(fx[mask & (fx > 0) & (fy == 0)].sum())  # LBF_XY = +inf: above every ε
     floor_y = float(fy[mask & (fy > 0) & (fx == 0)].sum())
     both = mask & (fx > 0) & (fy > 0)

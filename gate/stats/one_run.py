@@ -26,6 +26,7 @@ from gate.stats._validate import (
     StatsError,
     check_alpha,
     check_count,
+    check_epsilons,
     check_probability,
     check_scores,
     is_number,
@@ -69,8 +70,8 @@ def one_run_p_value(
     check_count("correct", correct, maximum=r)
     check_probability("p", p, open_low=True, open_high=True)
     check_probability("delta", delta, open_high=True)
-    if not epsilon >= 0:
-        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    if check_epsilons(epsilon).ndim:
+        raise StatsError(f"epsilon must be one number; found {epsilon!r}")
     if delta > 0 and not math.isclose(p, 0.5):
         raise StatsError(f"delta > 0 is supported for p = 0.5 only; found p = {p!r}")
     if correct == 0:
@@ -319,6 +320,8 @@ def one_run_epsilon_from_scores(
         fractions: guess counts as fractions of the scored records.
     """
     check_alpha(alpha)
+    if not isinstance(rng, np.random.Generator):
+        raise StatsError(f"rng must be a numpy.random.Generator; found {type(rng).__name__}")
     s, y = _scored(scores, is_train)
     if selection not in ("split_half", "bonferroni"):
         raise StatsError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
@@ -393,9 +396,7 @@ def one_run_delta(
     r = k_plus + k_minus
     check_count("correct", correct, maximum=r)
     m = r if scored is None else check_count("scored", scored, minimum=r)
-    eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
-    if np.isnan(eps).any() or (eps < 0).any():
-        raise StatsError(f"epsilon must be in [0, inf]; found {epsilon!r}")
+    eps = np.atleast_1d(check_epsilons(epsilon))
     out = np.zeros(eps.shape)
     if correct > 0:
         q = 1.0 / (1.0 + np.exp(-eps))

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from gate.stats._validate import StatsError, check_count, check_scores
+from gate.stats._validate import StatsError, check_count, check_probability, check_scores
 
 
 class RocCurve(NamedTuple):
@@ -78,6 +78,7 @@ def auc_exceedance_under_null(
       review found it 0.041 where 20,000 permutations gave 0 (3 of 300 users scoring
       above the others, whose AUC cannot exceed 0.51).
     """
+    check_probability("threshold", threshold)
     s, y = _checked_groups(scores, is_train)
     n, n1 = s.size, int(y.sum())
     n0 = n - n1
@@ -102,7 +103,7 @@ def auc_exceedance_under_null(
     if distinct.size == s.size and min(n1, n0) <= EXACT_MANN_WHITNEY and n1 * n0 <= EXACT_PAIRS:
         counts = mann_whitney_null_counts(n1=n1, n0=n0)
         tail = counts[min(max(exceeded, 0), counts.size) :].sum()
-        return float(tail / counts.sum()), "exact (Mann-Whitney)"
+        return float(tail / counts.sum()), "exact"
     _, ties = np.unique(s, return_counts=True)
     tie_sum = float((ties.astype(np.float64) ** 3 - ties).sum())
     variance = n1 * n0 / 12.0 * ((n + 1) - tie_sum / (n * (n - 1)))
@@ -252,8 +253,7 @@ def roc_auc(
 
 def tpr_at_fpr(curve: RocCurve, *, fpr: float) -> float:
     """Largest TPR among thresholds whose FPR is at most ``fpr`` (no interpolation)."""
-    if not 0 <= fpr <= 1:
-        raise StatsError(f"fpr must be in [0, 1]; found {fpr!r}")
+    check_probability("fpr", fpr)
     ok = curve.fpr <= fpr + 1e-12
     return float(curve.tpr[ok].max())
 
