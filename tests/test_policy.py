@@ -121,6 +121,22 @@ def test_a_key_that_is_no_string_is_named_at_its_own_line(body: str, expected: s
     assert error_of(HEAD + body) == expected
 
 
+@pytest.mark.parametrize("first", ["'1'", "1"])
+def test_a_key_and_its_quoted_twin_are_told_apart(first: str) -> None:
+    """A review: beside its quoted twin ``'1'``, the key ``1`` was reported at the twin's
+    line."""
+    second = "1" if first == "'1'" else "'1'"
+    lines = error_of(HEAD + f"audits:\n  {first}: {{}}\n  {second}: {{}}\n").splitlines()
+    number_line, quoted_line = (5, 4) if first == "'1'" else (4, 5)
+    assert sorted(lines) == sorted(
+        [
+            f"p.yaml:{number_line}: audits.1: Keys should be strings; found 1",
+            f"p.yaml:{quoted_line}: audits.1: unknown key (the schema does not allow it; "
+            "see `gate policy schema`)",
+        ]
+    )
+
+
 def test_error_names_yaml_path_line_expected_and_found() -> None:
     message = error_of(
         HEAD

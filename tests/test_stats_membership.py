@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -799,3 +800,32 @@ def test_numbers_a_review_found_unchecked_are_refused_by_name() -> None:
     for call, name in cases:
         with pytest.raises(StatsError, match=rf"^{name} must be"):
             call()  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize(("n1", "n0", "threshold"), [(2, 45, 0.7), (4, 25, 0.57), (8, 25, 0.58)])
+def test_auc_exceedance_counts_the_auc_at_the_threshold_as_not_exceeding(
+    n1: int, n0: int, threshold: float
+) -> None:
+    """A review: 0.7 * 90 is 62.99999999999999 in floats, so U = 63 (AUC 0.7, which passes
+    ``auc <= max_auc``) was counted as exceeding (0.1943 where P(U >= 64) = 0.1813)."""
+    pairs = n1 * n0
+    least = next(u for u in range(pairs + 1) if Fraction(u, pairs) > Fraction(str(threshold)))
+    counts = mann_whitney_null_counts(n1=n1, n0=n0)
+    chance, method = auc_exceedance_under_null(
+        scores=np.arange(float(n1 + n0)), is_train=np.arange(n1 + n0) < n1, threshold=threshold
+    )
+    assert method == "exact"
+    assert chance == pytest.approx(counts[least:].sum() / counts.sum(), rel=1e-12)
+
+
+def test_auc_exceedance_beyond_exact_float_counts_is_approximated() -> None:
+    """Above 2**53 label sets the null counts' running sums cancel (a review: negative
+    counts from 8 + 957 users, a chance of -1.8e-19 at 8 + 500,000): the continuity-
+    corrected normal approximation answers there."""
+    scores, labels = np.arange(2008.0), np.arange(2008) < 8
+    chance, method = auc_exceedance_under_null(scores=scores, is_train=labels, threshold=0.999)
+    assert method == "normal approximation" and 0 <= chance < 1e-6
+    assert (
+        auc_exceedance_under_null(scores=np.arange(300.0), is_train=labels[:300], threshold=0.9)[1]
+        == "exact"
+    )

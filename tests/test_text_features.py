@@ -1196,6 +1196,27 @@ def test_a_script_that_runs_the_gate_without_a_main_guard_stops_its_workers(
 
 
 @pytest.mark.timeout(90)
+def test_a_scripts_own_pool_is_not_stopped_by_the_gate(tmp_path: Path) -> None:
+    """Only the gate's own PII workers are stopped at a top-level gate call: a worker of
+    the script's own pool that a review saw stopped there was started again without end
+    (a hang)."""
+    script = tmp_path / "own_pool.py"
+    script.write_text(
+        "import multiprocessing\n"
+        "from gate.api.preflight import refuse_a_starting_worker\n"
+        "refuse_a_starting_worker('run_gate')\n"
+        "def double(x):\n    return 2 * x\n"
+        "if __name__ == '__main__':\n"
+        "    with multiprocessing.get_context('spawn').Pool(2) as pool:\n"
+        "        print(pool.map(double, range(4)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=80, cwd=tmp_path
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "[0, 2, 4, 6]", done.stderr
+
+
+@pytest.mark.timeout(90)
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
     """A worker killed while the gate's process works (the system's out-of-memory killer

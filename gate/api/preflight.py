@@ -20,6 +20,7 @@ from gate.data.markup import share_with_markup
 from gate.engines.base import uses_feature_caches
 from gate.errors import BundleError, InputError
 from gate.features.embeddings import native_bfloat16
+from gate.features.pii import WORKER_NAME as PII_WORKER_NAME
 from gate.features.tokenize import long_word_share
 from gate.plugins import ENGINES
 from gate.policy.loader import LoadedPolicy, policy_location
@@ -43,21 +44,25 @@ FUSED_SOURCE_SHARE = 0.1  # ... when the source's is below this (a language with
 
 
 def refuse_a_starting_worker(call: str) -> None:
-    """Stops a process that multiprocessing is still starting when it calls ``call``: a
-    script that calls the gate at its top level, which each spawned worker (PII
-    detection's) re-runs as it imports the script. Unstopped, each worker ran a whole
-    second gate, printed its own result and the standard library's error for a pool
-    started there, and the script's gate went on (a review). The worker ends here with
-    one line on its standard error, and the script's gate, which lost its worker, ends in
-    an error that says to add the guard.
+    """Stops a PII worker that is starting when it calls ``call``: a script that calls
+    the gate at its top level, which each spawned worker re-runs as it imports the
+    script. Unstopped, each worker ran a whole second gate, printed its own result and
+    the standard library's error for a pool started there, and the script's gate went on
+    (a review). The worker ends here with one line on its standard error, and the
+    script's gate, which lost its worker, ends in an error that says to add the guard.
+    Other processes that are starting (a ``multiprocessing.Pool`` of the script's own)
+    are left to run the call: stopped, a pool starts their like again without end (a
+    review).
 
     Raises:
-        SystemExit: in a process that is starting (multiprocessing's own test for a pool
-            started there, ``_inheriting``), with the message (printed without a
-            traceback: the worker cannot go on, and a handler of ``Exception`` in the
-            script must not keep it going).
+        SystemExit: in a PII worker that is starting (multiprocessing's own test for a
+            pool started there, ``_inheriting``, and the name the gate starts its
+            workers with), with the message (printed without a traceback: the worker
+            cannot go on, and a handler of ``Exception`` in the script must not keep it
+            going).
     """
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
+    process = multiprocessing.current_process()
+    if getattr(process, "_inheriting", False) and process.name == PII_WORKER_NAME:
         raise SystemExit(
             f"gate: error: {call} was called while a worker process was starting: a script "
             "that calls the gate at its top level is run again by each worker the gate "

@@ -595,13 +595,31 @@ def _worker_pool(workers: int) -> ProcessPoolExecutor:
     if pool is None:
         pool = ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=_WorkerContext(),
             initializer=_worker_init,
             initargs=(os.getpid(),),
         )
         atexit.register(pool.shutdown, wait=True, cancel_futures=True)
         _POOLS[workers] = pool
     return pool
+
+
+WORKER_NAME = "gate-pii-worker"  # the name each PII worker process is started with
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A spawned PII worker, named :data:`WORKER_NAME` from its first step on (spawn
+    sends the name before the worker imports the caller's script), so that a gate called
+    from that script's top level stops there
+    (:func:`gate.api.preflight.refuse_a_starting_worker`) and nowhere else."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.name = WORKER_NAME
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    Process = _WorkerProcess
 
 
 def shutdown_worker_pools() -> None:

@@ -160,9 +160,10 @@ def _input_path(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
     path: list[int | str] = []
     node = data
     for part in loc:
-        keys = _non_string_keys(node, part) if isinstance(node, dict) else []
+        string_key = isinstance(part, str) and isinstance(node, dict) and part in node
+        keys = _non_string_keys(node, part) if isinstance(node, dict) and not string_key else []
         if keys:
-            path.append(_yaml_spelling(keys[0]))
+            path.append(NonStringKey(_yaml_spelling(keys[0])))
             node = node[keys[0]]
         elif isinstance(node, dict) and part in node:
             path.append(part)
@@ -184,6 +185,12 @@ def _non_string_keys(node: dict[Any, Any], part: int | str) -> list[Any]:
     return [key for key in node if not isinstance(key, str) and (key == part or str(key) == part)]
 
 
+class NonStringKey(str):
+    """A path part that is a mapping key YAML reads as no string (``true``, ``1``,
+    ``null``), spelled as YAML writes it: matched only by such a key, never by its quoted
+    twin (``'1'`` beside ``1``: a review)."""
+
+
 def _yaml_spelling(key: Any) -> str:
     """A mapping key as YAML writes it: ``true``, ``1``, ``null``, ``1.5``."""
     return str(yaml.safe_dump(key).split("\n", 1)[0])
@@ -200,14 +207,16 @@ def path_is_tag(part: str, node: dict[str, Any]) -> bool:
 def _is_key(node: yaml.Node, part: int | str) -> bool:
     """Whether the mapping key ``node`` is the path's ``part``: a string by its text, any
     other key (``1``, ``null``, ``True``) by the scalar YAML reads, as pydantic names it
-    (1, 'None') or as ``_input_path`` spells it (``true``): a review found such keys
-    reported at their parent's line."""
-    if node.value == part:
-        return True
-    if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:str":
+    (1, 'None') or as ``_input_path`` spells it (a :class:`NonStringKey`): a review found
+    such keys reported at their parent's line."""
+    if not isinstance(node, yaml.ScalarNode):
         return False
+    if node.tag == "tag:yaml.org,2002:str":
+        return not isinstance(part, NonStringKey) and node.value == part
     key = yaml.safe_load(node.value or "null")
-    return str(key) == str(part) or _yaml_spelling(key) == part
+    if isinstance(part, NonStringKey):
+        return _yaml_spelling(key) == part
+    return not isinstance(part, str) and str(key) == str(part)
 
 
 def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:

@@ -26,7 +26,8 @@ class ExcessResult(NamedTuple):
     With ``D = T + H`` disclosures, ``excess = (T - p D)/(1 - p)``: 0 in expectation under
     zero learning. If the records' true train rate is ``q``, the excess estimates
     ``(q - p) D/(1 - p)``; the bounds map the exact bounds on ``q`` through that line, so
-    ``lower > 0`` exactly when the exact feature-match test rejects zero learning.
+    ``lower > 0`` when the exact feature-match test rejects zero learning (up to the
+    rounding of its tail and p̂'s conservative search near alpha: ``FeatureMatchResult``).
     """
 
     train: float

@@ -92,9 +92,10 @@ class FeatureMatchResult(NamedTuple):
         """Whether the exact p-value is below alpha, strictly: at a p-value of exactly
         alpha (an atom of the discrete null, three train users of three at p = 1/2 and
         alpha = 1/8) p itself is the largest rate rejected, so p̂ = p and ε̂ = 0, and a
-        rule of ``<=`` rejected with ε̂ = 0 (a review); the tail's rounding then decided
-        between two equal atoms. Strict, the test rejects exactly when ε̂ > 0, at a level
-        still <= alpha."""
+        rule of ``<=`` rejected with ε̂ = 0 (a review). Strict, an atom of exactly alpha
+        does not reject, and the level stays <= alpha. Within the tail's rounding (about
+        1e-16) and p̂'s conservative search (up to 1e-3 of alpha in level) the two can
+        still differ, ε̂ towards 0 (a later review)."""
         return self.p_value_exact < self.alpha
 
 

@@ -37,7 +37,7 @@ class RocResult(NamedTuple):
 PERMUTATION_LIMIT = 5000  # users above the lowest score up to which ties are permuted
 PERMUTATIONS = 9999
 EXACT_MANN_WHITNEY = 8  # the smaller group's size up to which the U null is exact (as scipy's)
-EXACT_PAIRS = 2**22  # ... and the pairs n1 n0 (the null's values; 2^22 take about 3 ms)
+EXACT_PAIRS = 2**22  # ... and the pairs n1 n0 (the null's values; 2^22 take up to 0.4 s)
 _CHUNK = 250
 
 
@@ -67,8 +67,9 @@ def auc_exceedance_under_null(
       score is hypergeometric, and the AUC increases with it;
     * ties, and at most ``PERMUTATION_LIMIT`` users above the lowest score: the share of
       ``PERMUTATIONS`` permutations of the labels (from ``rng``) whose AUC exceeds it;
-    * no ties, at most ``EXACT_MANN_WHITNEY`` users in one group and ``EXACT_PAIRS``
-      pairs: exact, from U's null distribution (:func:`mann_whitney_null_counts`; a
+    * no ties, at most ``EXACT_MANN_WHITNEY`` users in one group, ``EXACT_PAIRS`` pairs,
+      and label sets few enough to count exactly in float64 (2^53): exact, from U's null
+      distribution (:func:`mann_whitney_null_counts`; a
       review found the normal approximation 0.083 where the exact chance is 0.100, 4 + 4
       users and ``max_auc`` 0.8);
     * otherwise the normal approximation of the Mann-Whitney U statistic, with a
@@ -99,8 +100,9 @@ def auc_exceedance_under_null(
         sums = _permuted_rank_sums(s, y, s > distinct[0], rng)
         tolerance = 1e-9 * max(1.0, abs(bound))
         return float((sums > bound + tolerance).mean()), f"permutation ({PERMUTATIONS} draws)"
-    exceeded = math.floor(threshold * n1 * n0) + 1  # the least U above the threshold's
-    if distinct.size == s.size and min(n1, n0) <= EXACT_MANN_WHITNEY and n1 * n0 <= EXACT_PAIRS:
+    exceeded = _least_u_above(threshold, pairs=n1 * n0)
+    exact = min(n1, n0) <= EXACT_MANN_WHITNEY and n1 * n0 <= EXACT_PAIRS
+    if distinct.size == s.size and exact and math.comb(n, min(n1, n0)) <= 2**53:
         counts = mann_whitney_null_counts(n1=n1, n0=n0)
         tail = counts[min(max(exceeded, 0), counts.size) :].sum()
         return float(tail / counts.sum()), "exact"
@@ -114,6 +116,18 @@ def auc_exceedance_under_null(
     return float(chance), "normal approximation"
 
 
+def _least_u_above(threshold: float, *, pairs: int) -> int:
+    """The least integer U whose AUC ``U / pairs`` exceeds ``threshold`` as the audit
+    compares them (``threshold * pairs`` can fall a hair below an integer: 0.7 * 90 is
+    62.99999999999999, and U = 63 is AUC 0.7, which does not exceed it: a review)."""
+    u = math.floor(threshold * pairs) + 1
+    while u > 0 and (u - 1) / pairs > threshold:
+        u -= 1
+    while u / pairs <= threshold:
+        u += 1
+    return u
+
+
 def mann_whitney_null_counts(*, n1: int, n0: int) -> np.ndarray:
     """How many of the ``C(n1 + n0, n1)`` equally likely label sets give each value
     ``u = 0 .. n1 n0`` of the Mann-Whitney U statistic (no ties), as float64.
@@ -121,7 +135,8 @@ def mann_whitney_null_counts(*, n1: int, n0: int) -> np.ndarray:
     They are the coefficients of the Gaussian binomial ``[n1 + n0 choose m]_q = prod_{i=1}^m
     (1 - q^{N+i}) / (1 - q^i)``, ``m = min(n1, n0)``, ``N = max(n1, n0)`` (Mann & Whitney
     1947; Andrews, *The Theory of Partitions*, Thm 3.1): m products, each exact division
-    by ``1 - q^i`` a running sum with stride i. Exact while the counts stay below 2^53.
+    by ``1 - q^i`` a running sum with stride i. Exact while ``C(n1 + n0, m)`` is at most
+    2^53; above, the running sums cancel (a review: negative counts at 8 + 957 users).
     """
     m, big = sorted((check_count("n1", n1, minimum=1), check_count("n0", n0, minimum=1)))
     poly = np.zeros(m * big + 1)
