@@ -14,7 +14,7 @@ from scipy import stats
 
 from gate.stats._validate import StatsError
 from gate.stats.binomial import clopper_pearson, upper_bounds
-from gate.stats.distinguishability import distinguishability_epsilon
+from gate.stats.distinguishability import distinguishability_epsilon, transition_candidate_sets
 from gate.stats.one_run import (
     DEFAULT_GRID,
     _grid,
@@ -796,6 +796,8 @@ def test_numbers_a_review_found_unchecked_are_refused_by_name() -> None:
         (lambda: saddlepoint_sf(weights=np.array([1]), multiplicities=np.array([3]), q=0.5, threshold=math.nan), "threshold"),
         (lambda: saddlepoint_sf(weights=np.array([1]), multiplicities=np.array([3]), q=0.5, threshold=math.inf), "threshold"),
         (lambda: saddlepoint_rate(weights=np.array([1]), multiplicities=np.array([3]), statistic=math.nan, alpha=0.05), "statistic"),
+        (lambda: similarity_two_sample(train_similarity=np.ones((2, 2)), holdout_similarity=np.ones(3)), "both samples"),
+        (lambda: transition_candidate_sets(embeddings=None, n=4.5, candidates=2, trials=1, transition_lambda=0.0, rng=np.random.default_rng(0)), "n"),
     ]  # fmt: skip
     for call, name in cases:
         with pytest.raises(StatsError, match=rf"^{name} must be"):

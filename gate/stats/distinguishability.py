@@ -112,8 +112,7 @@ def transition_candidate_sets(
     """
     check_count("candidates", candidates, minimum=2)
     check_count("trials", trials, minimum=1)
-    if n < candidates:
-        raise StatsError(f"n must be >= candidates = {candidates}; found {n}")
+    check_count("n", n, minimum=candidates)
     if not abs(transition_lambda) <= MAX_TRANSITION_LAMBDA:
         raise StatsError(
             f"transition_lambda must lie within +-{MAX_TRANSITION_LAMBDA:g}; found "

@@ -297,8 +297,10 @@ def similarity_two_sample(
     """
     a = np.asarray(train_similarity, dtype=np.float64)
     b = np.asarray(holdout_similarity, dtype=np.float64)
-    if a.size == 0 or b.size == 0:
-        raise StatsError(f"both samples must be non-empty; found sizes {a.size} and {b.size}")
+    if a.ndim != 1 or b.ndim != 1 or a.size == 0 or b.size == 0:
+        raise StatsError(
+            f"both samples must be non-empty 1-d arrays; found shapes {a.shape} and {b.shape}"
+        )
     result = roc_auc(
         scores=np.r_[a, b],
         is_train=np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)],
