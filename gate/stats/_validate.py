@@ -53,6 +53,13 @@ def check_nonnegative(name: str, value: float, *, allow_inf: bool = False) -> fl
     return float(value)
 
 
+def check_finite(name: str, value: float) -> float:
+    """Require a finite number."""
+    if not (is_number(value) and math.isfinite(value)):
+        raise StatsError(f"{name} must be a finite number; found {value!r}")
+    return float(value)
+
+
 def check_epsilons(epsilon: Any) -> np.ndarray:
     """ε, a number or an array of numbers, each in [0, inf], as float64 (a review: the
     string "1" was read as 1, "a" reached NumPy's own error)."""

@@ -69,15 +69,15 @@ def auc_exceedance_under_null(
       ``PERMUTATIONS`` permutations of the labels (from ``rng``) whose AUC exceeds it;
     * no ties, at most ``EXACT_MANN_WHITNEY`` users in one group, ``EXACT_PAIRS`` pairs,
       and label sets few enough to count exactly in float64 (2^53): exact, from U's null
-      distribution (:func:`mann_whitney_null_counts`; a
-      review found the normal approximation 0.083 where the exact chance is 0.100, 4 + 4
-      users and ``max_auc`` 0.8);
+      distribution (:func:`mann_whitney_null_counts`; a review found the normal
+      approximation 0.083 where the exact chance is 0.100, 4 + 4 users and ``max_auc``
+      0.8);
     * otherwise the normal approximation of the Mann-Whitney U statistic, with a
       continuity correction without ties and the correction for ties (Lehmann 1975,
       *Nonparametrics*, §1.4): ``Var U = n1 n0 / 12 ((n + 1) - sum(t^3 - t) / (n (n -
-      1)))`` over the groups of ``t`` tied scores. A
-      review found it 0.041 where 20,000 permutations gave 0 (3 of 300 users scoring
-      above the others, whose AUC cannot exceed 0.51).
+      1)))`` over the groups of ``t`` tied scores. A review found it 0.041 where 20,000
+      permutations gave 0 (3 of 300 users scoring above the others, whose AUC cannot
+      exceed 0.51).
     """
     check_probability("threshold", threshold)
     s, y = _checked_groups(scores, is_train)

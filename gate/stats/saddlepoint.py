@@ -17,18 +17,13 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
-from gate.stats._validate import StatsError, check_probability, check_weights, is_number
+from gate.stats._validate import check_finite, check_probability, check_weights
 
 
 def _lattice(weights: np.ndarray, multiplicities: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     w, m = check_weights(weights, multiplicities)
     span = int(np.gcd.reduce(w)) if w.size else 1
     return w // span, m.astype(np.float64), span
-
-
-def _check_finite(name: str, value: float) -> None:
-    if not (is_number(value) and math.isfinite(value)):
-        raise StatsError(f"{name} must be a finite number; found {value!r}")
 
 
 def saddlepoint_sf(
@@ -48,7 +43,7 @@ def saddlepoint_sf(
         lattice of span ``gcd(w)``; exact (0 or 1) outside the support; clipped to [0, 1].
     """
     check_probability("q", q)
-    _check_finite("threshold", threshold)
+    check_finite("threshold", threshold)
     w, m, span = _lattice(weights, multiplicities)
     k = math.ceil(threshold / span)
     top = int((w * m).sum())
@@ -109,7 +104,7 @@ def saddlepoint_rate(
     """The rate ``q`` at which the saddlepoint tail ``P_q(S >= T)`` equals ``alpha``, searched
     above ``lower``; None when the approximation does not cross ``alpha`` there."""
     check_probability("alpha", alpha, open_low=True, open_high=True)  # a target level
-    _check_finite("statistic", statistic)
+    check_finite("statistic", statistic)
     target = math.log(alpha)
 
     def excess(q: float) -> float:
