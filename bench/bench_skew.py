@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_skew.py --records 1000000
     .venv/bin/python bench/bench_skew.py --records 2000000 --footer 30
+    .venv/bin/python bench/bench_skew.py --records 10000 --one-token 16000000
 
 Corpus: ``records`` train + ``records`` holdout + ``records`` release documents (one user
 each) of 12 Zipf-distributed words followed by the same footer of ``--footer`` words (a
@@ -11,6 +12,10 @@ its occurrences meet in one hash partition: before partitions were read in block
 partition grew with the corpus. Prints wall time, the peak of the memory numpy and Python
 allocate during the count (``tracemalloc``; the corpus itself is allocated before it
 starts) and the counts (the same whatever the partitions and blocks).
+
+With ``--one-token N``, one user's train records also hold N tokens of one word repeated
+(records of 1,000 of it), and the release copies 50 of them: every n-gram of that text
+is rare (one user holds it) and repeated, so none is settled as common.
 """
 
 from __future__ import annotations
@@ -40,20 +45,36 @@ def make_corpus(records: int, footer: int, rng: np.random.Generator) -> tuple[li
     return source, release
 
 
+def add_one_token(
+    source: list[str], release: list[str], users: np.ndarray, tokens: int
+) -> tuple[list[str], list[str], np.ndarray]:
+    """One user's records of one word repeated, ``tokens`` in all, and a release copying
+    50 of them."""
+    repeated = [" ".join(["again"] * 1000)] * (tokens // 1000)
+    holder = np.full(len(repeated), users.max() + 1, dtype=np.int64)
+    return repeated + source, [*release, " ".join(["again"] * 50)], np.r_[holder, users]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--footer", type=int, default=30, help="words of the common footer")
     parser.add_argument("--block-records", type=int, default=None, help="default: the engine's")
+    parser.add_argument("--one-token", type=int, default=0, help="tokens of one word repeated")
     args = parser.parse_args()
     source, release = make_corpus(args.records, args.footer, np.random.default_rng(0))
+    users = np.arange(len(source))
+    is_train = users < args.records
+    if args.one_token:
+        source, release, users = add_one_token(source, release, users, args.one_token)
+        is_train = np.r_[is_train, True]  # the last user code holds the repeated word
     options = {} if args.block_records is None else {"block_records": args.block_records}
     tracemalloc.start()
     started = time.perf_counter()
     found = spilled_ngram_disclosures(
         source,
         release,
-        users=np.arange(len(source)),
+        users=users,
         n_min=8,
         n_max=16,
         max_users=1,
@@ -62,13 +83,12 @@ def main() -> None:
     wall = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    test = feature_match_test(
-        counts=found.user_counts, is_train=np.arange(len(source)) < args.records
-    )
+    test = feature_match_test(counts=found.user_counts, is_train=is_train)
     tokens = sum(len(t.split()) for t in source) + sum(len(t.split()) for t in release)
     print(
         f"{args.records:,} + {args.records:,} + {args.records:,} records, footer of "
-        f"{args.footer} words, {tokens / 1e6:.0f} M tokens: {wall:.1f} s, peak allocated "
+        f"{args.footer} words, {args.one_token:,} tokens of one word, "
+        f"{tokens / 1e6:.0f} M tokens: {wall:.1f} s, peak allocated "
         f"during the count {peak / 2**20:,.0f} MiB; rare {found.rare_features:,}, "
         f"disclosed {found.disclosed_features:,}, T = {test.statistic:,.0f}, "
         f"H = {test.holdout_statistic:,.0f}"

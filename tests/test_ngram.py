@@ -338,6 +338,63 @@ def test_spilled_skewed_partitions_match_memory_and_reference(
     assert list(tmp_path.iterdir()) == []
 
 
+def repeating_corpus(seed: int) -> tuple[list[str], list[str], np.ndarray, int]:
+    """:func:`skewed_corpus` with records that repeat themselves: one token over and over
+    (in two records of one user and in one of another), a span repeated within a record,
+    and a release that copies part of each."""
+    source, synthetic, users, k = skewed_corpus(seed)
+    rng = np.random.default_rng(300 + seed)
+    source[5] = " ".join(["z"] * 40)
+    source[6] = " ".join(["z"] * 25) + " " + source[6]
+    source[11] = " ".join(["z"] * 30)
+    source[9] += " s1 s2 s3 s4" * 6 + " s1 s2"
+    synthetic[2] += " " + " ".join(["z"] * int(rng.integers(3, 12)))
+    synthetic[4] = "s2 s3 s4 s1 s2 s3 " + synthetic[4]
+    users = users.copy()
+    users[[5, 6]] = 41  # a user of their own: the 'z' n-grams of one or two users
+    return source, synthetic, users, k
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_spilled_repeats_within_a_record_are_kept_twice(
+    seed: int, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: a text of one token repeated kept every occurrence of its n-grams (rare,
+    so never settled as common), and the count's memory grew with it (142 MiB at 1M
+    tokens, 521 MiB at 4M). The skewed path now hands the kernel the first two
+    occurrences of each n-gram in each record with the same flags, and flags the others
+    for the next length afterwards: the counts and witnesses stay the reference's."""
+    monkeypatch.setattr(ngram_spill, "CONFIRM_BATCH", 3)
+    corpus = repeating_corpus(seed)
+    largest: list[int] = []
+    original = ngram_spill.NgramTally.match_length
+
+    def counting(self, n, **kwargs):
+        source = kwargs["source"]
+        if isinstance(source, ngram_spill.SpilledCorpus):  # not the in-memory path's call
+            pos, hashes = kwargs["repeated_pos"], kwargs["repeated_hash"]
+            pairs = np.stack([hashes.view(np.int64), source.doc_of(pos)])
+            _, per_record = np.unique(pairs, axis=1, return_counts=True)
+            largest.append(int(per_record.max(initial=0)))
+        return original(self, n, **kwargs)
+
+    monkeypatch.setattr(ngram_spill.NgramTally, "match_length", counting)
+    for chunk_chars, partitions, block_records in ((1, 1, 1), (60, 3, 4), (10**6, 1, 50)):
+        largest.clear()
+        assert_spilled_as_reference(
+            *corpus,
+            chunk_chars=chunk_chars,
+            partitions=partitions,
+            block_records=block_records,
+            workdir=tmp_path,
+        )
+        assert max(largest) <= 2, "a repeated n-gram reached the kernel more than twice"
+    largest.clear()
+    assert_spilled_as_reference(*corpus, partitions=1, workdir=tmp_path)  # whole partitions
+    assert max(largest) > 2  # the corpus does repeat n-grams within records
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_spilled_hand_case_and_normalisation() -> None:
     found = spilled_ngram_disclosures(
         ["a b c d e f", "x y z a b c", "q r s t"],

@@ -110,14 +110,25 @@ def test_every_problem_of_a_policy_is_an_error_line_of_its_own(
         ),
         (
             "audits:\n  disclosure:\n    features: [{class: ngram}]\n    True: 3\n",
-            "p.yaml:6: audits.disclosure.true: Keys should be strings; found true",
+            "p.yaml:6: audits.disclosure.True: Keys should be strings; found true",
         ),
         ("audits:\n  1.5: {}\n", "p.yaml:4: audits.1.5: Keys should be strings; found 1.5"),
+        ("audits:\n  0x10: {}\n", "p.yaml:4: audits.0x10: Keys should be strings; found 16"),
+        ("audits:\n  0o17: {}\n", "p.yaml:4: audits.0o17: Keys should be strings; found 15"),
+        ("audits:\n  1e3: {}\n", "p.yaml:4: audits.1e3: Keys should be strings; found 1000.0"),
+        (
+            "audits:\n  .inf: {}\n",
+            "p.yaml:4: audits..inf: Keys should be strings; found Infinity",
+        ),
+        ("audits:\n  ~: {}\n", "p.yaml:4: audits.~: Keys should be strings; found null"),
     ],
 )
 def test_a_key_that_is_no_string_is_named_at_its_own_line(body: str, expected: str) -> None:
     """A review: a key written as a number or null was reported at its parent's line, and
-    ``true:`` (which pydantic names 1) as a list's ``[1]`` at the line above."""
+    ``true:`` (which pydantic names 1) as a list's ``[1]`` at the line above. The key is
+    spelled as the file writes it and found as the policy loader reads it (YAML 1.2:
+    ``1e3`` and ``0o17`` are numbers, which YAML 1.1 read as strings, so they were
+    reported at the top line)."""
     assert error_of(HEAD + body) == expected
 
 

@@ -304,20 +304,24 @@ def _reduce_skewed(
     users: np.ndarray,
     max_users: int,
     block_records: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Partition ``p`` read in blocks, for when a few n-grams fill it. The common ones,
     held by more than ``max_users`` users within one block among the repeated occurrences
     and among the shared ones (or never shared), so rare in no count, are settled here:
     their source positions get the flags the kernel would give them for n + 1 (repeated;
-    shared if the release has the n-gram), and their records are left out. Of the
-    release's records, the first occurrence of each other hash is kept (all the kernel
-    needs to find, confirm and cite a disclosure). Resident: one block, the source
-    records left, the release's distinct hashes, the common hashes.
+    shared if the release has the n-gram), and their records are left out. Of the other
+    source records, the first two of each hash in each record with the same flags are
+    kept (:func:`_first_two_per_record`). Of the release's records, the first occurrence
+    of each other hash is kept (all the kernel needs to find, confirm and cite a
+    disclosure). Resident: one block, the source records left, the release's distinct
+    hashes, the common hashes. The source partition stays on disk for
+    :func:`_flag_dropped`.
 
     Returns:
-        The source records left and the release records kept (positions ascending), and
-        the common hashes the release shares (sorted): the caller flags every release
-        occurrence of those and of the hashes the kernel finds shared.
+        The source records left and the release records kept (positions ascending), the
+        common hashes the release shares (sorted): the caller flags every release
+        occurrence of those and of the hashes the kernel finds shared, and whether source
+        records were dropped as repeats within their record.
     """
     empty = np.empty(0, dtype=np.uint64)
     held_widely: dict[np.uint8, list[np.ndarray]] = {_REPEATED: [empty], _SHARED: [empty]}
@@ -342,16 +346,55 @@ def _reduce_skewed(
     is_common = np.isin(release["hash"], common)
     released_common, release = release["hash"][is_common], release[~is_common]
     left, shared = [np.empty(0, dtype=_SOURCE_RECORD)], [np.empty(0, dtype=np.uint64)]
+    not_common = 0
     for block in src_parts.blocks(p, block_records):
         held = np.isin(block["hash"], common)
-        records, left_here = block[held], block[~held]
+        not_common += int(block.size - held.sum())
+        records = block[held]
         src_flags[records["pos"][(records["flags"] & _REPEATED) > 0]] |= _REPEATED
         in_release = ((records["flags"] & _SHARED) > 0) & np.isin(records["hash"], released_common)
         src_flags[records["pos"][in_release]] |= _SHARED
         shared.append(records["hash"][in_release])
-        left.append(left_here)
-    src_parts.delete(p)
-    return np.concatenate(left), release, np.unique(np.concatenate(shared))
+        left.append(_first_two_per_record(block[~held], source=source))
+    kept = _first_two_per_record(np.concatenate(left), source=source)
+    return kept, release, np.unique(np.concatenate(shared)), kept.size < not_common
+
+
+def _first_two_per_record(records: np.ndarray, *, source: SpilledCorpus) -> np.ndarray:
+    """The first two source records of each hash in each source document among those with
+    the same flags (positions ascending). The kernel's counts read no more: whether a
+    hash occurs more than once, which users and records hold it, and the first
+    occurrence in a record (its witness); a text of one token repeated no longer keeps
+    every occurrence. Dropped occurrences are confirmed through the first two: they
+    differ from them only where 64-bit hashes under the run's key collide within one
+    record."""
+    if records.size < 3:
+        return records
+    group = source.doc_of(records["pos"]) * 4 + records["flags"]
+    order = np.lexsort((records["pos"], group, records["hash"]))
+    h, g = records["hash"][order], group[order]
+    new_group = np.r_[True, (h[1:] != h[:-1]) | (g[1:] != g[:-1])]
+    second = np.r_[False, new_group[:-1]] & ~new_group
+    return records[np.sort(order[new_group | second])]
+
+
+def _flag_dropped(
+    src_parts: _Partitions,
+    p: int,
+    *,
+    src_flags: np.ndarray,
+    repeated_hashes: np.ndarray,
+    shared_hashes: np.ndarray,
+    block_records: int,
+) -> None:
+    """Give every occurrence in partition ``p`` of the hashes the kernel found repeated or
+    shared the flag for n + 1 (occurrences :func:`_first_two_per_record` dropped
+    included): both are properties of the hash, among the occurrences with the flag."""
+    for block in src_parts.blocks(p, block_records):
+        for flag, hashes in ((_REPEATED, repeated_hashes), (_SHARED, shared_hashes)):
+            if hashes.size:
+                has = ((block["flags"] & flag) > 0) & np.isin(block["hash"], hashes)
+                src_flags[block["pos"][has]] |= flag
 
 
 def _count(
@@ -418,7 +461,7 @@ def _count(
         for p in range(partitions):
             skewed = max(src_parts.records(p), syn_parts.records(p)) > SKEW_BLOCKS * block_records
             if skewed:
-                src, syn, shared_common = _reduce_skewed(
+                src, syn, shared_common, dropped = _reduce_skewed(
                     src_parts,
                     syn_parts,
                     p,
@@ -448,7 +491,17 @@ def _count(
             )
             src_flags[still_repeated] |= _REPEATED
             src_flags[shared_src] |= _SHARED
+            if skewed and dropped:
+                _flag_dropped(
+                    src_parts,
+                    p,
+                    src_flags=src_flags,
+                    repeated_hashes=np.unique(src["hash"][np.isin(src["pos"], still_repeated)]),
+                    shared_hashes=np.unique(src["hash"][np.isin(src["pos"], shared_src)]),
+                    block_records=block_records,
+                )
             if skewed:  # every release occurrence of a shared hash, not only the first
+                src_parts.delete(p)
                 in_source = np.union1d(shared_common, syn["hash"][np.isin(syn["pos"], shared_syn)])
                 for block in syn_parts.blocks(p, block_records):
                     syn_flags[block["pos"][np.isin(block["hash"], in_source)]] = True

@@ -213,30 +213,38 @@ def _is_key(node: yaml.Node, part: int | str) -> bool:
         return False
     if node.tag == "tag:yaml.org,2002:str":
         return not isinstance(part, NonStringKey) and node.value == part
-    key = yaml.safe_load(node.value or "null")
+    # read as the policy loader reads it (YAML 1.2: `1e3` and `0o17` are numbers)
+    key = yaml.load(node.value or "null", Loader=_UniqueKeyLoader)
     if isinstance(part, NonStringKey):
         return _yaml_spelling(key) == part
     return not isinstance(part, str) and str(key) == str(part)
 
 
-def _line_of(root: yaml.Node | None, path: tuple[int | str, ...]) -> int | None:
+def _locate(
+    root: yaml.Node | None, path: tuple[int | str, ...]
+) -> tuple[int | None, tuple[int | str, ...]]:
+    """The line of the deepest key of ``path`` present in ``root``, and ``path`` with its
+    keys that are no strings spelled as the file writes them (``0x10``, not 16)."""
     node = root
     line = None if node is None else node.start_mark.line + 1
-    for part in path:
+    written = list(path)
+    for i, part in enumerate(path):
         if isinstance(node, yaml.MappingNode):
             match = [(k, v) for k, v in node.value if _is_key(k, part)]
             if not match:
-                return line
+                break
             key, node = match[0]
             line = key.start_mark.line + 1
+            if isinstance(part, NonStringKey) and key.value:
+                written[i] = NonStringKey(key.value)
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
             if part >= len(node.value):
-                return line
+                break
             node = node.value[part]
             line = node.start_mark.line + 1
         else:
-            return line
-    return line
+            break
+    return line, tuple(written)
 
 
 def _keys_at(schema: dict[str, Any], path: tuple[int | str, ...]) -> set[str]:
@@ -395,9 +403,9 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
             return policy
     lines = []
     for path, message in problems:
-        line = _line_of(root, path)
+        line, written = _locate(root, path)
         where = f"{source}:{line}" if line else source
-        lines.append(f"{where}: {format_yaml_path(path)}: {message}")
+        lines.append(f"{where}: {format_yaml_path(written)}: {message}")
     raise PolicyError("\n".join(lines), problems=lines) from None
 
 
@@ -409,9 +417,9 @@ def policy_location(loaded: LoadedPolicy, path: tuple[int | str, ...]) -> str:
         root = yaml.compose(Path(loaded.path).read_text("utf-8"), Loader=_UniqueKeyLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         root = None
-    line = _line_of(root, path)
+    line, written = _locate(root, path)
     where = f"{loaded.path}:{line}" if line else loaded.path
-    return f"{where}: {format_yaml_path(path)}"
+    return f"{where}: {format_yaml_path(written)}"
 
 
 def describe_setting_error(error: Mapping[str, Any], model: type[BaseModel]) -> str:
