@@ -132,6 +132,26 @@ def test_a_key_that_is_no_string_is_named_at_its_own_line(body: str, expected: s
     assert error_of(HEAD + body) == expected
 
 
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ('!!null "{a: 1, a: 2}"', "p.yaml:4: audits.{a: 1, a: 2}: Keys should be strings"),
+        ('!!null "["', "p.yaml:4: audits.[: Keys should be strings"),
+        ("!!bool 'TRUE'", "p.yaml:4: audits.TRUE: Keys should be strings; found true"),
+        ("!!bool 'x'", "p.yaml:4:3: not valid YAML: 'x' is not a YAML 1.2 boolean"),
+        *(
+            (f"!!{tag} 'x'", f"p.yaml:4:3: not valid YAML: !!{tag} is a tag of YAML 1.1")
+            for tag in ("timestamp", "set", "omap", "pairs", "binary", "value")
+        ),
+    ],
+)
+def test_a_key_with_an_explicit_tag_is_an_error_line(key: str, expected: str) -> None:
+    """A review: such keys ended in exit 3 (a KeyError from PyYAML's bool constructor, a
+    TypeError, an AttributeError, and a duplicate key found when the key's text was read
+    again to place the error)."""
+    assert error_of(HEAD + f"audits:\n  {key}: {{}}\n").startswith(expected)
+
+
 @pytest.mark.parametrize("first", ["'1'", "1"])
 def test_a_key_and_its_quoted_twin_are_told_apart(first: str) -> None:
     """A review: beside its quoted twin ``'1'``, the key ``1`` was reported at the twin's

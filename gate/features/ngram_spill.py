@@ -367,7 +367,7 @@ def _first_two_per_record(records: np.ndarray, *, source: SpilledCorpus) -> np.n
     occurrence in a record (its witness); a text of one token repeated no longer keeps
     every occurrence. Dropped occurrences are confirmed through the first two: they
     differ from them only where 64-bit hashes under the run's key collide within one
-    record."""
+    record, and then a disclosure can be missed, none added."""
     if records.size < 3:
         return records
     group = source.doc_of(records["pos"]) * 4 + records["flags"]

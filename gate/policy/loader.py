@@ -129,9 +129,37 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in _UniqueKeyLoader.yaml_implicit_resolvers.items()
 }
+_BOOLEANS = {
+    spelling: value
+    for value in (True, False)
+    for spelling in (str(value).lower(), str(value), str(value).upper())
+}
 _UniqueKeyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
+    text = str(loader.construct_scalar(node))
+    if text not in _BOOLEANS:  # `!!bool x` (PyYAML's own constructor raised a KeyError)
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} is not a YAML 1.2 boolean", node.start_mark
+        )
+    return _BOOLEANS[text]
+
+
+def _refuse_tag(loader: yaml.SafeLoader, node: yaml.Node) -> None:
+    tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{tag} is a tag of YAML 1.1, not read in a policy", node.start_mark
+    )
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+# explicit tags of YAML 1.1's types: a review's `!!set x:` and `!!timestamp x:` keys ended
+# in a TypeError and an AttributeError (exit 3)
+for _tag in ("timestamp", "set", "omap", "pairs", "binary", "value"):
+    _UniqueKeyLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 # YAML 1.1's timestamps and its `=` (the "value" key) are no types of YAML 1.2:
 # `description: 2026-11-29` is a string (PyYAML made it a date, which the models refused
 # as "not a valid string"), and so is `=`.
@@ -213,8 +241,9 @@ def _is_key(node: yaml.Node, part: int | str) -> bool:
         return False
     if node.tag == "tag:yaml.org,2002:str":
         return not isinstance(part, NonStringKey) and node.value == part
-    # read as the policy loader reads it (YAML 1.2: `1e3` and `0o17` are numbers)
-    key = yaml.load(node.value or "null", Loader=_UniqueKeyLoader)
+    # the key the policy loader built (YAML 1.2: `1e3` and `0o17` are numbers), from the
+    # node and its tag: a review's `!!null "{a: 1, a: 2}"` failed when its text was read
+    key = _UniqueKeyLoader("").construct_object(node, deep=True)
     if isinstance(part, NonStringKey):
         return _yaml_spelling(key) == part
     return not isinstance(part, str) and str(key) == str(part)
