@@ -547,6 +547,7 @@ remediation:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # two trainings of 40 epochs: 600 s ran out on a slower CPU
 def test_the_reference_generator_echoes_its_canaries_and_the_null_control_does_not(
     tmp_path: Path,
 ) -> None:
