@@ -491,17 +491,18 @@ def _count(
             )
             src_flags[still_repeated] |= _REPEATED
             src_flags[shared_src] |= _SHARED
-            if skewed and dropped:
-                _flag_dropped(
-                    src_parts,
-                    p,
-                    src_flags=src_flags,
-                    repeated_hashes=np.unique(src["hash"][np.isin(src["pos"], still_repeated)]),
-                    shared_hashes=np.unique(src["hash"][np.isin(src["pos"], shared_src)]),
-                    block_records=block_records,
-                )
-            if skewed:  # every release occurrence of a shared hash, not only the first
+            if skewed:
+                if dropped:
+                    _flag_dropped(
+                        src_parts,
+                        p,
+                        src_flags=src_flags,
+                        repeated_hashes=np.unique(src["hash"][np.isin(src["pos"], still_repeated)]),
+                        shared_hashes=np.unique(src["hash"][np.isin(src["pos"], shared_src)]),
+                        block_records=block_records,
+                    )
                 src_parts.delete(p)
+                # every release occurrence of a shared hash, not only the first
                 in_source = np.union1d(shared_common, syn["hash"][np.isin(syn["pos"], shared_syn)])
                 for block in syn_parts.blocks(p, block_records):
                     syn_flags[block["pos"][np.isin(block["hash"], in_source)]] = True
