@@ -63,13 +63,12 @@ def refuse_a_starting_worker(call: str) -> None:
     # A process that multiprocessing starts has imported it before anything else; the
     # gate's own start-up does not need it (10 ms) nor the PII module (20-35 ms).
     multiprocessing = sys.modules.get("multiprocessing")
-    if multiprocessing is None or not getattr(
-        multiprocessing.current_process(), "_inheriting", False
-    ):
+    process = None if multiprocessing is None else multiprocessing.current_process()
+    if process is None or not getattr(process, "_inheriting", False):
         return
     from gate.features.pii import WORKER_NAME
 
-    if multiprocessing.current_process().name == WORKER_NAME:
+    if process.name == WORKER_NAME:
         raise SystemExit(
             f"gate: error: {call} was called while a worker process was starting: a script "
             "that calls the gate at its top level is run again by each worker the gate "

@@ -135,7 +135,7 @@ _BOOLEANS = {
     for spelling in (str(value).lower(), str(value), str(value).upper())
 }
 _UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    "tag:yaml.org,2002:bool", re.compile(f"^(?:{'|'.join(_BOOLEANS)})$"), list("tTfF")
 )
 
 
@@ -156,10 +156,6 @@ def _refuse_tag(loader: yaml.SafeLoader, node: yaml.Node) -> None:
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
-# explicit tags of YAML 1.1's types: a review's `!!set x:` and `!!timestamp x:` keys ended
-# in a TypeError and an AttributeError (exit 3)
-for _tag in ("timestamp", "set", "omap", "pairs", "binary", "value"):
-    _UniqueKeyLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 # YAML 1.1's timestamps and its `=` (the "value" key) are no types of YAML 1.2:
 # `description: 2026-11-29` is a string (PyYAML made it a date, which the models refused
 # as "not a valid string"), and so is `=`.
@@ -168,6 +164,10 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML_11_ONLY]
     for first, resolvers in _UniqueKeyLoader.yaml_implicit_resolvers.items()
 }
+# Written as explicit tags, YAML 1.1's types are refused by name: a review's `!!set x:` and
+# `!!timestamp x:` keys ended in a TypeError and an AttributeError (exit 3).
+for _tag in ("timestamp", "set", "omap", "pairs", "binary", "value"):
+    _UniqueKeyLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 
 
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:

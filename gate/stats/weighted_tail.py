@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import signal, stats
 
-from gate.stats._validate import StatsError, check_probability, check_weights
+from gate.stats._validate import check_finite, check_probability, check_weights
 
 _TOL = 1e-20  # mass dropped per truncation (Hoeffding-bounded)
 _FFT_MIN = 256  # below this length np.convolve is faster and exact
@@ -175,8 +175,7 @@ def weighted_bernoulli_sf(
     """
     check_probability("q", q)
     w, m = check_weights(weights, multiplicities)
-    if not math.isfinite(threshold):
-        raise StatsError(f"threshold must be a finite number; found {threshold}")
+    check_finite("threshold", threshold)
     # the support's top in floating point (an int64 sum can wrap), with a margin for rounding
     if w.size == 0 or threshold > float(np.dot(w.astype(np.float64), m)) * (1 + 1e-9) + 1:
         return 1.0 if threshold <= 0 else 0.0
