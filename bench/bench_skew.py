@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_skew.py --records 1000000
     .venv/bin/python bench/bench_skew.py --records 2000000 --footer 30
     .venv/bin/python bench/bench_skew.py --records 10000 --one-token 16000000
+    .venv/bin/python bench/bench_skew.py --records 10000 --signature 320000 --block-records 10000
 
 Corpus: ``records`` train + ``records`` holdout + ``records`` release documents (one user
 each) of 12 Zipf-distributed words followed by the same footer of ``--footer`` words (a
@@ -16,6 +17,10 @@ starts) and the counts (the same whatever the partitions and blocks).
 With ``--one-token N``, one user's train records also hold N tokens of one word repeated
 (records of 1,000 of it), and the release copies 50 of them: every n-gram of that text
 is rare (one user holds it) and repeated, so none is settled as common.
+
+With ``--signature R``, one user's R train records of 12 Zipf words end in the same
+20-word signature (a prolific sender, a bot), and 50 release records copy it: each
+n-gram of the signature is rare and occurs in R records.
 """
 
 from __future__ import annotations
@@ -55,12 +60,31 @@ def add_one_token(
     return repeated + source, [*release, " ".join(["again"] * 50)], np.r_[holder, users]
 
 
+def add_signature(
+    source: list[str],
+    release: list[str],
+    users: np.ndarray,
+    records: int,
+    rng: np.random.Generator,
+) -> tuple[list[str], list[str], np.ndarray]:
+    """One user's ``records`` records ending in one signature, and 50 release records
+    copying it."""
+    vocab = np.array([f"w{i}" for i in range(50_000)])
+    signature = " " + " ".join(f"sig{i}" for i in range(20))
+    ranks = np.minimum(rng.zipf(1.3, size=(records, 12)), vocab.size) - 1
+    mine = [" ".join(row) + signature for row in vocab[ranks]]
+    holder = np.full(records, users.max() + 1, dtype=np.int64)
+    copies = [f"{text}{signature}" for text in release[:50]]
+    return mine + source, copies + release[50:], np.r_[holder, users]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--footer", type=int, default=30, help="words of the common footer")
     parser.add_argument("--block-records", type=int, default=None, help="default: the engine's")
     parser.add_argument("--one-token", type=int, default=0, help="tokens of one word repeated")
+    parser.add_argument("--signature", type=int, default=0, help="one user's signed records")
     args = parser.parse_args()
     source, release = make_corpus(args.records, args.footer, np.random.default_rng(0))
     users = np.arange(len(source))
@@ -68,6 +92,11 @@ def main() -> None:
     if args.one_token:
         source, release, users = add_one_token(source, release, users, args.one_token)
         is_train = np.r_[is_train, True]  # the last user code holds the repeated word
+    if args.signature:
+        source, release, users = add_signature(
+            source, release, users, args.signature, np.random.default_rng(1)
+        )
+        is_train = np.r_[is_train, True]  # the last user code holds the signature
     options = {} if args.block_records is None else {"block_records": args.block_records}
     tracemalloc.start()
     started = time.perf_counter()
@@ -88,6 +117,7 @@ def main() -> None:
     print(
         f"{args.records:,} + {args.records:,} + {args.records:,} records, footer of "
         f"{args.footer} words, {args.one_token:,} tokens of one word, "
+        f"{args.signature:,} signed records, "
         f"{tokens / 1e6:.0f} M tokens: {wall:.1f} s, peak allocated "
         f"during the count {peak / 2**20:,.0f} MiB; rare {found.rare_features:,}, "
         f"disclosed {found.disclosed_features:,}, T = {test.statistic:,.0f}, "

@@ -355,17 +355,44 @@ def repeating_corpus(seed: int) -> tuple[list[str], list[str], np.ndarray, int]:
     return source, synthetic, users, k
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_spilled_repeats_within_a_record_are_kept_twice(
-    seed: int, tmp_path, monkeypatch: pytest.MonkeyPatch
+def signed_corpus(seed: int) -> tuple[list[str], list[str], np.ndarray, int]:
+    """:func:`repeating_corpus` with one user's 40 records ending in the same signature
+    (one of them holding it twice), another user's record holding part of it, and a
+    release that copies the signature, part of it and one of the signed records."""
+    source, synthetic, users, k = repeating_corpus(seed)
+    rng = np.random.default_rng(400 + seed)
+    signature = "g1 g2 g3 g4 g5 g6 g7"
+    vocab = [f"t{i}" for i in range(30)]
+    signed = [
+        " ".join(rng.choice(vocab, size=rng.integers(0, 6))) + " " + signature for _ in range(40)
+    ]
+    signed[3] += " " + signature
+    source = source + signed
+    source[12] += " g3 g4 g5"
+    synthetic[1] += " " + signature
+    synthetic[7] = "g2 g3 g4 g5 " + synthetic[7]
+    synthetic[9] = signed[int(rng.integers(0, 40))]
+    users = np.r_[users, np.full(40, 42)]
+    return source, synthetic, users, k
+
+
+@pytest.mark.parametrize(
+    ("make", "seed"),
+    [(repeating_corpus, s) for s in range(3)] + [(signed_corpus, s) for s in range(3)],
+)
+def test_spilled_repeats_of_one_user_are_kept_twice(
+    make, seed: int, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A review: a text of one token repeated kept every occurrence of its n-grams (rare,
+    """Reviews: a text of one token repeated kept every occurrence of its n-grams (rare,
     so never settled as common), and the count's memory grew with it (142 MiB at 1M
-    tokens, 521 MiB at 4M). The skewed path now hands the kernel the first two
-    occurrences of each n-gram in each record with the same flags, and flags the others
-    for the next length afterwards: the counts and witnesses stay the reference's."""
+    tokens, 521 MiB at 4M); so did one user's signature, one entry per signed record. The
+    skewed path now hands the kernel the first two occurrences of each n-gram in each
+    user's records with the same flags, and settles the others afterwards (flags for the
+    next length, records holding a rare n-gram, disclosures confirmed record by record):
+    the counts and witnesses stay the reference's."""
     monkeypatch.setattr(ngram_spill, "CONFIRM_BATCH", 3)
-    corpus = repeating_corpus(seed)
+    corpus = make(seed)
+    users = corpus[2]
     largest: list[int] = []
     original = ngram_spill.NgramTally.match_length
 
@@ -373,9 +400,9 @@ def test_spilled_repeats_within_a_record_are_kept_twice(
         source = kwargs["source"]
         if isinstance(source, ngram_spill.SpilledCorpus):  # not the in-memory path's call
             pos, hashes = kwargs["repeated_pos"], kwargs["repeated_hash"]
-            pairs = np.stack([hashes.view(np.int64), source.doc_of(pos)])
-            _, per_record = np.unique(pairs, axis=1, return_counts=True)
-            largest.append(int(per_record.max(initial=0)))
+            pairs = np.stack([hashes.view(np.int64), users[source.doc_of(pos)]])
+            _, per_user = np.unique(pairs, axis=1, return_counts=True)
+            largest.append(int(per_user.max(initial=0)))
         return original(self, n, **kwargs)
 
     monkeypatch.setattr(ngram_spill.NgramTally, "match_length", counting)
@@ -388,10 +415,10 @@ def test_spilled_repeats_within_a_record_are_kept_twice(
             block_records=block_records,
             workdir=tmp_path,
         )
-        assert max(largest) <= 2, "a repeated n-gram reached the kernel more than twice"
+        assert max(largest) <= 2, "a repeated n-gram of one user reached the kernel more than twice"
     largest.clear()
     assert_spilled_as_reference(*corpus, partitions=1, workdir=tmp_path)  # whole partitions
-    assert max(largest) > 2  # the corpus does repeat n-grams within records
+    assert max(largest) > 2  # the corpus does repeat n-grams within a user's records
     assert list(tmp_path.iterdir()) == []
 
 

@@ -177,7 +177,7 @@ def _bit_filter(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return np.nonzero(table[(queries & mask).astype(np.int64)])[0]
 
 
-def _members(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+def members(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Boolean: is each query in ``sorted_keys``? (queries sorted first for locality)."""
     if sorted_keys.size == 0 or queries.size == 0:
         return np.zeros(queries.size, dtype=bool)
@@ -201,7 +201,8 @@ def distinct_per_group(groups: np.ndarray, members: np.ndarray) -> tuple[np.ndar
     """Distinct ``(group, member)`` pairs: the groups (sorted) and members of each pair."""
     order = np.lexsort((members, groups))
     g, m = groups[order], members[order]
-    first = np.r_[True, (g[1:] != g[:-1]) | (m[1:] != m[:-1])]
+    first = np.ones(g.size, dtype=bool)
+    first[1:] = (g[1:] != g[:-1]) | (m[1:] != m[:-1])
     return g[first], m[first]
 
 
@@ -217,13 +218,13 @@ def _count_rare(
     if repeated.size == 0:
         return singles, is_repeated, ~is_repeated
     idx = _bit_filter(repeated, hashes)
-    idx = idx[_members(repeated, hashes[idx])]
+    idx = idx[members(repeated, hashes[idx])]
     is_repeated[idx] = True
     pair_hashes, _ = distinct_per_group(hashes[idx], users[idx])
     held, users_per_hash = sorted_runs(pair_hashes)
     rare_repeated = held[users_per_hash <= max_users]
     is_rare = ~is_repeated
-    is_rare[idx[_members(rare_repeated, hashes[idx])]] = True
+    is_rare[idx[members(rare_repeated, hashes[idx])]] = True
     return singles + int(rare_repeated.size), is_repeated, is_rare
 
 
@@ -328,23 +329,23 @@ class NgramTally:
         # Source occurrences whose hash occurs in the release (all occurrences of such a
         # hash survive the filter, so rarity can be computed on them alone).
         cand = _bit_filter(syn_hash, src_hash)
-        cand = cand[_members(np.sort(syn_hash), src_hash[cand])]
+        cand = cand[members(np.sort(syn_hash), src_hash[cand])]
         if cand.size == 0:
             return still_repeated, empty, empty
         # release occurrences of the source's n-grams: their hashes are those of ``cand``
         src_shared_hash = np.sort(src_hash[cand])
         syn_shared = _bit_filter(src_shared_hash, syn_hash)
-        syn_shared = syn_shared[_members(src_shared_hash, syn_hash[syn_shared])]
+        syn_shared = syn_shared[members(src_shared_hash, syn_hash[syn_shared])]
         shared = still_repeated, src_pos[cand], syn_pos[syn_shared]
         src_user = users[source.doc_of(src_pos[cand])]
         pair_hash, _ = distinct_per_group(src_hash[cand], src_user)
         distinct, holders = sorted_runs(pair_hash)
         rare_shared = distinct[holders <= max_users]
-        cand = cand[_members(rare_shared, src_hash[cand])]
+        cand = cand[members(rare_shared, src_hash[cand])]
         if cand.size == 0:
             return shared
         # The first release occurrence of each disclosed hash, to confirm on tokens and cite.
-        syn_idx = syn_shared[_members(rare_shared, syn_hash[syn_shared])]
+        syn_idx = syn_shared[members(rare_shared, syn_hash[syn_shared])]
         syn_order = syn_idx[np.argsort(syn_hash[syn_idx], kind="stable")]
         syn_sorted = syn_hash[syn_order]
         syn_occ = syn_order[np.searchsorted(syn_sorted, src_hash[cand])]
@@ -355,12 +356,36 @@ class NgramTally:
         hashes = src_hash[cand]
         self.disclosed += sorted_runs(np.sort(hashes))[0].size
         docs = source.doc_of(src_pos[cand])
-        record_of_pair, _ = distinct_per_group(docs, hashes)
-        self.record_counts += np.bincount(record_of_pair, minlength=self.record_counts.size)
         user_of_pair, _ = distinct_per_group(users[docs], hashes)
         self.user_counts += np.bincount(user_of_pair, minlength=self.user_counts.size)
-        self._witness(n, docs, src_pos[cand], synthetic.doc_of(syn_pos[syn_occ]))
+        self.add_records(
+            n,
+            docs=docs,
+            hashes=hashes,
+            pos=src_pos[cand],
+            syn_docs=synthetic.doc_of(syn_pos[syn_occ]),
+        )
         return shared
+
+    def add_records(
+        self,
+        n: int,
+        *,
+        docs: np.ndarray,
+        hashes: np.ndarray,
+        pos: np.ndarray,
+        syn_docs: np.ndarray,
+    ) -> None:
+        """Confirmed disclosures of length ``n`` in source records ``docs`` (one entry
+        per occurrence, at source position ``pos``, first found in release record
+        ``syn_docs``): each distinct (record, n-gram) pair adds one to its record's count,
+        and the occurrences compete for the record's witness. The pairs must be new to
+        the tally; the n-grams and their users are counted by :meth:`match_length`."""
+        if docs.size == 0:
+            return
+        record_of_pair, _ = distinct_per_group(docs, hashes)
+        self.record_counts += np.bincount(record_of_pair, minlength=self.record_counts.size)
+        self._witness(n, docs, pos, syn_docs)
 
     def _witness(self, n: int, docs: np.ndarray, pos: np.ndarray, syn_docs: np.ndarray) -> None:
         """Keep, per record, the longest disclosed n-gram, the first in the record among

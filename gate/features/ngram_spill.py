@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from gate.features.ngram import (
     distinct_per_group,
     hash_key,
     hash_powers,
+    members,
     partition_of,
     sorted_runs,
     token_hashes,
@@ -285,13 +286,12 @@ def spilled_ngram_disclosures(
         )
 
 
-def _held_widely(
-    records: np.ndarray, *, source: SpilledCorpus, users: np.ndarray, max_users: int
-) -> np.ndarray:
-    """The hashes of ``records`` that more than ``max_users`` users hold (sorted)."""
+def _holders(
+    records: np.ndarray, *, source: SpilledCorpus, users: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct hashes of ``records`` (sorted) and how many users hold each."""
     pair_hash, _ = distinct_per_group(records["hash"], users[source.doc_of(records["pos"])])
-    distinct, holders = sorted_runs(pair_hash)
-    return distinct[holders > max_users]
+    return sorted_runs(pair_hash)
 
 
 def _reduce_skewed(
@@ -310,18 +310,18 @@ def _reduce_skewed(
     and among the shared ones (or never shared), so rare in no count, are settled here:
     their source positions get the flags the kernel would give them for n + 1 (repeated;
     shared if the release has the n-gram), and their records are left out. Of the other
-    source records, the first two of each hash in each record with the same flags are
-    kept (:func:`_first_two_per_record`). Of the release's records, the first occurrence
-    of each other hash is kept (all the kernel needs to find, confirm and cite a
-    disclosure). Resident: one block, the source records left, the release's distinct
+    source records, the first two of each hash in each user's records with the same
+    flags are kept (:func:`_first_two_per_user`). Of the release's records, the first
+    occurrence of each other hash is kept (all the kernel needs to find, confirm and cite
+    a disclosure). Resident: one block, the source records left, the release's distinct
     hashes, the common hashes. The source partition stays on disk for
-    :func:`_flag_dropped`.
+    :func:`_settle_dropped`.
 
     Returns:
         The source records left and the release records kept (positions ascending), the
         common hashes the release shares (sorted): the caller flags every release
         occurrence of those and of the hashes the kernel finds shared, and whether source
-        records were dropped as repeats within their record.
+        records were dropped as repeats within their user's records.
     """
     empty = np.empty(0, dtype=np.uint64)
     held_widely: dict[np.uint8, list[np.ndarray]] = {_REPEATED: [empty], _SHARED: [empty]}
@@ -330,7 +330,8 @@ def _reduce_skewed(
         for flag, found in held_widely.items():
             held = block[(block["flags"] & flag) > 0]
             if held.size:
-                found.append(_held_widely(held, source=source, users=users, max_users=max_users))
+                distinct, holders = _holders(held, source=source, users=users)
+                found.append(distinct[holders > max_users])
         shared_hashes.append(np.unique(block["hash"][(block["flags"] & _SHARED) > 0]))
     # common: rare neither among the repeated occurrences nor among the shared ones (with
     # a collision of hashes the two may differ: a review), or never shared
@@ -355,22 +356,23 @@ def _reduce_skewed(
         in_release = ((records["flags"] & _SHARED) > 0) & np.isin(records["hash"], released_common)
         src_flags[records["pos"][in_release]] |= _SHARED
         shared.append(records["hash"][in_release])
-        left.append(_first_two_per_record(block[~held], source=source))
-    kept = _first_two_per_record(np.concatenate(left), source=source)
+        left.append(_first_two_per_user(block[~held], source=source, users=users))
+    kept = _first_two_per_user(np.concatenate(left), source=source, users=users)
     return kept, release, np.unique(np.concatenate(shared)), kept.size < not_common
 
 
-def _first_two_per_record(records: np.ndarray, *, source: SpilledCorpus) -> np.ndarray:
-    """The first two source records of each hash in each source document among those with
-    the same flags (positions ascending). The kernel's counts read no more: whether a
-    hash occurs more than once, which users and records hold it, and the first
-    occurrence in a record (its witness); a text of one token repeated no longer keeps
-    every occurrence. Dropped occurrences are confirmed through the first two: they
-    differ from them only where 64-bit hashes under the run's key collide within one
-    record, and then a disclosure can be missed, none added."""
+def _first_two_per_user(
+    records: np.ndarray, *, source: SpilledCorpus, users: np.ndarray
+) -> np.ndarray:
+    """The first two source records of each hash in each user's documents among those
+    with the same flags (positions ascending). The kernel's counts of n-grams and users
+    read no more: whether a hash occurs more than once and which users hold it. What it
+    reads of records (which hold a rare n-gram, a disclosure and its witness) is added
+    for the dropped records by :func:`_settle_dropped`; a text of one token repeated, or
+    one user's signature in millions of records, no longer keeps every occurrence."""
     if records.size < 3:
         return records
-    group = source.doc_of(records["pos"]) * 4 + records["flags"]
+    group = users[source.doc_of(records["pos"])] * 4 + records["flags"]
     order = np.lexsort((records["pos"], group, records["hash"]))
     h, g = records["hash"][order], group[order]
     new_group = np.r_[True, (h[1:] != h[:-1]) | (g[1:] != g[:-1])]
@@ -378,23 +380,98 @@ def _first_two_per_record(records: np.ndarray, *, source: SpilledCorpus) -> np.n
     return records[np.sort(order[new_group | second])]
 
 
-def _flag_dropped(
+class _PairSet:
+    """A set of (document, hash) pairs, queried many times: each pair as one sorted int64
+    key, the hash's rank among the set's hashes times the documents plus the document."""
+
+    def __init__(self, docs: np.ndarray, hashes: np.ndarray, *, n_docs: int) -> None:
+        self.hashes = np.unique(hashes)
+        if self.hashes.size * max(n_docs, 1) >= 2**63:
+            raise OverflowError(
+                f"{self.hashes.size:,} hashes x {n_docs:,} documents do not fit 64-bit keys"
+            )
+        self.n_docs = n_docs
+        self.keys = np.sort(np.searchsorted(self.hashes, hashes) * n_docs + docs)
+
+    def holds(self, docs: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """Which (document, hash) pairs are in the set."""
+        if self.hashes.size == 0 or docs.size == 0:
+            return np.zeros(docs.size, dtype=bool)
+        rank = np.minimum(np.searchsorted(self.hashes, hashes), self.hashes.size - 1)
+        found = self.hashes[rank] == hashes
+        found[found] = members(self.keys, rank[found] * self.n_docs + docs[found])
+        return found
+
+
+def _settle_dropped(
     src_parts: _Partitions,
     p: int,
+    n: int,
     *,
-    src_flags: np.ndarray,
+    kept: np.ndarray,
+    release: np.ndarray,
     repeated_hashes: np.ndarray,
     shared_hashes: np.ndarray,
+    src_flags: np.ndarray,
+    tally: NgramTally,
+    source: SpilledCorpus,
+    synthetic: SpilledCorpus,
+    users: np.ndarray,
+    max_users: int,
+    confirm: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
     block_records: int,
 ) -> None:
-    """Give every occurrence in partition ``p`` of the hashes the kernel found repeated or
-    shared the flag for n + 1 (occurrences :func:`_first_two_per_record` dropped
-    included): both are properties of the hash, among the occurrences with the flag."""
+    """What the kernel would have read of the occurrences in partition ``p`` that
+    :func:`_first_two_per_user` dropped (``kept``: the source records it counted;
+    ``release``: the first release occurrence of each hash it saw), block by block:
+
+    - every occurrence of the hashes the kernel found repeated or shared gets the flag
+      for n + 1 (both are properties of the hash, among the occurrences with the flag);
+    - the records of the repeated occurrences of a rare hash hold a rare n-gram;
+    - an occurrence of a hash that the release holds and at most ``max_users`` users hold
+      (among the occurrences the release may share), in a record the kernel did not count
+      for that hash, is confirmed on its tokens against the release's first occurrence;
+      confirmed, it adds the record's disclosure and competes for its witness.
+
+    The kept records hold every (hash, user, flags) the partition does, so the kernel
+    counted every rare and disclosed hash and every user holding one. Positions ascend
+    in a partition, so a record's pairs straddle at most one edge between blocks.
+    """
+    distinct, holders = _holders(kept[(kept["flags"] & _REPEATED) > 0], source=source, users=users)
+    rare = distinct[holders <= max_users]
+    by_hash = np.argsort(release["hash"])
+    release_hashes = release["hash"][by_hash]
+    offered = ((kept["flags"] & _SHARED) > 0) & members(release_hashes, kept["hash"])
+    distinct, holders = _holders(kept[offered], source=source, users=users)
+    disclosable = distinct[holders <= max_users]
+    counted = kept[offered & members(disclosable, kept["hash"])]
+    known = _PairSet(source.doc_of(counted["pos"]), counted["hash"], n_docs=source.starts.size - 1)
+    last_doc, last_hashes = -1, np.empty(0, dtype=np.uint64)  # counted in the last record seen
     for block in src_parts.blocks(p, block_records):
-        for flag, hashes in ((_REPEATED, repeated_hashes), (_SHARED, shared_hashes)):
-            if hashes.size:
-                has = ((block["flags"] & flag) > 0) & np.isin(block["hash"], hashes)
-                src_flags[block["pos"][has]] |= flag
+        hashes, flags = block["hash"], block["flags"]
+        for flag, found in ((_REPEATED, repeated_hashes), (_SHARED, shared_hashes)):
+            has = ((flags & flag) > 0) & members(found, hashes)
+            src_flags[block["pos"][has]] |= flag
+        docs = source.doc_of(block["pos"])
+        tally.rare_records[docs[((flags & _REPEATED) > 0) & members(rare, hashes)]] = True
+        cand = np.nonzero(((flags & _SHARED) > 0) & members(disclosable, hashes))[0]
+        new = ~known.holds(docs[cand], hashes[cand])
+        new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
+        cand = cand[new]
+        syn_pos = release["pos"][by_hash[np.searchsorted(release_hashes, hashes[cand])]]
+        confirmed = confirm(block["pos"][cand], syn_pos, n)
+        cand, syn_pos = cand[confirmed], syn_pos[confirmed]
+        tally.add_records(
+            n,
+            docs=docs[cand],
+            hashes=hashes[cand],
+            pos=block["pos"][cand],
+            syn_docs=synthetic.doc_of(syn_pos),
+        )
+        # the block's last record may go on in the next block
+        if docs[-1] != last_doc:
+            last_doc, last_hashes = int(docs[-1]), last_hashes[:0]
+        last_hashes = np.r_[last_hashes, hashes[cand][docs[cand] == last_doc]]
 
 
 def _count(
@@ -493,12 +570,21 @@ def _count(
             src_flags[shared_src] |= _SHARED
             if skewed:
                 if dropped:
-                    _flag_dropped(
+                    _settle_dropped(
                         src_parts,
                         p,
-                        src_flags=src_flags,
+                        n,
+                        kept=src,
+                        release=syn,
                         repeated_hashes=np.unique(src["hash"][np.isin(src["pos"], still_repeated)]),
                         shared_hashes=np.unique(src["hash"][np.isin(src["pos"], shared_src)]),
+                        src_flags=src_flags,
+                        tally=tally,
+                        source=source,
+                        synthetic=synthetic,
+                        users=users,
+                        max_users=max_users,
+                        confirm=confirm,
                         block_records=block_records,
                     )
                 src_parts.delete(p)
