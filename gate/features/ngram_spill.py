@@ -304,7 +304,7 @@ def _reduce_skewed(
     users: np.ndarray,
     max_users: int,
     block_records: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Partition ``p`` read in blocks, for when a few n-grams fill it. The common ones,
     held by more than ``max_users`` users within one block among the repeated occurrences
     and among the shared ones (or never shared), so rare in no count, are settled here:
@@ -320,8 +320,9 @@ def _reduce_skewed(
     Returns:
         The source records left and the release records kept (positions ascending), the
         common hashes the release shares (sorted): the caller flags every release
-        occurrence of those and of the hashes the kernel finds shared, and whether source
-        records were dropped as repeats within their user's records.
+        occurrence of those and of the hashes the kernel finds shared, and the hashes of
+        which source records were dropped as repeats within their user's records
+        (sorted).
     """
     empty = np.empty(0, dtype=np.uint64)
     held_widely: dict[np.uint8, list[np.ndarray]] = {_REPEATED: [empty], _SHARED: [empty]}
@@ -347,37 +348,41 @@ def _reduce_skewed(
     is_common = np.isin(release["hash"], common)
     released_common, release = release["hash"][is_common], release[~is_common]
     left, shared = [np.empty(0, dtype=_SOURCE_RECORD)], [np.empty(0, dtype=np.uint64)]
-    not_common = 0
+    crowded = [np.empty(0, dtype=np.uint64)]
     for block in src_parts.blocks(p, block_records):
         held = np.isin(block["hash"], common)
-        not_common += int(block.size - held.sum())
         records = block[held]
         src_flags[records["pos"][(records["flags"] & _REPEATED) > 0]] |= _REPEATED
         in_release = ((records["flags"] & _SHARED) > 0) & np.isin(records["hash"], released_common)
         src_flags[records["pos"][in_release]] |= _SHARED
         shared.append(records["hash"][in_release])
-        left.append(_first_two_per_user(block[~held], source=source, users=users))
-    kept = _first_two_per_user(np.concatenate(left), source=source, users=users)
-    return kept, release, np.unique(np.concatenate(shared)), kept.size < not_common
+        firsts_of_block, dropped = _first_two_per_user(block[~held], source=source, users=users)
+        left.append(firsts_of_block)
+        crowded.append(dropped)
+    kept, dropped = _first_two_per_user(np.concatenate(left), source=source, users=users)
+    crowded.append(dropped)
+    return kept, release, np.unique(np.concatenate(shared)), np.unique(np.concatenate(crowded))
 
 
 def _first_two_per_user(
     records: np.ndarray, *, source: SpilledCorpus, users: np.ndarray
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The first two source records of each hash in each user's documents among those
-    with the same flags (positions ascending). The kernel's counts of n-grams and users
-    read no more: whether a hash occurs more than once and which users hold it. What it
-    reads of records (which hold a rare n-gram, a disclosure and its witness) is added
-    for the dropped records by :func:`_settle_dropped`; a text of one token repeated, or
-    one user's signature in millions of records, no longer keeps every occurrence."""
+    with the same flags (positions ascending), and the hashes of which records were
+    dropped (sorted). The kernel's counts of n-grams and users read no more: whether a
+    hash occurs more than once and which users hold it. What it reads of records (which
+    hold a rare n-gram, a disclosure and its witness) is added for the dropped records
+    by :func:`_settle_dropped`; a text of one token repeated, or one user's signature in
+    millions of records, no longer keeps every occurrence."""
     if records.size < 3:
-        return records
+        return records, np.empty(0, dtype=np.uint64)
     group = users[source.doc_of(records["pos"])] * 4 + records["flags"]
     order = np.lexsort((records["pos"], group, records["hash"]))
     h, g = records["hash"][order], group[order]
     new_group = np.r_[True, (h[1:] != h[:-1]) | (g[1:] != g[:-1])]
     second = np.r_[False, new_group[:-1]] & ~new_group
-    return records[np.sort(order[new_group | second])]
+    keep = new_group | second
+    return records[np.sort(order[keep])], np.unique(h[~keep])
 
 
 class _PairSet:
@@ -409,6 +414,7 @@ def _settle_dropped(
     n: int,
     *,
     kept: np.ndarray,
+    crowded: np.ndarray,
     release: np.ndarray,
     repeated_hashes: np.ndarray,
     shared_hashes: np.ndarray,
@@ -423,7 +429,9 @@ def _settle_dropped(
 ) -> None:
     """What the kernel would have read of the occurrences in partition ``p`` that
     :func:`_first_two_per_user` dropped (``kept``: the source records it counted;
-    ``release``: the first release occurrence of each hash it saw), block by block:
+    ``crowded``: the hashes of the dropped ones, sorted; ``release``: the first release
+    occurrence of each hash it saw), block by block, among the occurrences of
+    ``crowded`` (the kernel saw every occurrence of the other hashes):
 
     - every occurrence of the hashes the kernel found repeated or shared gets the flag
       for n + 1 (both are properties of the hash, among the occurrences with the flag);
@@ -437,6 +445,7 @@ def _settle_dropped(
     counted every rare and disclosed hash and every user holding one. Positions ascend
     in a partition, so a record's pairs straddle at most one edge between blocks.
     """
+    kept = kept[members(crowded, kept["hash"])]
     distinct, holders = _holders(kept[(kept["flags"] & _REPEATED) > 0], source=source, users=users)
     rare = distinct[holders <= max_users]
     by_hash = np.argsort(release["hash"])
@@ -448,27 +457,30 @@ def _settle_dropped(
     known = _PairSet(source.doc_of(counted["pos"]), counted["hash"], n_docs=source.starts.size - 1)
     last_doc, last_hashes = -1, np.empty(0, dtype=np.uint64)  # counted in the last record seen
     for block in src_parts.blocks(p, block_records):
-        hashes, flags = block["hash"], block["flags"]
+        block = block[members(crowded, block["hash"])]
+        if block.size == 0:
+            continue
+        hashes, flags, pos = block["hash"], block["flags"], block["pos"]
         for flag, found in ((_REPEATED, repeated_hashes), (_SHARED, shared_hashes)):
             has = ((flags & flag) > 0) & members(found, hashes)
-            src_flags[block["pos"][has]] |= flag
-        docs = source.doc_of(block["pos"])
+            src_flags[pos[has]] |= flag
+        docs = source.doc_of(pos)
         tally.rare_records[docs[((flags & _REPEATED) > 0) & members(rare, hashes)]] = True
         cand = np.nonzero(((flags & _SHARED) > 0) & members(disclosable, hashes))[0]
         new = ~known.holds(docs[cand], hashes[cand])
         new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
         cand = cand[new]
         syn_pos = release["pos"][by_hash[np.searchsorted(release_hashes, hashes[cand])]]
-        confirmed = confirm(block["pos"][cand], syn_pos, n)
+        confirmed = confirm(pos[cand], syn_pos, n)
         cand, syn_pos = cand[confirmed], syn_pos[confirmed]
         tally.add_records(
             n,
             docs=docs[cand],
             hashes=hashes[cand],
-            pos=block["pos"][cand],
+            pos=pos[cand],
             syn_docs=synthetic.doc_of(syn_pos),
         )
-        # the block's last record may go on in the next block
+        # the last record may go on in the next block
         if docs[-1] != last_doc:
             last_doc, last_hashes = int(docs[-1]), last_hashes[:0]
         last_hashes = np.r_[last_hashes, hashes[cand][docs[cand] == last_doc]]
@@ -538,7 +550,7 @@ def _count(
         for p in range(partitions):
             skewed = max(src_parts.records(p), syn_parts.records(p)) > SKEW_BLOCKS * block_records
             if skewed:
-                src, syn, shared_common, dropped = _reduce_skewed(
+                src, syn, shared_common, crowded = _reduce_skewed(
                     src_parts,
                     syn_parts,
                     p,
@@ -569,12 +581,13 @@ def _count(
             src_flags[still_repeated] |= _REPEATED
             src_flags[shared_src] |= _SHARED
             if skewed:
-                if dropped:
+                if crowded.size:
                     _settle_dropped(
                         src_parts,
                         p,
                         n,
                         kept=src,
+                        crowded=crowded,
                         release=syn,
                         repeated_hashes=np.unique(src["hash"][np.isin(src["pos"], still_repeated)]),
                         shared_hashes=np.unique(src["hash"][np.isin(src["pos"], shared_src)]),
