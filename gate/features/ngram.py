@@ -29,6 +29,7 @@ from gate.features.tokenize import TokenizedCorpus
 _BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible mod 2^64
 _BASE_INV = np.uint64(pow(int(_BASE), -1, 1 << 64))
 SHARD_POSITIONS = 8_000_000  # source positions per shard of ``ngram_disclosures``
+FEW_KEYS = 4096  # sorted keys that :func:`members` searches without sorting the queries
 
 
 def _powers(base: np.uint64, count: int) -> np.ndarray:
@@ -178,9 +179,13 @@ def _bit_filter(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def members(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Boolean: is each query in ``sorted_keys``? (queries sorted first for locality)."""
+    """Boolean: is each query in ``sorted_keys``? (queries sorted first for locality,
+    unless the keys are few enough to stay in cache)."""
     if sorted_keys.size == 0 or queries.size == 0:
         return np.zeros(queries.size, dtype=bool)
+    if sorted_keys.size <= FEW_KEYS:
+        where = np.minimum(np.searchsorted(sorted_keys, queries), sorted_keys.size - 1)
+        return sorted_keys[where] == queries
     order = np.argsort(queries)
     where = np.searchsorted(sorted_keys, queries[order])
     hit = sorted_keys[np.minimum(where, sorted_keys.size - 1)] == queries[order]

@@ -470,6 +470,12 @@ def _settle_dropped(
         new = ~known.holds(docs[cand], hashes[cand])
         new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
         cand = cand[new]
+        # the first occurrence of each (record, hash): the record's count and witness
+        order = np.lexsort((pos[cand], hashes[cand], docs[cand]))
+        cand = cand[order]
+        first = np.ones(cand.size, dtype=bool)
+        first[1:] = (docs[cand][1:] != docs[cand][:-1]) | (hashes[cand][1:] != hashes[cand][:-1])
+        cand = np.sort(cand[first])
         syn_pos = release["pos"][by_hash[np.searchsorted(release_hashes, hashes[cand])]]
         confirmed = confirm(pos[cand], syn_pos, n)
         cand, syn_pos = cand[confirmed], syn_pos[confirmed]
