@@ -493,6 +493,43 @@ def test_spilled_skewed_partitions_keep_the_kernel_s_counts_under_collisions(
     assert counts[0][1] == 2 and counts == [counts[0]] * 3
 
 
+def test_spilled_records_are_counted_only_with_their_user_under_collisions(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """A review: with base 1, 'b a c' and 'a b c' hash alike; one user's first two
+    occurrences ('b a c', kept for the count) fail confirmation against the release's
+    'a b c', and the dropped one in the third record was then confirmed and counted for
+    its record while the user and the n-gram were not. A collision may cost disclosures,
+    but a record is never counted without its user."""
+    monkeypatch.setattr(ngram_module, "_BASE", np.uint64(1))
+    monkeypatch.setattr(ngram_module, "_BASE_INV", np.uint64(1))
+    source, release = ["b a c", "b a c", "a b c", "x y z"], ["a b c", "x y z"]
+    users = np.array([0, 0, 0, 1])
+    src, syn = corpora(source, release)
+    in_memory = ngram_disclosures(src, syn, users=users, n_min=3, n_max=3, max_users=1)
+    assert in_memory.record_counts.tolist() == [0, 0, 1, 1]
+    assert in_memory.user_counts.tolist() == [1, 1]
+    found = {
+        block_records: spilled_ngram_disclosures(
+            source,
+            release,
+            users=users,
+            n_min=3,
+            n_max=3,
+            max_users=1,
+            partitions=1,
+            block_records=block_records,
+            workdir=tmp_path,
+        )
+        for block_records in (1, 10**9)  # the skewed path, and the partition reduced whole
+    }
+    assert found[10**9].record_counts.tolist() == [0, 0, 1, 1]
+    assert found[1].record_counts.tolist() == [0, 0, 0, 1]  # fewer, never more
+    assert found[1].user_counts.tolist() == [0, 1]
+    assert found[1].disclosed_features == 1
+    assert found[1].witness_record.tolist() == [3]
+
+
 def test_spilled_validation() -> None:
     with pytest.raises(ValueError, match="chunk_chars must be >= 1; found 0"):
         spilled_ngram_disclosures(

@@ -386,8 +386,9 @@ def _first_two_per_user(
 
 
 class _PairSet:
-    """A set of (document, hash) pairs, queried many times: each pair as one sorted int64
-    key, the hash's rank among the set's hashes times the documents plus the document."""
+    """A set of (document, hash) pairs (or (user, hash) pairs), queried many times: each
+    pair as one sorted int64 key, the hash's rank among the set's hashes (``hashes``,
+    sorted) times the documents plus the document."""
 
     def __init__(self, docs: np.ndarray, hashes: np.ndarray, *, n_docs: int) -> None:
         self.hashes = np.unique(hashes)
@@ -436,25 +437,34 @@ def _settle_dropped(
     - every occurrence of the hashes the kernel found repeated or shared gets the flag
       for n + 1 (both are properties of the hash, among the occurrences with the flag);
     - the records of the repeated occurrences of a rare hash hold a rare n-gram;
-    - an occurrence of a hash that the release holds and at most ``max_users`` users hold
-      (among the occurrences the release may share), in a record the kernel did not count
-      for that hash, is confirmed on its tokens against the release's first occurrence;
-      confirmed, it adds the record's disclosure and competes for its witness.
+    - the first occurrence in a record of a hash the kernel found disclosed by the
+      record's user, in a record whose occurrences the kernel did not see, is confirmed
+      on its tokens against the release's first occurrence; confirmed, it adds the
+      record's disclosure and competes for its witness.
 
     The kept records hold every (hash, user, flags) the partition does, so the kernel
-    counted every rare and disclosed hash and every user holding one. Positions ascend
-    in a partition, so a record's pairs straddle at most one edge between blocks.
+    counted every rare and disclosed hash and every user holding one, and only a record
+    of a user it counted is added (a review: under a collision of hashes within one
+    user's n-grams, a record counted while its user was not). Positions ascend in a
+    partition, so a record's pairs straddle at most one edge between blocks.
     """
     kept = kept[members(crowded, kept["hash"])]
+    repeated_hashes = repeated_hashes[members(crowded, repeated_hashes)]
+    shared_hashes = shared_hashes[members(crowded, shared_hashes)]
     distinct, holders = _holders(kept[(kept["flags"] & _REPEATED) > 0], source=source, users=users)
     rare = distinct[holders <= max_users]
     by_hash = np.argsort(release["hash"])
     release_hashes = release["hash"][by_hash]
     offered = ((kept["flags"] & _SHARED) > 0) & members(release_hashes, kept["hash"])
     distinct, holders = _holders(kept[offered], source=source, users=users)
-    disclosable = distinct[holders <= max_users]
-    counted = kept[offered & members(disclosable, kept["hash"])]
-    known = _PairSet(source.doc_of(counted["pos"]), counted["hash"], n_docs=source.starts.size - 1)
+    seen = kept[offered & members(distinct[holders <= max_users], kept["hash"])]
+    # what the kernel confirmed: the (user, hash) pairs it counted
+    first_in_release = release["pos"][by_hash[np.searchsorted(release_hashes, seen["hash"])]]
+    disclosed = seen[confirm(seen["pos"], first_in_release, n)]
+    disclosed_by = _PairSet(
+        users[source.doc_of(disclosed["pos"])], disclosed["hash"], n_docs=tally.user_counts.size
+    )
+    known = _PairSet(source.doc_of(seen["pos"]), seen["hash"], n_docs=source.starts.size - 1)
     last_doc, last_hashes = -1, np.empty(0, dtype=np.uint64)  # counted in the last record seen
     for block in src_parts.blocks(p, block_records):
         block = block[members(crowded, block["hash"])]
@@ -466,16 +476,16 @@ def _settle_dropped(
             src_flags[pos[has]] |= flag
         docs = source.doc_of(pos)
         tally.rare_records[docs[((flags & _REPEATED) > 0) & members(rare, hashes)]] = True
-        cand = np.nonzero(((flags & _SHARED) > 0) & members(disclosable, hashes))[0]
-        new = ~known.holds(docs[cand], hashes[cand])
-        new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
-        cand = cand[new]
+        cand = np.nonzero(((flags & _SHARED) > 0) & members(disclosed_by.hashes, hashes))[0]
+        cand = cand[disclosed_by.holds(users[docs[cand]], hashes[cand])]
         # the first occurrence of each (record, hash): the record's count and witness
-        order = np.lexsort((pos[cand], hashes[cand], docs[cand]))
-        cand = cand[order]
+        cand = cand[np.lexsort((hashes[cand], docs[cand]))]  # stable: positions ascend
         first = np.ones(cand.size, dtype=bool)
         first[1:] = (docs[cand][1:] != docs[cand][:-1]) | (hashes[cand][1:] != hashes[cand][:-1])
         cand = np.sort(cand[first])
+        new = ~known.holds(docs[cand], hashes[cand])
+        new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
+        cand = cand[new]
         syn_pos = release["pos"][by_hash[np.searchsorted(release_hashes, hashes[cand])]]
         confirmed = confirm(pos[cand], syn_pos, n)
         cand, syn_pos = cand[confirmed], syn_pos[confirmed]
