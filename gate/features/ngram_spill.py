@@ -465,6 +465,8 @@ def _settle_dropped(
         users[source.doc_of(disclosed["pos"])], disclosed["hash"], n_docs=tally.user_counts.size
     )
     known = _PairSet(source.doc_of(seen["pos"]), seen["hash"], n_docs=source.starts.size - 1)
+    if crowded.size * source.starts.size >= 2**63:
+        raise OverflowError(f"{crowded.size:,} n-grams x {source.starts.size:,} records overflow")
     last_doc, last_hashes = -1, np.empty(0, dtype=np.uint64)  # counted in the last record seen
     for block in src_parts.blocks(p, block_records):
         block = block[members(crowded, block["hash"])]
@@ -478,11 +480,13 @@ def _settle_dropped(
         tally.rare_records[docs[((flags & _REPEATED) > 0) & members(rare, hashes)]] = True
         cand = np.nonzero(((flags & _SHARED) > 0) & members(disclosed_by.hashes, hashes))[0]
         cand = cand[disclosed_by.holds(users[docs[cand]], hashes[cand])]
-        # the first occurrence of each (record, hash): the record's count and witness
-        cand = cand[np.lexsort((hashes[cand], docs[cand]))]  # stable: positions ascend
+        # the first occurrence of each (record, hash): the record's count and witness.
+        # Records ascend with positions, so the keys are nearly sorted (timsort is fast).
+        key = docs[cand] * crowded.size + np.searchsorted(crowded, hashes[cand])
+        order = np.argsort(key, kind="stable")
         first = np.ones(cand.size, dtype=bool)
-        first[1:] = (docs[cand][1:] != docs[cand][:-1]) | (hashes[cand][1:] != hashes[cand][:-1])
-        cand = np.sort(cand[first])
+        first[1:] = key[order][1:] != key[order][:-1]
+        cand = np.sort(cand[order[first]])
         new = ~known.holds(docs[cand], hashes[cand])
         new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
         cand = cand[new]
