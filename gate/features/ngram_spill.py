@@ -385,6 +385,15 @@ def _first_two_per_user(
     return records[np.sort(order[keep])], np.unique(h[~keep])
 
 
+def _firsts(keys: np.ndarray) -> np.ndarray:
+    """The index of the first entry of each distinct key (ascending); fast when the keys
+    are nearly sorted (timsort)."""
+    order = np.argsort(keys, kind="stable")
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = keys[order][1:] != keys[order][:-1]
+    return np.sort(order[first])
+
+
 class _PairSet:
     """A set of (document, hash) pairs (or (user, hash) pairs), queried many times: each
     pair as one sorted int64 key, the hash's rank among the set's hashes (``hashes``,
@@ -465,7 +474,7 @@ def _settle_dropped(
         users[source.doc_of(disclosed["pos"])], disclosed["hash"], n_docs=tally.user_counts.size
     )
     known = _PairSet(source.doc_of(seen["pos"]), seen["hash"], n_docs=source.starts.size - 1)
-    if crowded.size * source.starts.size >= 2**63:
+    if crowded.size * source.starts.size * 4 >= 2**63:
         raise OverflowError(f"{crowded.size:,} n-grams x {source.starts.size:,} records overflow")
     last_doc, last_hashes = -1, np.empty(0, dtype=np.uint64)  # counted in the last record seen
     for block in src_parts.blocks(p, block_records):
@@ -477,16 +486,17 @@ def _settle_dropped(
             has = ((flags & flag) > 0) & members(found, hashes)
             src_flags[pos[has]] |= flag
         docs = source.doc_of(pos)
+        # what is read of records, from the first occurrence of each (record, hash) with
+        # the same flags: records ascend with positions, so the keys are nearly sorted
+        # (timsort is fast) and a text of one token repeated leaves one per record
+        pair_key = docs * crowded.size + np.searchsorted(crowded, hashes)
+        firsts = _firsts(pair_key * 4 + flags)
+        hashes, flags, pos, docs = hashes[firsts], flags[firsts], pos[firsts], docs[firsts]
+        pair_key = pair_key[firsts]
         tally.rare_records[docs[((flags & _REPEATED) > 0) & members(rare, hashes)]] = True
         cand = np.nonzero(((flags & _SHARED) > 0) & members(disclosed_by.hashes, hashes))[0]
         cand = cand[disclosed_by.holds(users[docs[cand]], hashes[cand])]
-        # the first occurrence of each (record, hash): the record's count and witness.
-        # Records ascend with positions, so the keys are nearly sorted (timsort is fast).
-        key = docs[cand] * crowded.size + np.searchsorted(crowded, hashes[cand])
-        order = np.argsort(key, kind="stable")
-        first = np.ones(cand.size, dtype=bool)
-        first[1:] = key[order][1:] != key[order][:-1]
-        cand = np.sort(cand[order[first]])
+        cand = cand[_firsts(pair_key[cand])]  # of those with either flag the release may share
         new = ~known.holds(docs[cand], hashes[cand])
         new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
         cand = cand[new]
