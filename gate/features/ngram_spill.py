@@ -386,8 +386,8 @@ def _first_two_per_user(
 
 
 def _firsts(keys: np.ndarray) -> np.ndarray:
-    """The index of the first entry of each distinct key (ascending); fast when the keys
-    are nearly sorted (timsort)."""
+    """The indices of the first entries of the distinct keys (ascending); fast when the
+    keys are nearly sorted (timsort)."""
     order = np.argsort(keys, kind="stable")
     first = np.ones(keys.size, dtype=bool)
     first[1:] = keys[order][1:] != keys[order][:-1]
