@@ -385,15 +385,6 @@ def _first_two_per_user(
     return records[np.sort(order[keep])], np.unique(h[~keep])
 
 
-def _firsts(keys: np.ndarray) -> np.ndarray:
-    """The indices of the first entries of the distinct keys (ascending); fast when the
-    keys are nearly sorted (timsort)."""
-    order = np.argsort(keys, kind="stable")
-    first = np.ones(keys.size, dtype=bool)
-    first[1:] = keys[order][1:] != keys[order][:-1]
-    return np.sort(order[first])
-
-
 class _PairSet:
     """A set of (document, hash) pairs (or (user, hash) pairs), queried many times: each
     pair as one sorted int64 key, the hash's rank among the set's hashes (``hashes``,
@@ -464,12 +455,16 @@ def _settle_dropped(
     rare = distinct[holders <= max_users]
     by_hash = np.argsort(release["hash"])
     release_hashes = release["hash"][by_hash]
+
+    def first_in_release(of: np.ndarray) -> np.ndarray:
+        """The release position of the first occurrence of each hash in ``of``."""
+        return release["pos"][by_hash[np.searchsorted(release_hashes, of)]]
+
     offered = ((kept["flags"] & _SHARED) > 0) & members(release_hashes, kept["hash"])
     distinct, holders = _holders(kept[offered], source=source, users=users)
     seen = kept[offered & members(distinct[holders <= max_users], kept["hash"])]
     # what the kernel confirmed: the (user, hash) pairs it counted
-    first_in_release = release["pos"][by_hash[np.searchsorted(release_hashes, seen["hash"])]]
-    disclosed = seen[confirm(seen["pos"], first_in_release, n)]
+    disclosed = seen[confirm(seen["pos"], first_in_release(seen["hash"]), n)]
     disclosed_by = _PairSet(
         users[source.doc_of(disclosed["pos"])], disclosed["hash"], n_docs=tally.user_counts.size
     )
@@ -487,20 +482,20 @@ def _settle_dropped(
             src_flags[pos[has]] |= flag
         docs = source.doc_of(pos)
         # what is read of records, from the first occurrence of each (record, hash) with
-        # the same flags: records ascend with positions, so the keys are nearly sorted
-        # (timsort is fast) and a text of one token repeated leaves one per record
+        # the same flags: a text of one token repeated leaves one per record
         pair_key = docs * crowded.size + np.searchsorted(crowded, hashes)
-        firsts = _firsts(pair_key * 4 + flags)
+        firsts = np.sort(np.unique(pair_key * 4 + flags, return_index=True)[1])
         hashes, flags, pos, docs = hashes[firsts], flags[firsts], pos[firsts], docs[firsts]
         pair_key = pair_key[firsts]
         tally.rare_records[docs[((flags & _REPEATED) > 0) & members(rare, hashes)]] = True
         cand = np.nonzero(((flags & _SHARED) > 0) & members(disclosed_by.hashes, hashes))[0]
         cand = cand[disclosed_by.holds(users[docs[cand]], hashes[cand])]
-        cand = cand[_firsts(pair_key[cand])]  # of those with either flag the release may share
+        # of those with either flag the release may share
+        cand = cand[np.sort(np.unique(pair_key[cand], return_index=True)[1])]
         new = ~known.holds(docs[cand], hashes[cand])
         new &= ~((docs[cand] == last_doc) & members(np.sort(last_hashes), hashes[cand]))
         cand = cand[new]
-        syn_pos = release["pos"][by_hash[np.searchsorted(release_hashes, hashes[cand])]]
+        syn_pos = first_in_release(hashes[cand])
         confirmed = confirm(pos[cand], syn_pos, n)
         cand, syn_pos = cand[confirmed], syn_pos[confirmed]
         tally.add_records(
