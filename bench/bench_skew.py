@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_skew.py --records 2000000 --footer 30
     .venv/bin/python bench/bench_skew.py --records 10000 --one-token 16000000
     .venv/bin/python bench/bench_skew.py --records 10000 --signature 320000 --block-records 10000
+    .venv/bin/python bench/bench_skew.py --records 10000 --long-record 32000000
 
 Corpus: ``records`` train + ``records`` holdout + ``records`` release documents (one user
 each) of 12 Zipf-distributed words followed by the same footer of ``--footer`` words (a
@@ -21,6 +22,9 @@ is rare (one user holds it) and repeated, so none is settled as common.
 With ``--signature R``, one user's R train records of 12 Zipf words end in the same
 20-word signature (a prolific sender, a bot), and 50 release records copy it: each
 n-gram of the signature is rare and occurs in R records.
+
+With ``--long-record N``, one user's single train record holds N Zipf words (a book, a
+log, a mailbox exported as one text) and the release copies 50 words of it.
 """
 
 from __future__ import annotations
@@ -78,6 +82,21 @@ def add_signature(
     return mine + source, copies + release[50:], np.r_[holder, users]
 
 
+def add_long_record(
+    source: list[str],
+    release: list[str],
+    users: np.ndarray,
+    tokens: int,
+    rng: np.random.Generator,
+) -> tuple[list[str], list[str], np.ndarray]:
+    """One user's single record of ``tokens`` Zipf words, and a release record copying 50
+    of them from its middle."""
+    vocab = np.array([f"w{i}" for i in range(50_000)])
+    words = vocab[np.minimum(rng.zipf(1.3, size=tokens), vocab.size) - 1]
+    copied = " ".join(words[tokens // 2 : tokens // 2 + 50])
+    return [" ".join(words), *source], [*release, copied], np.r_[users.max() + 1, users]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -85,6 +104,7 @@ def main() -> None:
     parser.add_argument("--block-records", type=int, default=None, help="default: the engine's")
     parser.add_argument("--one-token", type=int, default=0, help="tokens of one word repeated")
     parser.add_argument("--signature", type=int, default=0, help="one user's signed records")
+    parser.add_argument("--long-record", type=int, default=0, help="tokens of one record")
     args = parser.parse_args()
     source, release = make_corpus(args.records, args.footer, np.random.default_rng(0))
     users = np.arange(len(source))
@@ -97,6 +117,11 @@ def main() -> None:
             source, release, users, args.signature, np.random.default_rng(1)
         )
         is_train = np.r_[is_train, True]  # the last user code holds the signature
+    if args.long_record:
+        source, release, users = add_long_record(
+            source, release, users, args.long_record, np.random.default_rng(2)
+        )
+        is_train = np.r_[is_train, True]  # the last user code holds the long record
     options = {} if args.block_records is None else {"block_records": args.block_records}
     tracemalloc.start()
     started = time.perf_counter()
@@ -117,7 +142,7 @@ def main() -> None:
     print(
         f"{args.records:,} + {args.records:,} + {args.records:,} records, footer of "
         f"{args.footer} words, {args.one_token:,} tokens of one word, "
-        f"{args.signature:,} signed records, "
+        f"{args.signature:,} signed records, a record of {args.long_record:,} tokens, "
         f"{tokens / 1e6:.0f} M tokens: {wall:.1f} s, peak allocated "
         f"during the count {peak / 2**20:,.0f} MiB; rare {found.rare_features:,}, "
         f"disclosed {found.disclosed_features:,}, T = {test.statistic:,.0f}, "

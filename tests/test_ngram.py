@@ -530,6 +530,56 @@ def test_spilled_records_are_counted_only_with_their_user_under_collisions(
     assert found[1].witness_record.tolist() == [3]
 
 
+LONG_TEXT_CHARACTERS = [
+    "a", "B", "é", "Σ", "ς", "ß", "İ", "字", "🙂", "_", "1", ".", "-", "'",
+    " ", " ", " ", "\n", "\t", "\r", "\x0b", "\x0c", "\x1c", "\u00a0", "\u3000", "\u2028",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("tokenizer", ["whitespace", "word"])
+@pytest.mark.parametrize("normalised", [False, True])
+def test_a_record_longer_than_a_chunk_is_tokenised_in_pieces(
+    tokenizer: str, normalised: bool, tmp_path
+) -> None:
+    """A record of more than ``chunk_chars`` is cut after ASCII white space into pieces of
+    about that many bytes: its token hashes are those of the record tokenised whole,
+    whatever characters (multi-byte, other white space, punctuation, cased) stand where,
+    and the n-gram pass reads it in windows of about a piece (the whole record before)."""
+    rng = np.random.default_rng(7)
+    texts = [
+        "".join(rng.choice(LONG_TEXT_CHARACTERS, size=int(size)))
+        for size in rng.integers(0, 300, size=20)
+    ] + ["w" * 300, "x " * 200, ""]  # a word longer than a piece; only ASCII white space
+    options = {
+        "tokenizer": tokenizer,
+        "lowercase": normalised,
+        "strip_punctuation": normalised,
+        "key": "0123456789abcdef",
+    }
+    whole = ngram_spill.spill_tokens(texts, tmp_path / "whole.bin", chunk_chars=10**6, **options)
+    assert whole.windows.tolist() == [0, whole.tokens]
+    for chunk_chars in (5, 64):
+        pieces = ngram_spill.spill_tokens(
+            texts, tmp_path / f"{chunk_chars}.bin", chunk_chars=chunk_chars, **options
+        )
+        assert np.array_equal(pieces.starts, whole.starts)
+        assert np.array_equal(pieces.read(0, pieces.tokens), whole.read(0, whole.tokens))
+        assert pieces.windows[0] == 0 and pieces.windows[-1] == pieces.tokens
+    long_record = ["w" + " w".join(str(i) for i in range(1000))]
+    corpus = ngram_spill.spill_tokens(long_record, tmp_path / "long.bin", chunk_chars=64, **options)
+    assert corpus.tokens == 1000
+    assert np.diff(corpus.windows).max() <= 128 // 3  # a piece: at most 128 bytes, "w1 " up
+
+
+def test_text_pieces_cut_after_ascii_white_space() -> None:
+    text = pa.array(["ab cd\u3000ef\tgh ij"], type=pa.large_string())
+    pieces = ngram_spill.text_pieces(text.slice(0), piece_bytes=4)
+    assert pieces.to_pylist() == ["ab ", "cd\u3000ef\t", "gh ij"]
+    offset = pa.array(["zz", "a b c"], type=pa.large_string()).slice(1)
+    assert ngram_spill.text_pieces(offset, piece_bytes=2).to_pylist() == ["a ", "b ", "c"]
+    assert ngram_spill.text_pieces(offset, piece_bytes=10).to_pylist() == ["a b c"]
+
+
 def test_spilled_validation() -> None:
     with pytest.raises(ValueError, match="chunk_chars must be >= 1; found 0"):
         spilled_ngram_disclosures(

@@ -1,12 +1,13 @@
 """N-gram disclosures of corpora larger than memory: the same counts as
 :func:`gate.features.ngram.ngram_disclosures`, with peak memory set by the chunk size.
 
-1. Each corpus is tokenised in chunks of records (Arrow kernels, as in memory) and each
-   token is replaced by a 64-bit hash of its text, so no vocabulary spans chunks; the
-   token hashes go to one file per corpus on disk.
-2. For each n from ``n_min`` to ``n_max``, every chunk hashes the n-grams at its open
-   positions and appends ``(hash, position)`` records to hash partitions on disk (equal
-   n-grams land in one partition); each partition is then reduced alone by the kernel of
+1. Each corpus is tokenised in chunks of records (Arrow kernels, as in memory), a record
+   longer than a chunk in pieces of about a chunk, and each token is replaced by a 64-bit
+   hash of its text, so no vocabulary spans chunks; the token hashes go to one file per
+   corpus on disk.
+2. For each n from ``n_min`` to ``n_max``, every chunk (or piece) hashes the n-grams at
+   its open positions and appends ``(hash, position)`` records to hash partitions on disk
+   (equal n-grams land in one partition); each partition is then reduced alone by the kernel of
    the in-memory path (:class:`gate.features.ngram.NgramTally`), which also says which
    positions stay open for n + 1 (prefix pruning).
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from gate.features.ngram import (
@@ -56,16 +58,19 @@ CONFIRM_BATCH = 16_384  # disclosures confirmed per mapping of the token files
 _REPEATED, _SHARED = np.uint8(1), np.uint8(2)
 _SOURCE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8"), ("flags", "u1")])
 _RELEASE_RECORD = np.dtype([("hash", "<u8"), ("pos", "<i8")])
+_ASCII_BLANK = np.zeros(256, dtype=bool)
+_ASCII_BLANK[[0x09, 0x0A, 0x0D, 0x20]] = True
 
 
 @dataclass(frozen=True)
 class SpilledCorpus:
     """A corpus tokenised to disk: token hashes in ``path``, ``starts[d]`` the first token
-    of record ``d``, ``chunks[c]`` the first record of chunk ``c`` (plus the end)."""
+    of record ``d``, ``windows[w]`` the first token of window ``w`` of the n-gram pass
+    (plus the end): whole records of about a chunk, or a piece of a larger record."""
 
     path: Path
     starts: np.ndarray
-    chunks: np.ndarray
+    windows: np.ndarray
 
     @property
     def tokens(self) -> int:
@@ -93,11 +98,32 @@ def text_sizes(texts: Texts) -> np.ndarray:
     return lengths.to_numpy().astype(np.int64) + 1
 
 
-def chunk_bounds(texts: Texts, chunk_chars: int) -> np.ndarray:
-    """First record of each chunk of about ``chunk_chars`` characters (and the end)."""
-    ends = np.cumsum(text_sizes(texts))
+def chunk_bounds(sizes: np.ndarray, chunk_chars: int) -> np.ndarray:
+    """First record of each chunk of about ``chunk_chars`` characters (and the end), given
+    the :func:`text_sizes` of the records; a record of more than ``chunk_chars`` is a chunk
+    of its own."""
+    ends = np.cumsum(sizes)
     cuts = np.searchsorted(ends, np.arange(chunk_chars, ends[-1] if ends.size else 0, chunk_chars))
-    return np.unique(np.r_[0, cuts, len(texts)]).astype(np.int64)
+    large = np.flatnonzero(sizes > chunk_chars)
+    return np.unique(np.r_[0, cuts, large, large + 1, sizes.size]).astype(np.int64)
+
+
+def text_pieces(text: pa.LargeStringArray, *, piece_bytes: int) -> pa.LargeStringArray:
+    """The one text of ``text`` cut into pieces of about ``piece_bytes`` bytes of UTF-8
+    (at most twice that, unless a run without white space is longer), each cut just after
+    an ASCII space, tab, line feed or carriage return: white space to both tokenizers and
+    never part of another character, so the tokens of the pieces, in order, are those of
+    the text. The pieces share the text's buffer."""
+    _, offsets, data = text.buffers()
+    first, stop = np.frombuffer(offsets, dtype=np.int64)[text.offset : text.offset + 2]
+    utf8 = np.frombuffer(data, dtype=np.uint8)
+    cuts = [int(first)]
+    for block in range(int(first), int(stop) - piece_bytes, piece_bytes):  # not the last
+        blank = _ASCII_BLANK[utf8[block : block + piece_bytes]]
+        if blank.any():  # cut after the block's last white space
+            cuts.append(block + piece_bytes - int(np.argmax(blank[::-1])))
+    bounds = np.asarray([*cuts, int(stop)], dtype=np.int64)
+    return pa.LargeStringArray.from_buffers(bounds.size - 1, pa.py_buffer(bounds), data)
 
 
 def spill_tokens(
@@ -113,32 +139,45 @@ def spill_tokens(
     description: str = "tokenise",
 ) -> SpilledCorpus:
     """Tokenise ``texts`` chunk by chunk into token hashes (under ``key``) written to
-    ``path``."""
-    chunks = chunk_bounds(texts, chunk_chars)
+    ``path``; a record of more than ``chunk_chars`` piece by piece
+    (:func:`text_pieces`)."""
+    texts = arrow_texts(texts)
+    sizes = text_sizes(texts)
+    chunks = chunk_bounds(sizes, chunk_chars)
     lengths = np.zeros(len(texts), dtype=np.int64)
+    windows = [0]
     steps: Any = range(chunks.size - 1)
     if progress is not None:
         steps = progress.track(steps, total=chunks.size - 1, description=description)
     with open(path, "wb") as out:
         for c in steps:
             first, stop = int(chunks[c]), int(chunks[c + 1])
-            corpus = tokenize(
-                texts[first:stop],
-                tokenizer=tokenizer,
-                lowercase=lowercase,
-                strip_punctuation=strip_punctuation,
-            )
-            token_hash = token_hashes(corpus.vocab, key=key)
-            out.write(token_hash[corpus.ids - 1].tobytes())
-            lengths[first:stop] = corpus.lengths
+            records = texts[first:stop]
+            chunk = records.chunk(0) if records.num_chunks == 1 else records.combine_chunks()
+            parts = [chunk]
+            if stop - first == 1 and sizes[first] > chunk_chars:
+                pieces = text_pieces(chunk, piece_bytes=chunk_chars)
+                parts = [pieces.slice(i, 1) for i in range(len(pieces))]
+            for part in parts:  # a part is the chunk, or a piece of its one record
+                corpus = tokenize(
+                    part,
+                    tokenizer=tokenizer,
+                    lowercase=lowercase,
+                    strip_punctuation=strip_punctuation,
+                )
+                token_hash = token_hashes(corpus.vocab, key=key)
+                out.write(token_hash[corpus.ids - 1].tobytes())
+                lengths[first:stop] += corpus.lengths
+                windows.append(windows[-1] + corpus.ids.size)
     starts = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    return SpilledCorpus(path=path, starts=starts, chunks=chunks)
+    return SpilledCorpus(path=path, starts=starts, windows=np.unique(windows).astype(np.int64))
 
 
-def chunk_powers(corpus: SpilledCorpus) -> tuple[np.ndarray, np.ndarray]:
-    """The hash powers every chunk of ``corpus`` needs (those of its longest chunk)."""
-    return hash_powers(int(np.diff(corpus.starts[corpus.chunks]).max(initial=0)))
+def window_powers(corpus: SpilledCorpus, n_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hash powers every window of ``corpus`` needs with the ``n_max - 1`` tokens read
+    beyond it."""
+    return hash_powers(int(np.diff(corpus.windows).max(initial=0)) + n_max - 1)
 
 
 class _Partitions:
@@ -188,21 +227,18 @@ def _open_ngrams(
     n: int,
     powers: tuple[np.ndarray, np.ndarray],
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per chunk: the open positions whose n-gram fits in its record, and the n-gram hashes
-    (``powers``: :func:`chunk_powers` of the corpus)."""
-    for c in range(corpus.chunks.size - 1):
-        first_doc, stop_doc = int(corpus.chunks[c]), int(corpus.chunks[c + 1])
-        first, stop = int(corpus.starts[first_doc]), int(corpus.starts[stop_doc])
-        if stop - first < n:
-            continue
+    """Per window: the open positions whose n-gram fits in its record, and the n-gram
+    hashes (``powers``: :func:`window_powers` of the corpus). A window's n-grams are read
+    with the ``n - 1`` tokens after it: a window can end inside a record."""
+    for w in range(corpus.windows.size - 1):
+        first, stop = int(corpus.windows[w]), int(corpus.windows[w + 1])
         local = np.nonzero(open_flags[first:stop])[0]
         if local.size == 0:
             continue
-        hasher = NgramHasher(
-            corpus.read(first, stop),
-            corpus.starts[first_doc : stop_doc + 1] - first,
-            powers=powers,
-        )
+        end = min(stop + n - 1, corpus.tokens)
+        docs = corpus.doc_of(np.array([first, end - 1]))
+        starts = np.clip(corpus.starts[docs[0] : docs[1] + 2] - first, 0, end - first)
+        hasher = NgramHasher(corpus.read(first, end), starts, powers=powers)
         local = hasher.fitting(local, n)
         yield local + first, hasher.hashes(local, n)
 
@@ -531,7 +567,7 @@ def _count(
     )
     # open positions: source bit 1 = the n-gram so far is repeated, bit 2 = it occurs in
     # the release; release: it occurs in the source. Every position is open at n_min.
-    src_powers, syn_powers = chunk_powers(source), chunk_powers(synthetic)
+    src_powers, syn_powers = window_powers(source, n_max), window_powers(synthetic, n_max)
     src_flags = np.full(source.tokens, _REPEATED | _SHARED, dtype=np.uint8)
     syn_flags = np.ones(synthetic.tokens, dtype=bool)
 
