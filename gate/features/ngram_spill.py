@@ -7,9 +7,9 @@
    corpus on disk.
 2. For each n from ``n_min`` to ``n_max``, every chunk (or piece) hashes the n-grams at
    its open positions and appends ``(hash, position)`` records to hash partitions on disk
-   (equal n-grams land in one partition); each partition is then reduced alone by the kernel of
-   the in-memory path (:class:`gate.features.ngram.NgramTally`), which also says which
-   positions stay open for n + 1 (prefix pruning).
+   (equal n-grams land in one partition); each partition is then reduced alone by the
+   kernel of the in-memory path (:class:`gate.features.ngram.NgramTally`), which also says
+   which positions stay open for n + 1 (prefix pruning).
 
 Resident besides the texts (which the caller holds): one chunk, one partition, the token
 flags (one byte per token), the record starts and the per-record and per-user counts.
