@@ -16,7 +16,12 @@ from gate.audits.registry import policy_checks
 from gate.cli import main
 from gate.errors import PolicyError
 from gate.policy import effective_policy_yaml, load_policy, parse_policy
-from gate.policy.loader import _UniqueKeyLoader, format_yaml_path, policy_json_schema
+from gate.policy.loader import (
+    _UniqueKeyLoader,
+    format_yaml_path,
+    policy_json_schema,
+    policy_location,
+)
 from gate.policy.models import NgramFeatures, PiiFeatures, SemanticFeatures
 
 from .conftest import MINIMAL_POLICY, REPO
@@ -182,6 +187,52 @@ def test_error_names_yaml_path_line_expected_and_found() -> None:
     assert message == (
         "p.yaml:8: audits.disclosure.features[1].score_threshold: "
         "Input should be less than or equal to 1; found 1.5"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (  # a value written once as an anchor and used through an alias
+            "audits:\n  disclosure:\n    features:\n      - &f {class: ngram, n_min: 0}\n"
+            "      - *f\n    thresholds: {max_epsilon: 0}\n",
+            [
+                "p.yaml:6: audits.disclosure.features[0].n_min: ",
+                "p.yaml:6: audits.disclosure.features[1].n_min (through the alias at line 7): ",
+            ],
+        ),
+        (  # a key written as an alias is located where the alias is written
+            "audits:\n  disclosure:\n    features:\n      - {class: ngram, &k n_min: 3}\n"
+            "      - class: ngram\n        *k : 0\n    thresholds: {max_epsilon: 0}\n",
+            ["p.yaml:8: audits.disclosure.features[1].n_min: "],
+        ),
+    ],
+)
+def test_an_error_reached_through_an_alias_names_the_alias_line(
+    body: str, expected: list[str]
+) -> None:
+    """A review: errors in a value used through an alias were located at its anchor only,
+    so two uses of one anchor read as the same place."""
+    lines = error_of(HEAD + body).splitlines()
+    assert [line[: len(start)] for line, start in zip(lines, expected, strict=True)] == expected
+    assert all(
+        line.endswith("Input should be greater than or equal to 1; found 0") for line in lines
+    )
+
+
+def test_a_setting_checked_after_parsing_is_located_at_its_alias(tmp_path: Path) -> None:
+    """:func:`policy_location` (errors found after parsing, by plug-ins) reads aliases as
+    the parser's errors do: a key written as an alias is at the alias's line, not at its
+    anchor's (here the policy's name)."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "version: 1\nname: &k n_min\naudits:\n  disclosure:\n    features:\n"
+        "      - {class: ngram, *k : 3}\n    thresholds: {max_epsilon: 0}\n"
+    )
+    loaded = load_policy(path)
+    assert loaded.policy.audits.disclosure.features[0].n_min == 3
+    assert policy_location(loaded, ("audits", "disclosure", "features", 0, "n_min")) == (
+        f"{path}:6: audits.disclosure.features[0].n_min"
     )
 
 

@@ -4,6 +4,7 @@ into :class:`~gate.policy.models.Policy`, with errors that name the file, line a
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import json
@@ -170,6 +171,30 @@ for _tag in ("timestamp", "set", "omap", "pairs", "binary", "value"):
     _UniqueKeyLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 
 
+class _AliasLocatingLoader(_UniqueKeyLoader):
+    """:class:`_UniqueKeyLoader` composing each use of an alias as a copy of its anchor's
+    node that holds the alias's line (``alias_line``), so that an error is located where
+    the alias is written, not only at its anchor (the copy shares the anchor's children)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if not self.check_event(yaml.AliasEvent):
+            return super().compose_node(parent, index)
+        line = self.peek_event().start_mark.line + 1
+        used = copy.copy(super().compose_node(parent, index))
+        setattr(used, "alias_line", line)  # noqa: B010 (yaml.Node declares no such field)
+        return used
+
+
+def _written_line(node: yaml.Node) -> int:
+    """The line ``node`` is written at: its alias's, if it is one."""
+    alias_line: int | None = getattr(node, "alias_line", None)
+    return node.start_mark.line + 1 if alias_line is None else alias_line
+
+
+def _compose_for_locating(text: str) -> yaml.Node | None:
+    return yaml.compose(text, Loader=_AliasLocatingLoader)
+
+
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:
     """``('audits', 'disclosure', 'features', 1, 'n_max')`` becomes
     ``audits.disclosure.features[1].n_max``."""
@@ -251,29 +276,35 @@ def _is_key(node: yaml.Node, part: int | str) -> bool:
 
 def _locate(
     root: yaml.Node | None, path: tuple[int | str, ...]
-) -> tuple[int | None, tuple[int | str, ...]]:
-    """The line of the deepest key of ``path`` present in ``root``, and ``path`` with its
-    keys that are no strings spelled as the file writes them (``0x10``, not 16)."""
+) -> tuple[int | None, tuple[int | str, ...], str]:
+    """The line of the deepest key of ``path`` present in ``root`` (composed by
+    :func:`_compose_for_locating`; a key written as an alias at the alias), ``path`` with
+    its keys that are no strings spelled as the file writes them (``0x10``, not 16), and,
+    when that key is in the value of an alias, `` (through the alias at line N)``."""
     node = root
-    line = None if node is None else node.start_mark.line + 1
+    line = None if node is None else _written_line(node)
     written = list(path)
+    through = None  # the line of the first alias whose value the path enters
     for i, part in enumerate(path):
         if isinstance(node, yaml.MappingNode):
             match = [(k, v) for k, v in node.value if _is_key(k, part)]
             if not match:
                 break
+            through = through or getattr(node, "alias_line", None)
             key, node = match[0]
-            line = key.start_mark.line + 1
+            line = _written_line(key)
             if isinstance(part, NonStringKey) and key.value:
                 written[i] = NonStringKey(key.value)
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
             if part >= len(node.value):
                 break
+            through = through or getattr(node, "alias_line", None)
             node = node.value[part]
-            line = node.start_mark.line + 1
+            line = _written_line(node)
         else:
             break
-    return line, tuple(written)
+    note = "" if through is None else f" (through the alias at line {through})"
+    return line, tuple(written), note
 
 
 def _keys_at(schema: dict[str, Any], path: tuple[int | str, ...]) -> set[str]:
@@ -431,10 +462,11 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         if not problems:
             return policy
     lines = []
+    located = _compose_for_locating(text)
     for path, message in problems:
-        line, written = _locate(root, path)
+        line, written, note = _locate(located, path)
         where = f"{source}:{line}" if line else source
-        lines.append(f"{where}: {format_yaml_path(written)}: {message}")
+        lines.append(f"{where}: {format_yaml_path(written)}{note}: {message}")
     raise PolicyError("\n".join(lines), problems=lines) from None
 
 
@@ -443,12 +475,12 @@ def policy_location(loaded: LoadedPolicy, path: tuple[int | str, ...]) -> str:
     parsing (a setting only a plug-in can check). The line is that of the deepest key
     present; without it when the file no longer reads as YAML."""
     try:
-        root = yaml.compose(Path(loaded.path).read_text("utf-8"), Loader=_UniqueKeyLoader)
+        root = _compose_for_locating(Path(loaded.path).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         root = None
-    line, written = _locate(root, path)
+    line, written, note = _locate(root, path)
     where = f"{loaded.path}:{line}" if line else loaded.path
-    return f"{where}: {format_yaml_path(written)}"
+    return f"{where}: {format_yaml_path(written)}{note}"
 
 
 def describe_setting_error(error: Mapping[str, Any], model: type[BaseModel]) -> str:
