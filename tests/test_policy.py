@@ -17,6 +17,7 @@ from gate.cli import main
 from gate.errors import PolicyError
 from gate.policy import effective_policy_yaml, load_policy, parse_policy
 from gate.policy.loader import (
+    NonStringKey,
     _UniqueKeyLoader,
     format_yaml_path,
     policy_json_schema,
@@ -160,14 +161,14 @@ def test_a_key_with_an_explicit_tag_is_an_error_line(key: str, expected: str) ->
 @pytest.mark.parametrize("first", ["'1'", "1"])
 def test_a_key_and_its_quoted_twin_are_told_apart(first: str) -> None:
     """A review: beside its quoted twin ``'1'``, the key ``1`` was reported at the twin's
-    line."""
+    line; and both printed the path ``audits.1`` (the twin is ``audits.'1'`` now)."""
     second = "1" if first == "'1'" else "'1'"
     lines = error_of(HEAD + f"audits:\n  {first}: {{}}\n  {second}: {{}}\n").splitlines()
     number_line, quoted_line = (5, 4) if first == "'1'" else (4, 5)
     assert sorted(lines) == sorted(
         [
             f"p.yaml:{number_line}: audits.1: Keys should be strings; found 1",
-            f"p.yaml:{quoted_line}: audits.1: unknown key (the schema does not allow it; "
+            f"p.yaml:{quoted_line}: audits.'1': unknown key (the schema does not allow it; "
             "see `gate policy schema`)",
         ]
     )
@@ -657,6 +658,13 @@ def test_format_yaml_path() -> None:
         "audits.disclosure.features[1].n_max"
     )
     assert format_yaml_path(()) == "(top level)"
+    # string keys YAML would not read back unquoted, or that look like a path, are quoted
+    assert format_yaml_path(("audits", "1")) == "audits.'1'"
+    assert format_yaml_path(("audits", NonStringKey("1"))) == "audits.1"
+    assert format_yaml_path(("a", "b.c", "x[0]", "it's", "true", "")) == (
+        "a.'b.c'.'x[0]'.'it''s'.'true'.''"
+    )
+    assert format_yaml_path(("größe", "x-y", "_k2", "on")) == "größe.x-y._k2.on"
 
 
 def test_policy_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -195,15 +195,27 @@ def _compose_for_locating(text: str) -> yaml.Node | None:
     return yaml.compose(text, Loader=_AliasLocatingLoader)
 
 
+_BARE_KEY = re.compile(r"[^\W\d][\w-]*")
+_YAML_WORDS = {"true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL"}
+
+
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:
     """``('audits', 'disclosure', 'features', 1, 'n_max')`` becomes
-    ``audits.disclosure.features[1].n_max``."""
+    ``audits.disclosure.features[1].n_max``. A string key that YAML would not read back as
+    that string unquoted, or that holds a ``.`` or brackets, is quoted as YAML quotes it
+    (``audits.'1'``, ``a.'b.c'``), so that it differs from the key ``1`` and from a path
+    (a review: both printed ``audits.1``); a key YAML reads as no string
+    (:class:`NonStringKey`) is written as the file writes it."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
+            continue
+        if not isinstance(part, NonStringKey) and (
+            not _BARE_KEY.fullmatch(part) or part in _YAML_WORDS
+        ):
+            part = "'" + part.replace("'", "''") + "'"
+        out += f".{part}" if out else part
     return out or "(top level)"
 
 
