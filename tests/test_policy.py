@@ -212,8 +212,8 @@ def test_error_names_yaml_path_line_expected_and_found() -> None:
 def test_an_error_reached_through_an_alias_names_the_alias_line(
     body: str, expected: list[str]
 ) -> None:
-    """A review: errors in a value used through an alias were located at its anchor only,
-    so two uses of one anchor read as the same place."""
+    """Errors in a value used through an alias were located at its anchor only, so two
+    uses of one anchor read as the same place."""
     lines = error_of(HEAD + body).splitlines()
     assert [line[: len(start)] for line, start in zip(lines, expected, strict=True)] == expected
     assert all(

@@ -204,7 +204,7 @@ def format_yaml_path(loc: tuple[int | str, ...]) -> str:
     ``audits.disclosure.features[1].n_max``. A string key that YAML would not read back as
     that string unquoted, or that holds a ``.`` or brackets, is quoted as YAML quotes it
     (``audits.'1'``, ``a.'b.c'``), so that it differs from the key ``1`` and from a path
-    (a review: both printed ``audits.1``); a key YAML reads as no string
+    (both printed ``audits.1``); a key YAML reads as no string
     (:class:`NonStringKey`) is written as the file writes it."""
     out = ""
     for part in loc:
