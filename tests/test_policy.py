@@ -665,6 +665,14 @@ def test_format_yaml_path() -> None:
         "a.'b.c'.'x[0]'.'it''s'.'true'.''"
     )
     assert format_yaml_path(("größe", "x-y", "_k2", "on")) == "größe.x-y._k2.on"
+    assert format_yaml_path(("a\nb",)) == '"a\\nb"'  # one line, and YAML reads it back
+
+
+def test_a_deeply_nested_unknown_key_is_still_an_error_line() -> None:
+    """A review: placing the error composed the policy again with more stack per level,
+    and 350 nested lists ended in a RecursionError (exit 3) instead of the error."""
+    message = error_of(MINIMAL_POLICY + "bogus: " + "[" * 350 + "]" * 350 + "\n")
+    assert "bogus: unknown key" in message
 
 
 def test_policy_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -214,7 +214,8 @@ def format_yaml_path(loc: tuple[int | str, ...]) -> str:
         if not isinstance(part, NonStringKey) and (
             not _BARE_KEY.fullmatch(part) or part in _YAML_WORDS
         ):
-            part = "'" + part.replace("'", "''") + "'"
+            printable = part.isprintable()  # else YAML's double quotes, escapes as JSON's
+            part = "'" + part.replace("'", "''") + "'" if printable else json.dumps(part)
         out += f".{part}" if out else part
     return out or "(top level)"
 
@@ -474,7 +475,10 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         if not problems:
             return policy
     lines = []
-    located = _compose_for_locating(text)
+    try:
+        located = _compose_for_locating(text)
+    except RecursionError:  # its composer takes more stack per level than the first read
+        located = root
     for path, message in problems:
         line, written, note = _locate(located, path)
         where = f"{source}:{line}" if line else source
@@ -488,7 +492,7 @@ def policy_location(loaded: LoadedPolicy, path: tuple[int | str, ...]) -> str:
     present; without it when the file no longer reads as YAML."""
     try:
         root = _compose_for_locating(Path(loaded.path).read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         root = None
     line, written, note = _locate(root, path)
     where = f"{loaded.path}:{line}" if line else loaded.path
