@@ -39,14 +39,18 @@ from gate.features.ngram_spill import spilled_ngram_disclosures
 from gate.stats.feature_match import feature_match_test
 
 
-def make_corpus(records: int, footer: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
+def zipf_words(rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
+    """Words ``w0`` .. ``w49999`` drawn by a Zipf law of exponent 1.3."""
     vocab = np.array([f"w{i}" for i in range(50_000)])
+    return vocab[np.minimum(rng.zipf(1.3, size=shape), vocab.size) - 1]
+
+
+def make_corpus(records: int, footer: int, rng: np.random.Generator) -> tuple[list[str], list[str]]:
     tail = " " + " ".join(f"disclaimer{i}" for i in range(footer))
     docs: list[str] = []
     for start in range(0, 3 * records, 100_000):  # bounded temporaries
         rows = min(100_000, 3 * records - start)
-        ranks = np.minimum(rng.zipf(1.3, size=(rows, 12)), vocab.size) - 1
-        docs += [" ".join(row) + tail for row in vocab[ranks]]
+        docs += [" ".join(row) + tail for row in zipf_words(rng, (rows, 12))]
     source, release = docs[: 2 * records], docs[2 * records :]
     for i in range(0, records, 10):
         words = source[int(rng.integers(0, records))].split()
@@ -73,10 +77,8 @@ def add_signature(
 ) -> tuple[list[str], list[str], np.ndarray]:
     """One user's ``records`` records ending in one signature, and 50 release records
     copying it."""
-    vocab = np.array([f"w{i}" for i in range(50_000)])
     signature = " " + " ".join(f"sig{i}" for i in range(20))
-    ranks = np.minimum(rng.zipf(1.3, size=(records, 12)), vocab.size) - 1
-    mine = [" ".join(row) + signature for row in vocab[ranks]]
+    mine = [" ".join(row) + signature for row in zipf_words(rng, (records, 12))]
     holder = np.full(records, users.max() + 1, dtype=np.int64)
     copies = [f"{text}{signature}" for text in release[:50]]
     return mine + source, copies + release[50:], np.r_[holder, users]
@@ -91,8 +93,7 @@ def add_long_record(
 ) -> tuple[list[str], list[str], np.ndarray]:
     """One user's single record of ``tokens`` Zipf words, and a release record copying 50
     of them from its middle."""
-    vocab = np.array([f"w{i}" for i in range(50_000)])
-    words = vocab[np.minimum(rng.zipf(1.3, size=tokens), vocab.size) - 1]
+    words = zipf_words(rng, tokens)
     copied = " ".join(words[tokens // 2 : tokens // 2 + 50])
     return [" ".join(words), *source], [*release, copied], np.r_[users.max() + 1, users]
 

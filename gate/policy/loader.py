@@ -196,7 +196,13 @@ def _compose_for_locating(text: str) -> yaml.Node | None:
 
 
 _BARE_KEY = re.compile(r"[^\W\d][\w-]*")
-_YAML_WORDS = {"true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL"}
+
+
+def _reads_back_bare(key: str) -> bool:
+    """Whether ``key`` written unquoted is a plain name the policy loader reads as this
+    string (not ``true`` or ``null``, which its resolvers read as other types)."""
+    tag = _UniqueKeyLoader("").resolve(yaml.ScalarNode, key, (True, False))
+    return bool(_BARE_KEY.fullmatch(key)) and tag == "tag:yaml.org,2002:str"
 
 
 def format_yaml_path(loc: tuple[int | str, ...]) -> str:
@@ -211,9 +217,7 @@ def format_yaml_path(loc: tuple[int | str, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
             continue
-        if not isinstance(part, NonStringKey) and (
-            not _BARE_KEY.fullmatch(part) or part in _YAML_WORDS
-        ):
+        if not isinstance(part, NonStringKey) and not _reads_back_bare(part):
             printable = part.isprintable()  # else YAML's double quotes, escapes as JSON's
             part = "'" + part.replace("'", "''") + "'" if printable else json.dumps(part)
         out += f".{part}" if out else part
