@@ -7,31 +7,50 @@ Per draw: ``users`` users, a fifth of them disclosing 1 + Poisson(2) rare featur
 same on both sides (nothing learnt); each user goes to train with probability ``share``.
 A draw the split check refuses (two-sided binomial test of the train share against
 p = 0.5 at alpha 0.001, the policy's default) is skipped; of the others, the share in
-which the exact feature-match test finds leakage (epsilon-hat > 0 at alpha = 0.05).
+which the exact feature-match test finds leakage (epsilon-hat > 0 at alpha = 0.05), with
+p taken as the policy's 0.5 (``declared_split.p: assume``) and over the Clopper-Pearson
+interval of the train share at 1 - 0.01 (``declared_split.p: interval``, the default
+``gamma_share`` 0.2 of alpha; Berger and Boos 1994).
+
+    .venv/bin/python bench/bench_split_level.py --draws 500 --learnt 0.5
+
+``--learnt EPS``: a release that learnt, EPS-DP in each user's membership: a disclosing
+user's features are disclosed with probability ``a`` in train and 1/2 in holdout, the
+largest ``a`` EPS-DP allows. The share of draws with epsilon-hat > 0 is then the power,
+and the share with epsilon-hat > EPS must stay at most alpha (the mean epsilon-hat too).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 import numpy as np
 
-from gate.stats.feature_match import feature_match_test
-from gate.stats.split_balance import split_balance_test
+from gate.stats.feature_match import feature_match_test, feature_match_test_for_interval
+from gate.stats.split_balance import split_balance_test, train_share_interval
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--learnt", type=float, default=0.0)
+    parser.add_argument("--users", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.5, 0.51, 0.52, 0.53, 0.55])
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    for users in (1_000, 10_000):
-        for share in (0.5, 0.51, 0.52, 0.53, 0.55):
-            passed = found = 0
+    b = 0.5
+    a = min(math.exp(args.learnt) * b, 1 - (1 - b) * math.exp(-args.learnt))
+    for users in args.users:
+        for share in args.shares:
+            passed = found = found_interval = over = over_interval = 0
+            epsilons, epsilons_interval = [], []
             for _ in range(args.draws):
                 counts = np.where(rng.random(users) < 0.2, rng.poisson(2, users) + 1, 0)
                 is_train = rng.random(users) < share
+                if args.learnt > 0:
+                    counts[rng.random(users) >= np.where(is_train, a, b)] = 0
                 check = split_balance_test(
                     train_users=int(is_train.sum()), total_users=users, p=0.5
                 )
@@ -40,10 +59,30 @@ def main() -> None:
                 passed += 1
                 test = feature_match_test(counts=counts, is_train=is_train, p=0.5, alpha=0.05)
                 found += test.epsilon_lower_exact > 0
+                over += test.epsilon_lower_exact > args.learnt
+                epsilons.append(test.epsilon_lower_exact)
+                interval = train_share_interval(
+                    train_users=check.train_users, total_users=users, gamma=0.01
+                )
+                bounded = feature_match_test_for_interval(
+                    counts=counts, is_train=is_train, share=interval, alpha=0.05
+                )
+                found_interval += bounded.epsilon_lower_exact > 0
+                over_interval += bounded.epsilon_lower_exact > args.learnt
+                epsilons_interval.append(bounded.epsilon_lower_exact)
+            n = max(passed, 1)
             print(
                 f"{users:,} users, train share drawn at {share}: split check passed "
                 f"{passed}/{args.draws}; leakage found in {found}/{passed} = "
-                f"{found / max(passed, 1):.3f}",
+                f"{found / n:.3f} (p assumed), {found_interval}/{passed} = "
+                f"{found_interval / n:.3f} (p in the interval)"
+                + (
+                    f"; epsilon-hat > {args.learnt:g} in {over / n:.3f} and "
+                    f"{over_interval / n:.3f}, mean epsilon-hat {np.mean(epsilons):.3f} and "
+                    f"{np.mean(epsilons_interval):.3f}"
+                    if args.learnt > 0
+                    else ""
+                ),
                 flush=True,
             )
 

@@ -363,3 +363,139 @@ def test_console_script_on_the_bundled_example(tmp_path: Path) -> None:
     report = read_report(tmp_path / "r")
     # made by a gate split before the keyed draw: still checked, and said so
     assert report["membership"]["how"] == "gate split seed=7, an earlier unkeyed draw"
+
+
+INTERVAL_POLICY = """\
+version: 1
+name: test
+membership:
+  declared_split: {p: interval}
+audits:
+  disclosure:
+    features:
+      - class: ngram
+        n_min: 3
+        n_max: 4
+    thresholds:
+      max_epsilon: 0.5
+"""
+
+
+def _large_declared_bundle(tmp_path: Path, policy: str) -> dict[str, Path]:
+    """230 train and 170 holdout users (a share of 0.575), one record each; a release
+    that copies 100 train records."""
+    train = write_jsonl(
+        tmp_path / "train.jsonl",
+        [{"record_id": f"t{i}", "user_id": f"ut{i}", "text": unique_text(i)} for i in range(230)],
+    )
+    holdout = write_jsonl(
+        tmp_path / "holdout.jsonl",
+        [
+            {"record_id": f"h{i}", "user_id": f"uh{i}", "text": unique_text(1000 + i)}
+            for i in range(170)
+        ],
+    )
+    synthetic = write_jsonl(
+        tmp_path / "synthetic.jsonl", [{"text": unique_text(i)} for i in range(100)]
+    )
+    return {
+        "train": train,
+        "holdout": holdout,
+        "synthetic": synthetic,
+        "policy": write_policy(tmp_path / "policy.yaml", policy),
+    }
+
+
+def test_a_declared_split_under_an_interval_of_p(tmp_path: Path) -> None:
+    """`declared_split.p: interval`: the report names the interval, every statement holds
+    over it, and epsilon-hat is the one at the interval's upper end, below the one that
+    takes the policy's p = 0.5 as the split's."""
+    files = _large_declared_bundle(tmp_path, INTERVAL_POLICY)
+    out = tmp_path / "out"
+    assert main(check_args(files, out, "--no-mlflow")) == 1
+    report = read_report(out)
+    interval = report["membership"]["p_interval"]
+    assert interval["gamma"] == pytest.approx(0.01)  # gamma_share 0.2 of alpha 0.05
+    assert interval["low"] < 0.575 < interval["high"]
+    disclosure = report["audits"]["disclosure"]
+    metrics = disclosure["metrics"]
+    assert "whatever p in [" in disclosure["statements"]["ngram"]
+    assert any("membership.declared_split.p is interval" in w for w in report["warnings"])
+    # 100 disclosing users, all in train: p-hat = 0.04^(1/100), epsilon-hat at the upper end
+    p_hat, high = 0.04 ** (1 / 100), interval["high"]
+    assert metrics["ngram.p_lower_exact"] == pytest.approx(p_hat, rel=1e-3)
+    expected = math.log(p_hat * (1 - high) / (high * (1 - p_hat)))
+    assert metrics["ngram.epsilon_lower_exact"] == pytest.approx(expected, rel=1e-3)
+
+    assumed = tmp_path / "assumed"
+    write_policy(files["policy"], INTERVAL_POLICY.replace("p: interval", "p: assume"))
+    assert main(check_args(files, assumed, "--no-mlflow")) == 1
+    assumed_report = read_report(assumed)
+    assert assumed_report["membership"]["p_interval"] is None
+    p_hat_assumed = 0.05 ** (1 / 100)
+    assert assumed_report["audits"]["disclosure"]["metrics"][
+        "ngram.epsilon_lower_exact"
+    ] == pytest.approx(math.log(p_hat_assumed / (1 - p_hat_assumed)), rel=1e-3)
+    assert metrics["ngram.epsilon_lower_exact"] < math.log(p_hat_assumed / (1 - p_hat_assumed))
+    assert any("declared_split.p: interval" in w for w in assumed_report["warnings"])
+
+
+def test_an_interval_of_p_is_refused_where_an_audit_needs_p_known(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = INTERVAL_POLICY + (
+        "  membership: {scorers: [ngram], delta: 1.0e-5, thresholds: {max_epsilon: 1}}\n"
+    )
+    files = _large_declared_bundle(tmp_path, policy)
+    out = tmp_path / "out"
+    assert main(check_args(files, out, "--no-mlflow")) == 2
+    err = capsys.readouterr().err
+    assert "audits.membership.delta = 1e-05 need membership.p = 0.5 known" in err
+    assert "membership.declared_split.p is interval" in err
+    assert not out.exists()
+
+
+def test_a_split_with_a_manifest_takes_its_recorded_p_under_interval(tmp_path: Path) -> None:
+    """The manifest's draw proves p: the interval is not spent."""
+    source = write_jsonl(
+        tmp_path / "all.jsonl",
+        [{"record_id": f"r{i}", "user_id": f"u{i}", "text": unique_text(i)} for i in range(80)],
+    )
+    assert (
+        main(
+            [
+                "split",
+                "--source",
+                str(source),
+                "--p",
+                "0.5",
+                "--seed",
+                "3",
+                "--out",
+                str(tmp_path / "split"),
+            ]
+        )
+        == 0
+    )
+    train = (tmp_path / "split" / "train.jsonl").read_text().splitlines()
+    write_jsonl(tmp_path / "synthetic.jsonl", [{"text": json.loads(r)["text"]} for r in train])
+    write_policy(tmp_path / "policy.yaml", INTERVAL_POLICY)
+    out = tmp_path / "out"
+    args = [
+        "check",
+        "--quiet",
+        "--no-mlflow",
+        "--policy",
+        str(tmp_path / "policy.yaml"),
+        "--manifest",
+        str(tmp_path / "split" / "split-manifest.json"),
+        "--synthetic",
+        str(tmp_path / "synthetic.jsonl"),
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 1
+    report = read_report(out)
+    assert report["membership"]["how"].startswith("gate split seed=3")
+    assert report["membership"]["p_interval"] is None
+    assert "whatever p in" not in report["audits"]["disclosure"]["statements"]["ngram"]

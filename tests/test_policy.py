@@ -789,3 +789,24 @@ def test_a_character_yaml_refuses_is_one_line_naming_its_place(character: str, c
         f"p.yaml:3:{column}: not valid YAML: character U+{ord(character):04X} is not "
         "allowed in YAML (it takes printable characters only)"
     )
+
+
+def test_declared_split_settings() -> None:
+    policy = parse_policy(MINIMAL_POLICY)
+    assert policy.membership.declared_split.p == "assume"
+    assert policy.membership.declared_split.gamma_share == 0.2
+    policy = parse_policy(
+        MINIMAL_POLICY + "membership:\n  declared_split: {p: interval, gamma_share: 0.1}\n"
+    )
+    assert policy.membership.declared_split.p == "interval"
+    assert policy.membership.declared_split.gamma_share == 0.1
+    for bad, message in (
+        ("{p: bounded}", r"p\.yaml:\d+: membership\.declared_split\.p: .*'assume' or 'interval'"),
+        ("{gamma_share: 1}", r"membership\.declared_split\.gamma_share: .*less than 1"),
+        ("{gamma_share: 0}", r"membership\.declared_split\.gamma_share: .*greater than 0"),
+        ("{gamma: 0.1}", r"membership\.declared_split\.gamma: "),
+    ):
+        with pytest.raises(PolicyError, match=message):
+            parse_policy(
+                MINIMAL_POLICY + f"membership:\n  declared_split: {bad}\n", source="p.yaml"
+            )

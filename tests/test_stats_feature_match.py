@@ -661,7 +661,7 @@ def test_excess_reuses_a_given_test_and_checks_it_matches() -> None:
         counts=counts, is_train=flags
     )
     with pytest.raises(
-        ValueError, match=r"test was computed with p=0\.5, alpha=0\.05; found p=0\.3"
+        ValueError, match=r"test was computed with p=0\.5, alpha=0\.05, gamma=0\.0; found p=0\.3"
     ):
         phantom_excess(counts=counts, is_train=flags, p=0.3, test=test)
 

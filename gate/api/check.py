@@ -36,6 +36,7 @@ from gate.api.preflight import (
     require_source_ids,
     require_text_settings,
     split_warnings,
+    with_declared_p_interval,
     with_engine,
 )
 from gate.audits.base import AuditContext, describe_exception
@@ -118,6 +119,7 @@ def _run_audit(
         redact=policy.evidence.redact_witnesses,
         max_witnesses=policy.evidence.max_witnesses,
         features=store,
+        p_interval=bundle.membership.p_interval,
     )
     t0 = time.perf_counter()
     result: AuditResult | None = None
@@ -196,6 +198,7 @@ def run_gate(
         raise ValueError(f"seed must be >= 0; found {root_seed}")
     progress = progress or NullProgress()
     require_text_settings(bundle, policy_model.text)
+    bundle = with_declared_p_interval(bundle, policy_model)
     warnings = (
         split_warnings(bundle, policy_model.membership)
         + fused_text_warnings(bundle)

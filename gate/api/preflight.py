@@ -32,6 +32,7 @@ from gate.policy.models import (
     TextPolicy,
 )
 from gate.registry import PluginUnavailableError
+from gate.stats.split_balance import train_share_interval
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -165,7 +166,18 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
             "policy's membership settings"
         )
     found: tuple[str, ...] = ()
-    if bundle.membership.how == "declared":  # a review: nothing said so
+    share = bundle.membership.p_interval
+    if share is not None:
+        found += (
+            "the split is declared (train and holdout files without a `gate split` manifest) "
+            "and membership.declared_split.p is interval: every confidence statement holds "
+            f"for each p in [{share.low:.4f}, {share.high:.4f}], a Clopper-Pearson interval "
+            f"of the train share ({share.train_users} of {share.total_users} users) at "
+            f"1 - {share.gamma:g}, and assumes that users went to train independently with "
+            "one such p, which a hand-picked split (by date, by customer) voids; make the "
+            "split with `gate split` and give --manifest",
+        )
+    elif bundle.membership.how == "declared":  # a review: nothing said so
         found += (
             "the split is declared (train and holdout files without a `gate split` manifest): "
             f"every confidence statement assumes that each user went to train independently "
@@ -174,13 +186,47 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
             "lets small differences through: with 1,000 users a train share drawn at 0.52 "
             "for p = 0.5 passes it, and a release that leaks nothing then fails about 12 % "
             "of the time at alpha = 0.05); make the split with `gate split` and give "
-            "--manifest",
+            "--manifest, or set membership.declared_split.p: interval",
         )
     if bundle.membership.balance_ok:
         return found
     if membership.split_check.action == "fail":
         raise BundleError(bundle.membership.imbalance_message())
     return (*found, bundle.membership.imbalance_message())
+
+
+def with_declared_p_interval(bundle: Bundle, policy: Policy) -> Bundle:
+    """``bundle`` with the interval of p its audits take
+    (:attr:`gate.data.bundle.Membership.p_interval`), when its split is declared and the
+    policy sets ``membership.declared_split.p: interval``; otherwise ``bundle``.
+
+    Raises:
+        InputError: an audit the policy enables needs p = 1/2 known (the one-run bound
+            with delta > 0, the profile audit's attacks).
+    """
+    settings = policy.membership.declared_split
+    if bundle.membership.how != "declared" or settings.p != "interval":
+        return bundle
+    needs_half = []
+    membership, profile = policy.audits.membership, policy.audits.profile
+    if membership is not None and membership.enabled and membership.delta > 0:
+        needs_half.append(f"audits.membership.delta = {membership.delta:g}")
+    if profile is not None and profile.enabled and (profile.scorers or bundle.model_dir):
+        needs_half.append("audits.profile's attacks (scorers, --model)")
+    if needs_half:
+        raise InputError(
+            f"{' and '.join(needs_half)} need membership.p = 0.5 known (the one-run bound "
+            "with delta > 0 is derived for p = 1/2), but the split is declared and "
+            "membership.declared_split.p is interval; make the split with `gate split` and "
+            "give --manifest, or set declared_split.p: assume"
+        )
+    b = bundle.membership.balance
+    share = train_share_interval(
+        train_users=b.train_users,
+        total_users=b.total_users,
+        gamma=settings.gamma_share * policy.alpha,
+    )
+    return replace(bundle, membership=replace(bundle.membership, p_interval=share))
 
 
 def cache_warnings(policy: Policy) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from gate.policy.checks import CheckSpec
 from gate.policy.models import AuditConfig
 from gate.results import AuditResult
 from gate.stats._validate import StatsError
+from gate.stats.split_balance import ShareInterval
 
 if TYPE_CHECKING:
     from gate.audits.feature_store import FeatureStore
@@ -37,7 +38,10 @@ class AuditContext:
 
     ``rng`` is the audit's own child of the run's seed (``seed_entropy``,
     ``seed_spawn_key``); ``features`` computes disclosure classes and embeddings once per
-    run for every audit that asks for the same configuration.
+    run for every audit that asks for the same configuration. ``p_interval``: None when
+    ``p`` is the split's; for a declared split under ``membership.declared_split.p:
+    interval``, the interval of p every statement must hold over, which spends
+    ``p_interval.gamma`` of ``alpha``.
     """
 
     alpha: float
@@ -49,6 +53,7 @@ class AuditContext:
     redact: bool
     max_witnesses: int
     features: FeatureStore
+    p_interval: ShareInterval | None = None
 
 
 class Audit(ABC, Generic[ConfigT]):

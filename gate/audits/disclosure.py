@@ -30,6 +30,7 @@ from gate.stats.feature_match import (
     FeatureMatchResult,
     epsilon_from_rate,
     feature_match_test,
+    feature_match_test_for_interval,
     largest_rate_lower_bound,
     rate_from_epsilon,
     train_users_to_exceed,
@@ -392,8 +393,16 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
         per_class: list[list[Witness]] = []
         warnings: list[str] = []
         user_is_train = bundle.user_is_train
+        share = context.p_interval
+        # the p and level the bounds on epsilon are computed with: an interval's upper end
+        # gives the smallest epsilon over it, at the level it leaves
+        p_bound, level = (
+            (context.p, context.alpha)
+            if share is None
+            else (share.high, context.alpha - share.gamma)
+        )
         refuse_checks_that_cannot_fail(
-            config, train_users=int(user_is_train.sum()), p=context.p, alpha=context.alpha
+            config, train_users=int(user_is_train.sum()), p=p_bound, alpha=level
         )
         for feature_config in config.features:
             started = time.perf_counter()
@@ -411,18 +420,27 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                     refuse_checks_that_cannot_fail(
                         config,
                         train_users=int((user_is_train & holders).sum()),
-                        p=context.p,
-                        alpha=context.alpha,
+                        p=p_bound,
+                        alpha=level,
                         feature_class=name,
                     )
             counts = found.user_counts
-            test = feature_match_test(
-                counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
-            )
+            if share is None:
+                test = feature_match_test(
+                    counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha
+                )
+            else:
+                test = feature_match_test_for_interval(
+                    counts=counts, is_train=user_is_train, share=share, alpha=context.alpha
+                )
             excess = phantom_excess(
-                counts=counts, is_train=user_is_train, p=context.p, alpha=context.alpha, test=test
+                counts=counts,
+                is_train=user_is_train,
+                p=context.p,
+                alpha=context.alpha,
+                test=test,
+                share=share,
             )
-            total = test.statistic + test.holdout_statistic
             metrics += METRICS.values(
                 name,
                 {
@@ -432,7 +450,7 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                     "users_with_disclosures": (counts > 0).sum(),
                     "train_disclosures": test.statistic,
                     "holdout_disclosures": test.holdout_statistic,
-                    "train_disclosures_expected": context.p * total,
+                    "train_disclosures_expected": test.expected,
                     "phantom_rate": excess.phantom_rate,
                     "excess_disclosures": excess.estimate,
                     "excess_disclosures_lower": excess.lower,
@@ -446,18 +464,28 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                     "epsilon_lower_exact": test.epsilon_lower_exact,
                 },
             )
-            share = (
+            assignment, compared = (
+                (f"p = {context.p:g}", "p")
+                if share is None
+                else (
+                    f"whatever p in [{share.low:.4f}, {share.high:.4f}] it was drawn with; "
+                    f"that interval of the split's train share misses p with probability "
+                    f"<= {share.gamma:g}, counted in it",
+                    f"{share.high:.4f}",
+                )
+            )
+            rate = (
                 f"With probability >= {1 - context.alpha:g} over the random assignment of "
-                f"users to train (p = {context.p:g}), the train share of disclosed {name} "
+                f"users to train ({assignment}), the train share of disclosed {name} "
                 f"features is >= {test.p_lower_exact:.4f} ({exact_tail_words(test)}; "
                 f"Hoeffding {test.p_lower:.4f})"
             )
             statements[name] = (
-                f"{share}, so the release is not epsilon-DP for any epsilon < "
+                f"{rate}, so the release is not epsilon-DP for any epsilon < "
                 f"{test.epsilon_lower_exact:.4f}. A lower bound: an audit can show leakage, "
                 "never its absence."
                 if test.epsilon_lower_exact > 0
-                else f"{share}, not above p: no evidence of leakage at level alpha = "
+                else f"{rate}, not above {compared}: no evidence of leakage at level alpha = "
                 f"{context.alpha:g} ({int(test.statistic)} train, "
                 f"{int(test.holdout_statistic)} holdout disclosures). This is not evidence "
                 "of safety: an audit can show leakage, never its absence."

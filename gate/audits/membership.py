@@ -53,6 +53,7 @@ from gate.stats.roc import (
     similarity_two_sample,
     tpr_at_fpr,
 )
+from gate.stats.split_balance import ShareInterval
 
 if TYPE_CHECKING:
     from gate.data.bundle import Bundle
@@ -436,13 +437,15 @@ def refuse_score_checks_that_cannot_fail(
     delta: float,
     selection: Literal["split_half", "bonferroni"],
     unit: str,
+    share: ShareInterval | None = None,
 ) -> None:
     """Raise when a total leak would pass ``max_epsilon`` or ``max_rip_eta`` of
     ``thresholds``: the one-run bound of perfectly separating scores stays at or under
     ``max_epsilon`` too often (:func:`total_leak_message`), or the RIP bound cannot
     exceed ``max_rip_eta``.
     ``train``/``holdout``: the members and non-members, when known before scoring (the
-    canary audit's are drawn by its coin, with probability ``p``).
+    canary audit's are drawn by its coin, with probability ``p``). ``share``: the
+    interval of an unknown p the bound is computed over (a declared split).
 
     Raises:
         AuditError: a check a total leak passes, with the threshold it would need.
@@ -462,6 +465,7 @@ def refuse_score_checks_that_cannot_fail(
                 p=p,
                 delta=delta,
                 selection=selection,
+                share=share,
             ).epsilon_lower
 
         found = total_leak_passes(
@@ -539,9 +543,12 @@ def score_statistics(
     delta: float,
     selection: Literal["split_half", "bonferroni"],
     fprs: Sequence[float],
+    share: ShareInterval | None = None,
 ) -> ScoreStatistics:
     """AUC with its one-sided p-value, TPR at each FPR of ``fprs`` and the one-run ε lower
-    bound of ``scores`` (higher = member) against the random membership ``is_member``."""
+    bound of ``scores`` (higher = member) against the random membership ``is_member``
+    (with ``share``, over every p of that interval: a declared split). The AUC's test and
+    the TPRs are conditional on who is a member and hold whatever p was."""
     roc = roc_auc(scores=scores, is_train=is_member, rng=rng)
     one_run = one_run_epsilon_from_scores(
         scores=scores,
@@ -551,6 +558,7 @@ def score_statistics(
         p=p,
         delta=delta,
         selection=selection,
+        share=share,
     )
     values = {
         "auc": roc.auc,
@@ -617,6 +625,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
             delta=config.delta,
             selection=config.threshold_selection,
             unit="users",
+            share=context.p_interval,
         )
         declared = self.declared_metrics(config)
         metrics: list[Metric] = []
@@ -637,6 +646,7 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                 delta=config.delta,
                 selection=config.threshold_selection,
                 fprs=self._fprs(config),
+                share=context.p_interval,
             )
             roc, one_run = stats.roc, stats.one_run
             rip = rip_eta_from_scores(
@@ -685,9 +695,15 @@ class MembershipAuditRunner(Audit[MembershipAudit]):
                     f"All {scores.size} users scored {float(scores[0]):g}: this scorer had "
                     f"nothing to tell them apart by. {auc}"
                 )
+            drawn = (
+                ""
+                if context.p_interval is None
+                else f", whatever p in [{context.p_interval.low:.4f}, "
+                f"{context.p_interval.high:.4f}] it was drawn with"
+            )
             statements[name] = (
                 f"{auc}Each with probability >= {1 - context.alpha:g} over the random "
-                f"assignment of users (both together >= {1 - 2 * context.alpha:g}): the "
+                f"assignment of users{drawn} (both together >= {1 - 2 * context.alpha:g}): the "
                 f"release is not (epsilon, {config.delta:g})-DP for any epsilon < "
                 f"{one_run.epsilon_lower:.4f}; it is not epsilon-DP for any epsilon < "
                 f"{values['rip_epsilon_lower']:.4f} (from the RIP advantage of at least "

@@ -39,7 +39,7 @@ from gate.data.split import (
 from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
-from gate.stats.split_balance import SplitBalance, split_balance_test
+from gate.stats.split_balance import ShareInterval, SplitBalance, split_balance_test
 
 SOURCE_COLUMNS = ("record_id", "user_id", "text", "split")
 
@@ -76,6 +76,8 @@ class Membership:
     balance: SplitBalance
     balance_alpha: float
     balance_ok: bool
+    # a declared split under ``membership.declared_split.p: interval``: the audits' p
+    p_interval: ShareInterval | None = None
 
     def imbalance_message(self) -> str:
         """Why the split is not consistent with ``p`` (for the caller that decides)."""
@@ -106,6 +108,16 @@ class Membership:
                 "alpha": self.balance_alpha,
                 "consistent_with_p": self.balance_ok,
             },
+            "p_interval": (
+                None
+                if self.p_interval is None
+                else {
+                    "low": self.p_interval.low,
+                    "high": self.p_interval.high,
+                    "gamma": self.p_interval.gamma,
+                    "method": "Clopper-Pearson of the train share (Berger and Boos 1994)",
+                }
+            ),
         }
 
 

@@ -145,6 +145,26 @@ class SplitCheck(StrictModel):
     )
 
 
+class DeclaredSplit(StrictModel):
+    """What the audits take for p when train and holdout come without a `gate split`
+    manifest, whose recorded draw proves p."""
+
+    p: Literal["assume", "interval"] = Field(
+        "assume",
+        description="'assume': membership.p is the p the split was drawn with. 'interval': "
+        "the split was drawn at random with a p nobody recorded; every statement holds for "
+        "each p in a Clopper-Pearson interval of the split's train share, at the cost of "
+        "gamma_share of alpha (Berger and Boos 1994).",
+    )
+    gamma_share: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="With p: interval, the share of alpha spent on the interval of p: its "
+        "level is 1 - gamma_share * alpha, and every bound is at alpha (1 - gamma_share).",
+    )
+
+
 class MembershipPolicy(StrictModel):
     """How membership was assigned; every guarantee of the audits depends on it."""
 
@@ -152,6 +172,7 @@ class MembershipPolicy(StrictModel):
         0.5, gt=0, lt=1, description="Probability that a user was put in train (random membership)."
     )
     split_check: SplitCheck = Field(default_factory=SplitCheck)
+    declared_split: DeclaredSplit = Field(default_factory=DeclaredSplit)
 
 
 class TextPolicy(StrictModel):

@@ -197,6 +197,11 @@ class ProfileAuditRunner(Audit[ProfileAudit]):
             raise AuditError(
                 f"the profile audit's delta bound needs membership.p = 0.5; found {context.p}"
             )
+        if attacks and context.p_interval is not None:
+            raise AuditError(
+                "the profile audit's delta bound needs membership.p = 0.5 known; the split "
+                "is declared and its p is an interval (membership.declared_split.p)"
+            )
         level = split_alpha(context.alpha, parts=attacks, split="attacks")
         declared = self.declared_metrics(config)
         labels = bundle.user_is_train

@@ -33,6 +33,7 @@ from gate.stats._validate import (
     is_number,
 )
 from gate.stats.saddlepoint import saddlepoint_rate
+from gate.stats.split_balance import ShareInterval
 from gate.stats.weighted_tail import (
     tail_grain,
     weight_multiplicities,
@@ -64,6 +65,10 @@ class FeatureMatchResult(NamedTuple):
             multiples of ``g`` and the rounding error bounded
             (:func:`gate.stats.weighted_tail.tail_grain` at p and at the exact p̂): an
             upper bound on the tail, so the p-value and bounds stay valid, and conservative.
+        gamma: 0 when p is known. Otherwise the part of ``alpha`` spent on a confidence
+            interval of an unknown p (:func:`feature_match_test_for_interval`): ``p`` is
+            then the interval's upper end, the p-values include ``gamma``, and p̂ is at
+            level ``alpha - gamma``.
     """
 
     statistic: float
@@ -81,6 +86,7 @@ class FeatureMatchResult(NamedTuple):
     p_lower_exact: float
     epsilon_lower_exact: float
     lattice_grain: int = 1
+    gamma: float = 0.0
 
     @property
     def rejects_zero_learning(self) -> bool:
@@ -401,4 +407,50 @@ def feature_match_test(
         p_lower_exact=p_lower_x,
         epsilon_lower_exact=epsilon_x,
         lattice_grain=grain,
+    )
+
+
+def feature_match_test_for_interval(
+    *,
+    counts: np.ndarray,
+    is_train: np.ndarray,
+    share: ShareInterval,
+    alpha: float = 0.05,
+    exact: bool = True,
+) -> FeatureMatchResult:
+    """The feature-match test when p is known only to lie in ``[share.low, share.high]``
+    with probability ``>= 1 - share.gamma`` (a declared split: users put in train at
+    random, with a p that nobody recorded).
+
+    Berger and Boos (1994), *P values maximized over a confidence set for the nuisance
+    parameter*, JASA 89(427): 1012-1016: the p-value is the largest over the interval plus
+    ``gamma``, valid at every level whatever p is. The tail ``P_p(sum_i c_i Bern(p) >= T)``
+    grows with p, so the largest is at ``share.high``. p̂ bounds the train rate itself,
+    whatever p, so it is computed at ``alpha - gamma``; ``ε̂ = ln(p̂ (1-p)/(p (1-p̂)))``
+    falls as p grows, so ``share.high`` gives the smallest ε̂ over the interval. Either
+    statement fails only if the interval misses p (probability <= gamma) or p̂ misses the
+    rate (<= alpha - gamma): at most alpha together.
+
+    Args:
+        counts: c_i, disclosed rare features per record of D.
+        is_train: S_i, True for train records.
+        share: the interval of p (:func:`gate.stats.split_balance.train_share_interval`).
+        alpha: level of every statement, in (0, 1); must exceed ``share.gamma``.
+        exact: also compute the exact-tail p-value, p̂ and ε̂ (else they are NaN).
+    """
+    check_alpha(alpha)
+    if not share.gamma < alpha:
+        raise StatsError(
+            f"share.gamma must be below alpha = {alpha:g} (it is part of alpha); found "
+            f"{share.gamma!r}"
+        )
+    level = check_alpha(alpha - share.gamma)
+    test = feature_match_test(
+        counts=counts, is_train=is_train, p=share.high, alpha=level, exact=exact
+    )
+    return test._replace(
+        alpha=alpha,
+        p_value=min(1.0, test.p_value + share.gamma),
+        p_value_exact=min(1.0, test.p_value_exact + share.gamma),
+        gamma=share.gamma,
     )

@@ -33,6 +33,7 @@ from gate.stats._validate import (
     split_alpha,
 )
 from gate.stats.binomial import clopper_pearson, upper_bounds
+from gate.stats.split_balance import ShareInterval
 
 DEFAULT_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
@@ -57,12 +58,18 @@ def one_run_p_value(
     p: float = 0.5,
     delta: float = 0.0,
     scored: int | None = None,
+    p_interval: tuple[float, float] | None = None,
 ) -> float:
     """p-value of the hypothesis "the mechanism is (ε, δ)-DP" given ``correct`` of
     ``k₊ + k₋`` guesses (Prop. 5.1; the δ term of App. D for p = 1/2).
 
     ``β(ε) = P[Bin(r, q) >= v] + 2 m δ max_{i=1..v} P[v - i <= Bin(r, q) < v] / i``
     with ``m`` = ``scored`` records.
+
+    With ``p_interval = (low, high)`` (p unknown but in that interval; ``p`` unused, δ = 0
+    only) the p-value holds for every p in it: ``q₊`` grows with p and ``q₋`` falls, and
+    the tail of ``Bin(k₊, q₊) + Bin(k₋, q₋)`` grows with each, so ``q₊`` is taken at
+    ``high`` and ``q₋`` at ``low``.
     """
     check_count("k_plus", k_plus)
     check_count("k_minus", k_minus)
@@ -72,13 +79,21 @@ def one_run_p_value(
     check_probability("delta", delta, open_high=True)
     if check_epsilons(epsilon).ndim:
         raise StatsError(f"epsilon must be one number; found {epsilon!r}")
+    if p_interval is None:
+        p_low = p_high = p
+    else:
+        p_low, p_high = _checked_interval(p_interval)
+        if delta > 0:
+            raise StatsError(
+                f"delta > 0 needs p = 0.5 known; found an interval of p {p_interval!r}"
+            )
     if delta > 0 and not math.isclose(p, 0.5):
         raise StatsError(f"delta > 0 is supported for p = 0.5 only; found p = {p!r}")
     if correct == 0:
         return 1.0
     e = math.exp(-epsilon) if math.isfinite(epsilon) else 0.0
-    q_plus = 1.0 / (1.0 + (1.0 - p) / p * e)
-    q_minus = 1.0 / (1.0 + p / (1.0 - p) * e)
+    q_plus = 1.0 / (1.0 + (1.0 - p_high) / p_high * e)
+    q_minus = 1.0 / (1.0 + p_low / (1.0 - p_low) * e)
     value = _sum_of_binomials_sf(k_plus, q_plus, k_minus, q_minus, correct)
     if delta > 0:
         m = r if scored is None else check_count("scored", scored, minimum=r)
@@ -87,6 +102,16 @@ def one_run_p_value(
         window = cdf[correct] - cdf[correct - i]  # P[v - i <= B < v] = cdf(v-1) - cdf(v-i-1)
         value += 2.0 * m * delta * float(np.max(window / i))
     return min(1.0, value)
+
+
+def _checked_interval(p_interval: tuple[float, float]) -> tuple[float, float]:
+    if not (isinstance(p_interval, tuple) and len(p_interval) == 2):
+        raise StatsError(f"p_interval must be a pair (low, high); found {p_interval!r}")
+    low = check_probability("p_interval low", p_interval[0], open_low=True, open_high=True)
+    high = check_probability("p_interval high", p_interval[1], open_low=True, open_high=True)
+    if low > high:
+        raise StatsError(f"p_interval must have low <= high; found {p_interval!r}")
+    return low, high
 
 
 def one_run_epsilon(
@@ -99,11 +124,13 @@ def one_run_epsilon(
     delta: float = 0.0,
     scored: int | None = None,
     tolerance: float = 1e-6,
+    p_interval: tuple[float, float] | None = None,
 ) -> float:
     """Smallest ε whose p-value is >= alpha: bracket, bisect, return the conservative end.
 
     The returned ε has p-value < alpha (every ε below it is rejected at level alpha), so it
-    is a valid lower confidence bound; 0 when ε = 0 is not rejected.
+    is a valid lower confidence bound; 0 when ε = 0 is not rejected. ``p_interval``: as in
+    :func:`one_run_p_value` (the level of the interval itself is the caller's to spend).
     """
     check_alpha(alpha)
     if not (is_number(tolerance) and 0 < tolerance < math.inf):
@@ -119,6 +146,7 @@ def one_run_epsilon(
                 p=p,
                 delta=delta,
                 scored=scored,
+                p_interval=p_interval,
             )
             < alpha
         )
@@ -244,7 +272,14 @@ def _grid(n: int, fractions: tuple[float, ...], *, unequal: bool = False) -> lis
 
 @functools.lru_cache(maxsize=1 << 16)
 def _epsilon_bound(
-    k_plus: int, k_minus: int, correct: int, alpha: float, p: float, delta: float, scored: int
+    k_plus: int,
+    k_minus: int,
+    correct: int,
+    alpha: float,
+    p: float,
+    delta: float,
+    scored: int,
+    p_interval: tuple[float, float] | None,
 ) -> float:
     """:func:`one_run_epsilon`, remembered: the grid search and the chance of passing at
     perfect separation ask for the same few outcomes again and again."""
@@ -256,6 +291,7 @@ def _epsilon_bound(
         p=p,
         delta=delta,
         scored=scored,
+        p_interval=p_interval,
     )
 
 
@@ -295,6 +331,7 @@ def one_run_epsilon_from_scores(
     delta: float = 0.0,
     selection: Literal["split_half", "bonferroni"] = "split_half",
     fractions: tuple[float, ...] = DEFAULT_GRID,
+    share: ShareInterval | None = None,
 ) -> OneRunResult:
     """One-run ε lower bound from membership scores, with thresholds chosen validly.
 
@@ -318,8 +355,20 @@ def one_run_epsilon_from_scores(
         delta: δ of the (ε, δ) hypothesis (p = 1/2 only).
         selection: "split_half" or "bonferroni".
         fractions: guess counts as fractions of the scored records.
+        share: an interval of an unknown p (a declared split; ``p`` unused, δ = 0 only):
+            every bound holds for each p in it (:func:`one_run_p_value`) at ``alpha -
+            share.gamma``, so with the interval's own miss chance at most alpha in all
+            (Berger and Boos 1994).
     """
     check_alpha(alpha)
+    budget, p_interval = alpha, None  # the level left for the bound, and the interval
+    if share is not None:
+        if not share.gamma < alpha:
+            raise StatsError(
+                f"share.gamma must be below alpha = {alpha:g} (it is part of alpha); found "
+                f"{share.gamma!r}"
+            )
+        budget, p_interval = check_alpha(alpha - share.gamma), (share.low, share.high)
     if not isinstance(rng, np.random.Generator):
         raise StatsError(f"rng must be a numpy.random.Generator; found {type(rng).__name__}")
     s, y = _scored(scores, is_train)
@@ -327,7 +376,7 @@ def one_run_epsilon_from_scores(
         raise StatsError(f"selection must be 'split_half' or 'bonferroni'; found {selection!r}")
 
     def bound(o: GuessOutcome, level: float, scored: int) -> float:
-        return _epsilon_bound(o.k_plus, o.k_minus, o.correct, level, p, delta, scored)
+        return _epsilon_bound(o.k_plus, o.k_minus, o.correct, level, p, delta, scored, p_interval)
 
     def best(idx: np.ndarray, level: float) -> tuple[float, GuessOutcome, np.ndarray]:
         order = idx[descending_order(s[idx], rng)]
@@ -342,16 +391,16 @@ def one_run_epsilon_from_scores(
         return bounds[i], outcomes[i], order
 
     if selection == "bonferroni":
-        level = split_alpha(alpha, parts=len(_grid(s.size, fractions)), split="grid points")
+        level = split_alpha(budget, parts=len(_grid(s.size, fractions)), split="grid points")
         eps, o, _ = best(np.arange(s.size), level)
         return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, s.size, selection, alpha)
 
     choose, evaluate = _halves(s.size, rng)
-    _, chosen, chosen_order = best(choose, alpha)
+    _, chosen, chosen_order = best(choose, budget)
     if chosen.k_plus + chosen.k_minus == 0:
         return OneRunResult(0.0, 0, 0, 0, evaluate.size, selection, alpha)
     o = _guess_the_other_half(s, y, chosen, chosen_order, evaluate, rng)
-    eps = bound(o, alpha, evaluate.size) if o.k_plus + o.k_minus else 0.0
+    eps = bound(o, budget, evaluate.size) if o.k_plus + o.k_minus else 0.0
     return OneRunResult(eps, o.k_plus, o.k_minus, o.correct, evaluate.size, selection, alpha)
 
 
