@@ -421,6 +421,9 @@ def test_a_declared_split_under_an_interval_of_p(tmp_path: Path) -> None:
     metrics = disclosure["metrics"]
     assert "whatever p in [" in disclosure["statements"]["ngram"]
     assert any("membership.declared_split.p is interval" in w for w in report["warnings"])
+    words = f"p in [{interval['low']:.4f}, {interval['high']:.4f}]"
+    assert words in (out / "report.html").read_text()
+    assert words in (out / "summary.md").read_text()
     # 100 disclosing users, all in train: p-hat = 0.04^(1/100), epsilon-hat at the upper end
     p_hat, high = 0.04 ** (1 / 100), interval["high"]
     assert metrics["ngram.p_lower_exact"] == pytest.approx(p_hat, rel=1e-3)

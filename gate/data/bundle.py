@@ -79,6 +79,16 @@ class Membership:
     # a declared split under ``membership.declared_split.p: interval``: the audits' p
     p_interval: ShareInterval | None = None
 
+    def p_words(self) -> str:
+        """The p the audits took: ``p = 0.5``, or the interval of a declared split's p."""
+        if self.p_interval is None:
+            return f"p = {self.p:g}"
+        i = self.p_interval
+        return (
+            f"p in [{i.low:.4f}, {i.high:.4f}] (Clopper-Pearson interval of the train share "
+            f"at 1 - {i.gamma:g})"
+        )
+
     def imbalance_message(self) -> str:
         """Why the split is not consistent with ``p`` (for the caller that decides)."""
         b = self.balance

@@ -78,7 +78,7 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
         f"<title>gate: {escape(result.policy.name)} {status.upper()}</title><style>{_STYLE}</style></head><body>",
         f"<h1>Privacy gate <span class='verdict {status}'>{status.upper()}</span></h1>",
         f"<p>Policy <code>{escape(result.policy.name)}</code> (sha256 <code>{escape(result.policy_sha256 or '-')}</code>), "
-        f"alpha = {result.policy.alpha:g}, seed = {result.seed}. Membership: p = {m.p:g}, {escape(m.how)}; "
+        f"alpha = {result.policy.alpha:g}, seed = {result.seed}. Membership: {escape(m.p_words())}, {escape(m.how)}; "
         f"split check: {m.balance.train_users} of {m.balance.total_users} users in train, "
         f"two-sided p-value {m.balance.p_value:.3g}.</p>",
         "<p class=note>An audit can show that a release leaks, never that it is safe. Each "

@@ -18,7 +18,7 @@ def markdown_summary(result: GateResult) -> str:
         f"### Privacy gate: {_ICON[result.status]}",
         "",
         f"Policy `{result.policy.name}` (sha256 `{(result.policy_sha256 or '')[:12]}`), "
-        f"alpha = {result.policy.alpha:g}, membership p = {m.p:g} ({m.how}).",
+        f"alpha = {result.policy.alpha:g}, membership {m.p_words()} ({m.how}).",
         "",
         "| audit | check | value | threshold | result |",
         "|---|---|---:|---:|---|",
