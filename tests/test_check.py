@@ -502,3 +502,23 @@ def test_a_split_with_a_manifest_takes_its_recorded_p_under_interval(tmp_path: P
     assert report["membership"]["how"].startswith("gate split seed=3")
     assert report["membership"]["p_interval"] is None
     assert "whatever p in" not in report["audits"]["disclosure"]["statements"]["ngram"]
+
+
+def test_an_interval_of_p_takes_a_declared_split_far_from_the_policys_p(tmp_path: Path) -> None:
+    """70 % of the users in train: refused as far from p = 0.5 when p is assumed; taken
+    over its interval (around 0.7) when p is an interval."""
+    files = _large_declared_bundle(tmp_path, INTERVAL_POLICY.replace("p: interval", "p: assume"))
+    write_jsonl(
+        files["holdout"],
+        [
+            {"record_id": f"h{i}", "user_id": f"uh{i}", "text": unique_text(1000 + i)}
+            for i in range(100)
+        ],
+    )
+    assert main(check_args(files, tmp_path / "assumed", "--no-mlflow")) == 2
+    write_policy(files["policy"], INTERVAL_POLICY)
+    out = tmp_path / "out"
+    assert main(check_args(files, out, "--no-mlflow")) == 1
+    report = read_report(out)
+    assert report["membership"]["split_check"]["consistent_with_p"] is False
+    assert report["membership"]["p_interval"]["low"] > 0.6

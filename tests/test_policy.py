@@ -805,6 +805,10 @@ def test_declared_split_settings() -> None:
         ("{gamma_share: 1}", r"membership\.declared_split\.gamma_share: .*less than 1"),
         ("{gamma_share: 0}", r"membership\.declared_split\.gamma_share: .*greater than 0"),
         ("{gamma: 0.1}", r"membership\.declared_split\.gamma: "),
+        (
+            "{p: interval, gamma_share: 0.5}\nalpha: 1.5e-6",
+            r"gamma_share = 0\.5 leaves the statements alpha \(1 - gamma_share\) = 7\.5e-07",
+        ),
     ):
         with pytest.raises(PolicyError, match=message):
             parse_policy(

@@ -151,7 +151,8 @@ def require_text_settings(bundle: Bundle, text: TextPolicy) -> None:
 def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
     """Decide what a split far from the declared ``p`` means under the policy's
     ``membership.split_check.action``: an input error (``fail``) or a warning (``warn``);
-    a split without a manifest is a warning too.
+    a split without a manifest is a warning too. A declared split whose p is an interval
+    (:func:`with_declared_p_interval`) is not compared with ``membership.p``.
 
     Raises:
         BundleError: the split is inconsistent with ``p`` and the action is ``fail``.
@@ -188,7 +189,7 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
             "of the time at alpha = 0.05); make the split with `gate split` and give "
             "--manifest, or set membership.declared_split.p: interval",
         )
-    if bundle.membership.balance_ok:
+    if bundle.membership.balance_ok or share is not None:  # the interval replaces p
         return found
     if membership.split_check.action == "fail":
         raise BundleError(bundle.membership.imbalance_message())

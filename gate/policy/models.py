@@ -1171,6 +1171,20 @@ class Policy(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _interval_leaves_a_level(self) -> Policy:
+        """Under ``declared_split.p: interval`` the statements are made at ``alpha (1 -
+        gamma_share)``, which must stay a level the tests accept (>= 1e-6)."""
+        declared = self.membership.declared_split
+        level = self.alpha * (1.0 - declared.gamma_share)
+        if declared.p == "interval" and level < 1e-6:
+            raise ValueError(
+                f"membership.declared_split.gamma_share = {declared.gamma_share:g} leaves the "
+                f"statements alpha (1 - gamma_share) = {level:.3g}, below the smallest level "
+                f"1e-06 (alpha = {self.alpha:g}); lower gamma_share or raise alpha"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_run_delta_needs_half(self) -> Policy:
         """The one-run bound with δ > 0 (and its inversion in δ) is derived for p = 1/2
         (Steinke, Nasr and Jagielski 2023, App. D): refuse it for another p here, not after
