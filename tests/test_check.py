@@ -453,7 +453,8 @@ def test_an_interval_of_p_is_refused_where_an_audit_needs_p_known(
     out = tmp_path / "out"
     assert main(check_args(files, out, "--no-mlflow")) == 2
     err = capsys.readouterr().err
-    assert "audits.membership.delta = 1e-05 need membership.p = 0.5 known" in err
+    assert f"{files['policy']}: audits.membership.delta = 1e-05 (set delta: 0" in err
+    assert "need membership.p = 0.5 known" in err
     assert "membership.declared_split.p is interval" in err
     assert not out.exists()
 
@@ -522,3 +523,82 @@ def test_an_interval_of_p_takes_a_declared_split_far_from_the_policys_p(tmp_path
     report = read_report(out)
     assert report["membership"]["split_check"]["consistent_with_p"] is False
     assert report["membership"]["p_interval"]["low"] > 0.6
+
+
+def test_the_interval_of_p_goes_only_where_an_audit_takes_p(tmp_path: Path) -> None:
+    from gate.api.preflight import with_declared_p_interval
+    from gate.policy import parse_policy
+
+    files = _large_declared_bundle(tmp_path, INTERVAL_POLICY)
+    interval = parse_policy(INTERVAL_POLICY)
+    bundle = load_bundle(
+        train=files["train"],
+        holdout=files["holdout"],
+        synthetic=files["synthetic"],
+        membership=interval.membership,
+    )
+    bounded = with_declared_p_interval(bundle, interval, where="p.yaml")
+    assert bounded.membership.p_interval is not None
+    assert bounded.membership.p_interval.gamma == pytest.approx(0.01)
+    # a policy that assumes p drops an interval the bundle carried from an earlier run
+    assumed = parse_policy(INTERVAL_POLICY.replace("p: interval", "p: assume"))
+    assert with_declared_p_interval(bounded, assumed, where="p.yaml").membership.p_interval is None
+    # the canary audit draws its own coin: no interval for a run of it alone
+    canary = load_policy(REPO / "policies" / "canary.yaml").policy
+    canary = canary.model_copy(
+        update={
+            "membership": canary.membership.model_copy(
+                update={"declared_split": interval.membership.declared_split}
+            )
+        }
+    )
+    assert with_declared_p_interval(bundle, canary, where="p.yaml").membership.p_interval is None
+
+
+def test_checks_an_interval_cannot_fail_are_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One train user of three: at the interval's upper end no copy can fail max_epsilon."""
+    files = {
+        "train": write_jsonl(
+            tmp_path / "train.jsonl",
+            [{"record_id": "t0", "user_id": "ut0", "text": unique_text(0)}],
+        ),
+        "holdout": write_jsonl(
+            tmp_path / "holdout.jsonl",
+            [
+                {"record_id": f"h{i}", "user_id": f"uh{i}", "text": unique_text(10 + i)}
+                for i in range(2)
+            ],
+        ),
+        "synthetic": write_jsonl(tmp_path / "synthetic.jsonl", [{"text": unique_text(0)}]),
+        "policy": write_policy(tmp_path / "policy.yaml", INTERVAL_POLICY),
+    }
+    out = tmp_path / "out"
+    assert main(check_args(files, out, "--no-mlflow")) == 3
+    report = read_report(out)
+    error = report["audits"]["disclosure"]["error"]
+    assert "at alpha - gamma = 0.04 and p = 0.9586, the upper end of the declared" in error
+
+
+def test_a_total_leak_check_refused_over_an_interval_says_so() -> None:
+    from gate.audits.membership import refuse_score_checks_that_cannot_fail
+    from gate.errors import AuditError
+    from gate.policy.models import MembershipAudit
+    from gate.stats.split_balance import train_share_interval
+
+    share = train_share_interval(train_users=20, total_users=40, gamma=0.01)
+    thresholds = MembershipAudit.model_validate({"thresholds": {"max_epsilon": 1.0}}).thresholds
+    with pytest.raises(AuditError, match=r"over the declared split's interval of p \[0\.2"):
+        refuse_score_checks_that_cannot_fail(
+            thresholds,
+            records=40,
+            train=20,
+            holdout=20,
+            alpha=0.05,
+            p=0.5,
+            delta=0.0,
+            selection="split_half",
+            unit="users",
+            share=share,
+        )

@@ -227,3 +227,15 @@ def test_one_run_bound_over_an_interval_is_smaller_and_spends_gamma() -> None:
             alpha=0.01,
             share=share,
         )
+
+
+def test_feature_match_over_an_interval_without_the_exact_tail_gives_nan() -> None:
+    share = ShareInterval(low=0.4, high=0.6, gamma=0.01, train_users=50, total_users=100)
+    found = feature_match_test_for_interval(
+        counts=np.array([2, 1, 0, 3]),
+        is_train=np.array([1, 1, 0, 0], bool),
+        share=share,
+        exact=False,
+    )
+    assert math.isnan(found.p_value_exact) and math.isnan(found.epsilon_lower_exact)
+    assert 0 < found.p_value <= 1

@@ -198,7 +198,9 @@ def run_gate(
         raise ValueError(f"seed must be >= 0; found {root_seed}")
     progress = progress or NullProgress()
     require_text_settings(bundle, policy_model.text)
-    bundle = with_declared_p_interval(bundle, policy_model)
+    bundle = with_declared_p_interval(
+        bundle, policy_model, where=str(loaded.path) if loaded else "the policy"
+    )
     warnings = (
         split_warnings(bundle, policy_model.membership)
         + fused_text_warnings(bundle)

@@ -196,30 +196,47 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
     return (*found, bundle.membership.imbalance_message())
 
 
-def with_declared_p_interval(bundle: Bundle, policy: Policy) -> Bundle:
+AUDITS_WITHOUT_P = frozenset({"canary", "distinguishability"})
+"""Audits that take no membership p from the split (the canary audit draws its own coin)."""
+
+
+def with_declared_p_interval(bundle: Bundle, policy: Policy, *, where: str) -> Bundle:
     """``bundle`` with the interval of p its audits take
-    (:attr:`gate.data.bundle.Membership.p_interval`), when its split is declared and the
-    policy sets ``membership.declared_split.p: interval``; otherwise ``bundle``.
+    (:attr:`gate.data.bundle.Membership.p_interval`) when its split is declared, the
+    policy sets ``membership.declared_split.p: interval`` and an enabled audit takes p
+    (a plug-in audit is taken to); otherwise ``bundle`` without one.
 
     Raises:
         InputError: an audit the policy enables needs p = 1/2 known (the one-run bound
-            with delta > 0, the profile audit's attacks).
+            with delta > 0, the profile audit's attacks); ``where`` names the policy.
     """
     settings = policy.membership.declared_split
-    if bundle.membership.how != "declared" or settings.p != "interval":
-        return bundle
+    if (
+        bundle.membership.how != "declared"
+        or settings.p != "interval"
+        or set(policy.audits.enabled()) <= AUDITS_WITHOUT_P
+    ):
+        if bundle.membership.p_interval is None:
+            return bundle
+        return replace(bundle, membership=replace(bundle.membership, p_interval=None))
     needs_half = []
     membership, profile = policy.audits.membership, policy.audits.profile
     if membership is not None and membership.enabled and membership.delta > 0:
-        needs_half.append(f"audits.membership.delta = {membership.delta:g}")
+        needs_half.append(
+            f"audits.membership.delta = {membership.delta:g} (set delta: 0 for the bound "
+            "over the interval)"
+        )
     if profile is not None and profile.enabled and (profile.scorers or bundle.model_dir):
-        needs_half.append("audits.profile's attacks (scorers, --model)")
+        needs_half.append(
+            "audits.profile's attacks (scorers, --model; set scorers: [] and give no "
+            "--model for the n-gram LBF profile alone)"
+        )
     if needs_half:
         raise InputError(
-            f"{' and '.join(needs_half)} need membership.p = 0.5 known (the one-run bound "
-            "with delta > 0 is derived for p = 1/2), but the split is declared and "
-            "membership.declared_split.p is interval; make the split with `gate split` and "
-            "give --manifest, or set declared_split.p: assume"
+            f"{where}: {' and '.join(needs_half)} need membership.p = 0.5 known (their "
+            "bounds are derived for p = 1/2), but the split is declared and "
+            "membership.declared_split.p is interval; or make the split with `gate split` "
+            "and give --manifest"
         )
     b = bundle.membership.balance
     share = train_share_interval(

@@ -35,6 +35,7 @@ from gate.stats.feature_match import (
     rate_from_epsilon,
     train_users_to_exceed,
 )
+from gate.stats.split_balance import ShareInterval
 
 _PAPER = "Phantoms and Disclosures (2026)"
 
@@ -86,7 +87,8 @@ METRICS = MetricSet(
         ),
         MetricSpec(
             "train_disclosures_expected",
-            "T expected under zero learning: p (T + H)",
+            "T expected under zero learning: p (T + H); with a declared split's interval "
+            "of p, its upper end",
             "neither",
             f"{_PAPER}, §5.1 (the null of Lemma 1)",
             kind="count",
@@ -249,6 +251,7 @@ def refuse_checks_that_cannot_fail(
     p: float,
     alpha: float,
     feature_class: str | None = None,
+    share: ShareInterval | None = None,
 ) -> None:
     """Raise when the thresholds ``config`` sets (if any) cannot fail with ``train_users``
     train users, whatever the release holds (a copy of every train record included): with
@@ -257,10 +260,16 @@ def refuse_checks_that_cannot_fail(
     feature of that class: only they can be disclosed (a review: 4 of 100 train users
     held a rare n-gram, and a copy of every train record passed max_epsilon 0).
 
+    With ``share`` (a declared split's interval of p) the bounds are at ``alpha -
+    share.gamma`` and the interval's upper end, as the audit computes them; ``p`` is
+    then unused.
+
     Raises:
         AuditError: every check is bounded below its threshold; the message names how many
             train users the thresholds need.
     """
+    if share is not None:
+        p, alpha = share.high, alpha - share.gamma
     t = config.thresholds
     if t.max_epsilon is None and t.max_excess_disclosures is None:
         return  # the audit reports and another audit gates
@@ -303,9 +312,16 @@ def refuse_checks_that_cannot_fail(
         else f"only {train_users} train users holding a rare {feature_class} feature"
     )
     point = ", or gate on excess_statistic: point" if t.max_excess_disclosures is not None else ""
+    taken = (
+        f"at alpha = {alpha:g} and p = {p:g}"
+        if share is None
+        else f"at alpha - gamma = {alpha:.4g} and p = {p:.4g}, the upper end of the declared "
+        "split's interval of p (membership.declared_split.p: interval; it narrows as users "
+        "are added, so fewer may do)"
+    )
     raise AuditError(
         f"the {feature_class + ' ' if feature_class else ''}checks cannot fail: with {users} "
-        f"at alpha = {alpha:g} and p = {p:g}, even a release that copies every train record "
+        f"{taken}, even a release that copies every train record "
         "passes: " + "; ".join(needs) + f". Audit more users{point}"
     )
 
@@ -394,15 +410,12 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
         warnings: list[str] = []
         user_is_train = bundle.user_is_train
         share = context.p_interval
-        # the p and level the bounds on epsilon are computed with: an interval's upper end
-        # gives the smallest epsilon over it, at the level it leaves
-        p_bound, level = (
-            (context.p, context.alpha)
-            if share is None
-            else (share.high, context.alpha - share.gamma)
-        )
         refuse_checks_that_cannot_fail(
-            config, train_users=int(user_is_train.sum()), p=p_bound, alpha=level
+            config,
+            train_users=int(user_is_train.sum()),
+            p=context.p,
+            alpha=context.alpha,
+            share=share,
         )
         for feature_config in config.features:
             started = time.perf_counter()
@@ -420,9 +433,10 @@ class DisclosureAuditRunner(Audit[DisclosureAudit]):
                     refuse_checks_that_cannot_fail(
                         config,
                         train_users=int((user_is_train & holders).sum()),
-                        p=p_bound,
-                        alpha=level,
+                        p=context.p,
+                        alpha=context.alpha,
                         feature_class=name,
+                        share=share,
                     )
             counts = found.user_counts
             if share is None:

@@ -489,9 +489,16 @@ def refuse_score_checks_that_cannot_fail(
                 "whatever the scores"
             )
     if needs:
+        taken = (
+            ""
+            if share is None
+            else f" (the one-run bound at alpha - gamma = {alpha - share.gamma:.4g}, over the "
+            f"declared split's interval of p [{share.low:.4f}, {share.high:.4f}]: "
+            "membership.declared_split.p: interval)"
+        )
         raise AuditError(
             f"checks that a total leak would pass, with {records} {unit} at alpha = "
-            f"{alpha:g}: "
+            f"{alpha:g}{taken}: "
             + "; ".join(needs)
             + f". Audit more {unit}, or lower the threshold, or rely on max_auc or "
             "tpr_at_fpr"

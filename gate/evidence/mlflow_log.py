@@ -82,8 +82,14 @@ def run_params(result: GateResult) -> dict[str, str]:
         "policy.sha256": result.policy_sha256 or "",
         "alpha": str(result.policy.alpha),
         "membership.p": str(result.policy.membership.p),
+        "membership.declared_split.p": result.policy.membership.declared_split.p,
         "seed": str(result.seed),
     }
+    interval = result.bundle.membership.p_interval
+    if interval is not None:
+        params["membership.p_interval"] = (
+            f"[{interval.low:.6g}, {interval.high:.6g}] gamma={interval.gamma:g}"
+        )
     for name, outcome in result.audits.items():
         for i, c in enumerate(outcome.checks):
             params[f"threshold.{name}.{i}"] = f"{c.spec.metric} {c.spec.bound}"

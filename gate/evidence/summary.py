@@ -50,7 +50,8 @@ def print_summary(
         f"[bold]gate[/bold] policy [cyan]{escape(result.policy.name)}[/cyan]: {_shown(inputs)}"
     )
     console.print(
-        f"membership: {_shown(m.p_words())}, {m.how}; split check p-value {m.balance.p_value:.3g}; "
+        f"membership: {_shown(m.p_words())}, {m.how}; split check against p = {m.p:g}: "
+        f"p-value {m.balance.p_value:.3g}; "
         f"alpha = {result.policy.alpha:g}; seed = {result.seed}"
     )
     for warning in result.warnings:

@@ -451,6 +451,9 @@ def feature_match_test_for_interval(
     return test._replace(
         alpha=alpha,
         p_value=min(1.0, test.p_value + share.gamma),
-        p_value_exact=min(1.0, test.p_value_exact + share.gamma),
+        # not exact: NaN stays NaN (min(1.0, nan) is 1.0)
+        p_value_exact=test.p_value_exact + share.gamma
+        if math.isnan(test.p_value_exact)
+        else min(1.0, test.p_value_exact + share.gamma),
         gamma=share.gamma,
     )
