@@ -76,23 +76,41 @@ def unique_text(i: int, words: int = 12) -> str:
     return " ".join(f"w{i}x{j}" for j in range(words))
 
 
-@pytest.fixture
-def bundle_files(tmp_path: Path) -> dict[str, Path]:
-    """20 train and 20 holdout users with one record each; a release that copies train."""
-    train = write_jsonl(
+def write_bundle(
+    tmp_path: Path,
+    *,
+    train: int,
+    holdout: int,
+    copied: int,
+    policy: str = MINIMAL_POLICY,
+    holdout_offset: int = 100,
+) -> dict[str, Path]:
+    """``train`` and ``holdout`` users with one record each (the holdout's texts numbered
+    from ``holdout_offset``); a release that copies the first ``copied`` train records."""
+    train_file = write_jsonl(
         tmp_path / "train.jsonl",
-        [{"record_id": f"t{i}", "user_id": f"ut{i}", "text": unique_text(i)} for i in range(20)],
+        [{"record_id": f"t{i}", "user_id": f"ut{i}", "text": unique_text(i)} for i in range(train)],
     )
-    holdout = write_jsonl(
+    holdout_file = write_jsonl(
         tmp_path / "holdout.jsonl",
         [
-            {"record_id": f"h{i}", "user_id": f"uh{i}", "text": unique_text(100 + i)}
-            for i in range(20)
+            {"record_id": f"h{i}", "user_id": f"uh{i}", "text": unique_text(holdout_offset + i)}
+            for i in range(holdout)
         ],
     )
     synthetic = write_jsonl(
         tmp_path / "synthetic.jsonl",
-        [{"record_id": f"s{i}", "text": unique_text(i)} for i in range(10)],
+        [{"record_id": f"s{i}", "text": unique_text(i)} for i in range(copied)],
     )
-    policy = write_policy(tmp_path / "policy.yaml")
-    return {"train": train, "holdout": holdout, "synthetic": synthetic, "policy": policy}
+    return {
+        "train": train_file,
+        "holdout": holdout_file,
+        "synthetic": synthetic,
+        "policy": write_policy(tmp_path / "policy.yaml", policy),
+    }
+
+
+@pytest.fixture
+def bundle_files(tmp_path: Path) -> dict[str, Path]:
+    """20 train and 20 holdout users with one record each; a release that copies train."""
+    return write_bundle(tmp_path, train=20, holdout=20, copied=10)

@@ -21,7 +21,16 @@ from gate.plugins import AUDITS
 from gate.policy import load_policy
 from gate.results import AuditResult
 
-from .conftest import REPO, check_args, read_report, unique_text, write_jsonl, write_policy
+from .conftest import (
+    MINIMAL_POLICY,
+    REPO,
+    check_args,
+    read_report,
+    unique_text,
+    write_bundle,
+    write_jsonl,
+    write_policy,
+)
 
 
 def test_leaky_release_fails_with_exit_1(bundle_files: dict[str, Path], tmp_path: Path) -> None:
@@ -365,45 +374,17 @@ def test_console_script_on_the_bundled_example(tmp_path: Path) -> None:
     assert report["membership"]["how"] == "gate split seed=7, an earlier unkeyed draw"
 
 
-INTERVAL_POLICY = """\
-version: 1
-name: test
-membership:
-  declared_split: {p: interval}
-audits:
-  disclosure:
-    features:
-      - class: ngram
-        n_min: 3
-        n_max: 4
-    thresholds:
-      max_epsilon: 0.5
-"""
+INTERVAL_POLICY = MINIMAL_POLICY.replace(
+    "audits:\n", "membership:\n  declared_split: {p: interval}\naudits:\n"
+)
 
 
 def _large_declared_bundle(tmp_path: Path, policy: str) -> dict[str, Path]:
     """230 train and 170 holdout users (a share of 0.575), one record each; a release
     that copies 100 train records."""
-    train = write_jsonl(
-        tmp_path / "train.jsonl",
-        [{"record_id": f"t{i}", "user_id": f"ut{i}", "text": unique_text(i)} for i in range(230)],
+    return write_bundle(
+        tmp_path, train=230, holdout=170, copied=100, policy=policy, holdout_offset=1000
     )
-    holdout = write_jsonl(
-        tmp_path / "holdout.jsonl",
-        [
-            {"record_id": f"h{i}", "user_id": f"uh{i}", "text": unique_text(1000 + i)}
-            for i in range(170)
-        ],
-    )
-    synthetic = write_jsonl(
-        tmp_path / "synthetic.jsonl", [{"text": unique_text(i)} for i in range(100)]
-    )
-    return {
-        "train": train,
-        "holdout": holdout,
-        "synthetic": synthetic,
-        "policy": write_policy(tmp_path / "policy.yaml", policy),
-    }
 
 
 def test_a_declared_split_under_an_interval_of_p(tmp_path: Path) -> None:
@@ -465,22 +446,9 @@ def test_a_split_with_a_manifest_takes_its_recorded_p_under_interval(tmp_path: P
         tmp_path / "all.jsonl",
         [{"record_id": f"r{i}", "user_id": f"u{i}", "text": unique_text(i)} for i in range(80)],
     )
-    assert (
-        main(
-            [
-                "split",
-                "--source",
-                str(source),
-                "--p",
-                "0.5",
-                "--seed",
-                "3",
-                "--out",
-                str(tmp_path / "split"),
-            ]
-        )
-        == 0
-    )
+    split = tmp_path / "split"
+    split_args = ["split", "--source", str(source), "--p", "0.5", "--seed", "3"]
+    assert main([*split_args, "--out", str(split)]) == 0
     train = (tmp_path / "split" / "train.jsonl").read_text().splitlines()
     write_jsonl(tmp_path / "synthetic.jsonl", [{"text": json.loads(r)["text"]} for r in train])
     write_policy(tmp_path / "policy.yaml", INTERVAL_POLICY)

@@ -210,11 +210,8 @@ def test_one_run_bound_over_an_interval_is_smaller_and_spends_gamma() -> None:
         selection="bonferroni",
     )
     bounded = one_run_epsilon_from_scores(
-        scores=scores,
-        is_train=is_train,
+        **{"scores": scores, "is_train": is_train, "alpha": 0.05, "selection": "bonferroni"},
         rng=np.random.default_rng(1),
-        alpha=0.05,
-        selection="bonferroni",
         share=share,
     )
     assert 0 < bounded.epsilon_lower < known.epsilon_lower
