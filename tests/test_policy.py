@@ -809,6 +809,10 @@ def test_declared_split_settings() -> None:
             "{p: interval, gamma_share: 0.5}\nalpha: 1.5e-6",
             r"gamma_share = 0\.5 leaves the statements alpha \(1 - gamma_share\) = 7\.5e-07",
         ),
+        (
+            "{p: interval, gamma_share: 1.0e-12}",
+            r"gamma_share = 1e-12 gives the interval of p a miss chance .* = 5e-14",
+        ),
     ):
         with pytest.raises(PolicyError, match=message):
             parse_policy(

@@ -1176,11 +1176,19 @@ class Policy(StrictModel):
         gamma_share)``, which must stay a level the tests accept (>= 1e-6)."""
         declared = self.membership.declared_split
         level = self.alpha * (1.0 - declared.gamma_share)
+        gamma = self.alpha * declared.gamma_share
         if declared.p == "interval" and level < 1e-6:
             raise ValueError(
                 f"membership.declared_split.gamma_share = {declared.gamma_share:g} leaves the "
                 f"statements alpha (1 - gamma_share) = {level:.3g}, below the smallest level "
                 f"1e-06 (alpha = {self.alpha:g}); lower gamma_share or raise alpha"
+            )
+        if declared.p == "interval" and gamma < 1e-12:
+            raise ValueError(
+                f"membership.declared_split.gamma_share = {declared.gamma_share:g} gives the "
+                f"interval of p a miss chance alpha gamma_share = {gamma:.3g}, below the "
+                f"smallest the binomial bounds take, 1e-12 (alpha = {self.alpha:g}); raise "
+                "gamma_share"
             )
         return self
 
