@@ -211,10 +211,15 @@ def format_yaml_path(loc: tuple[int | str, ...]) -> str:
     that string unquoted, or that holds a ``.`` or brackets, is quoted as YAML quotes it
     (``audits.'1'``, ``a.'b.c'``), so that it differs from the key ``1`` and from a path
     (both printed ``audits.1``); a key YAML reads as no string
-    (:class:`NonStringKey`) is written as the file writes it."""
+    (:class:`NonStringKey`) is written as the file writes it, in brackets where it holds
+    a ``.`` or brackets (``audits[1.5]``, not ``audits.1.5``, the key ``5`` in the key
+    ``1``; a list's index is an integer)."""
     out = ""
     for part in loc:
         if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        if isinstance(part, NonStringKey) and any(c in part for c in ".[]"):
             out += f"[{part}]"
             continue
         if not isinstance(part, NonStringKey) and not _reads_back_bare(part):
@@ -224,13 +229,23 @@ def format_yaml_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-def _input_path(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
+def _input_path(
+    loc: tuple[int | str, ...], data: Any, *, names_a_key: bool = False
+) -> tuple[int | str, ...]:
     """Drop the parts of a pydantic error location that are not keys of the input
-    (union tags such as 'ngram', validator names) so the path is the user's YAML path."""
+    (union tags such as 'ngram', validator names) so the path is the user's YAML path.
+
+    pydantic names a key that is no string by its text (``1.5`` as '1.5', ``~`` as
+    'None'), as it names the string key beside it. Only an error on a key itself
+    (``names_a_key``: pydantic's ``invalid_key``) is one that a key which is no string
+    has, so its last part is such a key even where that string twin stands beside it."""
     path: list[int | str] = []
     node = data
-    for part in loc:
-        string_key = isinstance(part, str) and isinstance(node, dict) and part in node
+    for i, part in enumerate(loc):
+        last_is_key = names_a_key and i == len(loc) - 1
+        string_key = (
+            isinstance(part, str) and isinstance(node, dict) and part in node and not last_is_key
+        )
         keys = _non_string_keys(node, part) if isinstance(node, dict) and not string_key else []
         if keys:
             path.append(NonStringKey(_yaml_spelling(keys[0])))
@@ -274,54 +289,94 @@ def path_is_tag(part: str, node: dict[str, Any]) -> bool:
     )
 
 
-def _is_key(node: yaml.Node, part: int | str) -> bool:
-    """Whether the mapping key ``node`` is the path's ``part``: a string by its text, any
-    other key (``1``, ``null``, ``True``) by the scalar YAML reads, as pydantic names it
-    (1, 'None') or as ``_input_path`` spells it (a :class:`NonStringKey`): a review found
-    such keys reported at their parent's line."""
-    if not isinstance(node, yaml.ScalarNode):
-        return False
-    if node.tag == "tag:yaml.org,2002:str":
-        return not isinstance(part, NonStringKey) and node.value == part
-    # the key the policy loader built (YAML 1.2: `1e3` and `0o17` are numbers), from the
-    # node and its tag: a review's `!!null "{a: 1, a: 2}"` failed when its text was read
-    key = _UniqueKeyLoader("").construct_object(node, deep=True)
-    if isinstance(part, NonStringKey):
-        return _yaml_spelling(key) == part
-    return not isinstance(part, str) and str(key) == str(part)
+class _MappingKeys:
+    """The keys of one mapping node, indexed the three ways a path part names a key, each
+    by its first occurrence: a string key by its text; any other key (``1``, ``null``,
+    ``True``) by the scalar YAML reads, as pydantic names it (1, 'None') or as
+    ``_input_path`` spells it (a :class:`NonStringKey`). A review found such keys reported
+    at their parent's line; indexing once keeps placing N errors linear (matching every
+    key against every error took 39 s for 8,000 unknown keys)."""
+
+    def __init__(self, node: yaml.MappingNode) -> None:
+        self.by_text: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        self.by_spelling: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        self.by_name: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for pair in node.value:
+            key = pair[0]
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            if key.tag == "tag:yaml.org,2002:str":
+                self.by_text.setdefault(key.value, pair)
+                continue
+            # the key the policy loader built (YAML 1.2: `1e3` and `0o17` are numbers), from
+            # the node and its tag: a review's `!!null "{a: 1, a: 2}"` failed when its text
+            # was read
+            built = _UniqueKeyLoader("").construct_object(key, deep=True)
+            self.by_spelling.setdefault(_yaml_spelling(built), pair)
+            self.by_name.setdefault(str(built), pair)
+
+    def find(self, part: int | str) -> tuple[yaml.Node, yaml.Node] | None:
+        """The first key and value that the path's ``part`` names."""
+        if isinstance(part, NonStringKey):
+            return self.by_spelling.get(part)
+        if isinstance(part, str):
+            return self.by_text.get(part)
+        return self.by_name.get(str(part))
 
 
 def _locate(
-    root: yaml.Node | None, path: tuple[int | str, ...]
+    root: yaml.Node | None,
+    path: tuple[int | str, ...],
+    indexes: dict[int, _MappingKeys] | None = None,
 ) -> tuple[int | None, tuple[int | str, ...], str]:
     """The line of the deepest key of ``path`` present in ``root`` (composed by
     :func:`_compose_for_locating`; a key written as an alias at the alias), ``path`` with
-    its keys that are no strings spelled as the file writes them (``0x10``, not 16), and,
-    when that key is in the value of an alias, `` (through the alias at line N)``."""
+    its keys that are no strings spelled as the file writes them (``0x10``, not 16), and a
+    note naming every alias whose value the path enters, outermost first (`` (through the
+    aliases at lines 10 and 7)``), and, when the path's key is missing from a mapping
+    used through an alias, the line that mapping is written at (where the key belongs).
+    ``indexes`` keeps the mappings' keys indexed across the calls for one ``root``."""
     node = root
     line = None if node is None else _written_line(node)
     written = list(path)
-    through = None  # the line of the first alias whose value the path enters
+    aliases: list[int] = []  # the lines of the aliases whose values the path enters
+    missing_from = None  # the line of an aliased mapping the path's key is missing from
     for i, part in enumerate(path):
+        alias_line: int | None = getattr(node, "alias_line", None)
         if isinstance(node, yaml.MappingNode):
-            match = [(k, v) for k, v in node.value if _is_key(k, part)]
-            if not match:
+            keys = indexes.get(id(node.value)) if indexes is not None else None
+            if keys is None:
+                keys = _MappingKeys(node)
+                if indexes is not None:  # an alias's copy shares its anchor's list of pairs
+                    indexes[id(node.value)] = keys
+            match = keys.find(part)
+            if match is None:
+                if alias_line is not None:
+                    aliases.append(alias_line)
+                    missing_from = node.start_mark.line + 1
                 break
-            through = through or getattr(node, "alias_line", None)
-            key, node = match[0]
+            key, node = match
             line = _written_line(key)
             if isinstance(part, NonStringKey) and key.value:
                 written[i] = NonStringKey(key.value)
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
             if part >= len(node.value):
                 break
-            through = through or getattr(node, "alias_line", None)
             node = node.value[part]
             line = _written_line(node)
         else:
             break
-    note = "" if through is None else f" (through the alias at line {through})"
-    return line, tuple(written), note
+        if alias_line is not None:
+            aliases.append(alias_line)
+    if not aliases:
+        return line, tuple(written), ""
+    lines = (
+        f"alias at line {aliases[0]}"
+        if len(aliases) == 1
+        else "aliases at lines " + ", ".join(map(str, aliases[:-1])) + f" and {aliases[-1]}"
+    )
+    written_at = "" if missing_from is None else f", in the mapping written at line {missing_from}"
+    return line, tuple(written), f" (through the {lines}{written_at})"
 
 
 def _keys_at(schema: dict[str, Any], path: tuple[int | str, ...]) -> set[str]:
@@ -471,7 +526,9 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         schema = model.model_json_schema(by_alias=True)
         problems = []
         for error in exc.errors():
-            path = _input_path(tuple(error["loc"]), data)
+            path = _input_path(
+                tuple(error["loc"]), data, names_a_key=error["type"] == "invalid_key"
+            )
             # a suggestion for an unknown key is a key of the place it stands in
             problems.append((path, _describe(error, _keys_at(schema, path[:-1]))))
     else:
@@ -483,8 +540,9 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         located = _compose_for_locating(text)
     except RecursionError:  # its composer takes more stack per level than the first read
         located = root
+    indexes: dict[int, _MappingKeys] = {}
     for path, message in problems:
-        line, written, note = _locate(located, path)
+        line, written, note = _locate(located, path, indexes)
         where = f"{source}:{line}" if line else source
         lines.append(f"{where}: {format_yaml_path(written)}{note}: {message}")
     raise PolicyError("\n".join(lines), problems=lines) from None
