@@ -37,6 +37,17 @@ class PolicyError(InputError):
         return self._problems or [str(self)]
 
 
+class SettingError(InputError):
+    """Settings a plug-in's model rejects (a generator's ``generator_config``): ``path`` is
+    the setting's path in the policy and ``detail`` what is wrong. The message joins
+    them; a caller that holds the policy file names the line instead."""
+
+    def __init__(self, message: str, *, path: tuple[int | str, ...], detail: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.detail = detail
+
+
 class BundleError(InputError):
     """A release bundle file is missing, unreadable or inconsistent."""
 

@@ -200,6 +200,54 @@ def test_a_key_beside_the_twin_pydantic_names_alike_is_placed_at_its_own_line(
     )
 
 
+@pytest.mark.parametrize("key_first", [True, False])
+def test_a_mapping_settings_key_beside_its_twin_is_placed_at_its_own_line(
+    key_first: bool,
+) -> None:
+    """A review: in ``dict[str, ...]`` fields (a generator's settings, ``spark_conf``)
+    pydantic names a key that is no string ``(..., '1.5', '[key]')``, not
+    ``invalid_key``, so the key's error was placed at its quoted twin, worded as a
+    value's ("Input should be a valid string")."""
+    first, second = ("1.5: 2", "'1.5': 1") if key_first else ("'1.5': 1", "1.5: 2")
+    body = (
+        "remediation:\n  generator: reference\n  sample_size: 10\n"
+        f"  generator_config:\n    {first}\n    {second}\n"
+    )
+    start = MINIMAL_POLICY.count("\n") + 5
+    key_line = start if key_first else start + 1
+    assert error_of(MINIMAL_POLICY + body) == (
+        f"p.yaml:{key_line}: remediation.generator_config[1.5]: Keys should be strings; found 1.5"
+    )
+
+
+def test_a_key_named_like_its_entrys_class_is_a_key() -> None:
+    """A review: an entry's key named like the union tag that pydantic puts in the
+    location (``ngram:`` in an entry of class ngram) took the entry's errors into it."""
+    body = (
+        "audits:\n  disclosure:\n    features:\n      - class: ngram\n        n_min: 0\n"
+        "        ngram:\n          n_min: 5\n    thresholds: {max_epsilon: 0}\n"
+    )
+    assert sorted(error_of(HEAD + body).splitlines()) == [
+        "p.yaml:7: audits.disclosure.features[0].n_min: Input should be greater than or "
+        "equal to 1; found 0",
+        "p.yaml:8: audits.disclosure.features[0].ngram: unknown key (the schema does not "
+        "allow it; see `gate policy schema`)",
+    ]
+
+
+def test_an_entry_used_through_an_alias_names_where_it_is_written() -> None:
+    """A review: an entry without its ``scorer`` key, used through an alias, named
+    neither the alias nor the mapping to mend."""
+    body = (
+        "s: &s\n  top_k: 1\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+        "    thresholds: {max_epsilon: 0}\n  membership:\n    scorers: [*s]\n"
+    )
+    assert error_of(HEAD + body).splitlines()[0] == (
+        "p.yaml:10: audits.membership.scorers[0] (through the alias at line 10, in the "
+        "mapping written at line 3): each entry needs a 'scorer' key"
+    )
+
+
 def test_every_alias_a_path_goes_through_is_named() -> None:
     """Only the outermost alias was named; the path here enters ``*d`` (line 10), then
     ``*f`` inside it (line 7)."""
@@ -224,16 +272,26 @@ def test_a_key_missing_from_an_aliased_mapping_names_where_the_mapping_is_writte
     )
 
 
-def test_each_of_many_unknown_keys_is_placed_at_its_own_line() -> None:
+@pytest.mark.parametrize(
+    ("key", "path", "message"),
+    [
+        (
+            "bogus_{i}",
+            "bogus_{i}",
+            "unknown key (the schema does not allow it; see `gate policy schema`)",
+        ),
+        ("{i}.5", "[{i}.5]", "Keys should be strings; found {i}.5"),
+    ],
+)
+def test_each_of_many_bad_keys_is_placed_at_its_own_line(key: str, path: str, message: str) -> None:
     """Placing N errors matched every key against every error (8,000 unknown keys took
-    39 s); the keys are indexed once per mapping now. Each is still at its line."""
-    body = "".join(f"bogus_{i}: 1\n" for i in range(3000))
+    39 s, 8,000 float keys 31 s); each mapping's keys are indexed once now. Each error is
+    still at its key's line."""
+    body = "".join(key.format(i=i) + ": 1\n" for i in range(3000))
     lines = error_of(MINIMAL_POLICY + body).splitlines()
     first = MINIMAL_POLICY.count("\n") + 1
     assert lines == [
-        f"p.yaml:{first + i}: bogus_{i}: unknown key (the schema does not allow it; "
-        "see `gate policy schema`)"
-        for i in range(3000)
+        f"p.yaml:{first + i}: {path.format(i=i)}: {message.format(i=i)}" for i in range(3000)
     ]
 
 
@@ -883,3 +941,40 @@ def test_declared_split_settings() -> None:
             parse_policy(
                 MINIMAL_POLICY + f"membership:\n  declared_split: {bad}\n", source="p.yaml"
             )
+
+
+@pytest.mark.parametrize(
+    ("original", "broken", "expected"),
+    [
+        (
+            "    generator_config: null",
+            "    generator_config: {bogus_setting: 1}",
+            ":{line}: audits.canary.generator_config.bogus_setting: unknown key (the schema "
+            "does not allow it; see `gate policy schema`)",
+        ),
+        (
+            "      config: {max_length: 160}",
+            "      config: {max_length: 160, layerz: 2}",
+            ":{line}: audits.canary.base_lm.config.layerz: unknown key (the schema does not "
+            "allow it; see `gate policy schema`); did you mean 'layers'?",
+        ),
+    ],
+)
+def test_a_canary_generator_setting_is_named_by_line_and_worded_as_the_policys(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    original: str,
+    broken: str,
+    expected: str,
+) -> None:
+    """A review: the canary audit's generator settings were refused without the file or
+    line, in pydantic's words ("Extra inputs are not permitted"), where the same key under
+    ``remediation.generator_config`` was named by line."""
+    text = (REPO / "policies" / "canary.yaml").read_text()
+    lines = text.splitlines()
+    line = next(i for i, row in enumerate(lines, 1) if row.startswith(original + " "))
+    lines[line - 1] = broken
+    path = tmp_path / "c.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["policy", "validate", str(path)]) == 2
+    assert capsys.readouterr().err == f"gate: error: {path}" + expected.format(line=line) + "\n"

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from gate.data.bundle import Bundle
 from gate.data.markup import share_with_markup
 from gate.engines.base import uses_feature_caches
-from gate.errors import BundleError, InputError
+from gate.errors import BundleError, InputError, SettingError
 from gate.features.embeddings import native_bfloat16
 from gate.features.tokenize import long_word_share
 from gate.plugins import ENGINES
@@ -360,28 +360,33 @@ def _check_pii_entities(loaded: LoadedPolicy) -> None:
             raise InputError(f"{policy_location(loaded, (*path, 'entities'))}: {problem}")
 
 
-def _check_audit_generators(policy: Policy) -> None:
+def _check_audit_generators(loaded: LoadedPolicy) -> None:
     """Resolve and validate the generators the enabled audits train (the canary audit's,
     the profile audit's n-gram generator).
 
     Raises:
-        InputError: an unknown generator or settings it rejects, named by YAML path.
+        InputError: an unknown generator or settings it rejects, named by the policy
+            file's line and YAML path.
     """
-    canary = policy.audits.canary
-    if canary is not None and canary.enabled:
-        from gate.canary.audit import canary_generators
+    policy = loaded.policy
+    try:
+        canary = policy.audits.canary
+        if canary is not None and canary.enabled:
+            from gate.canary.audit import canary_generators
 
-        canary_generators(canary)
-    profile = policy.audits.profile
-    if (
-        profile is not None
-        and profile.enabled
-        and profile.ngram_lbf.enabled
-        and profile.ngram_lbf.generator.enabled
-    ):
-        from gate.profile.ngram_lbf import profile_generator
+            canary_generators(canary)
+        profile = policy.audits.profile
+        if (
+            profile is not None
+            and profile.enabled
+            and profile.ngram_lbf.enabled
+            and profile.ngram_lbf.generator.enabled
+        ):
+            from gate.profile.ngram_lbf import profile_generator
 
-        profile_generator(profile.ngram_lbf.generator)
+            profile_generator(profile.ngram_lbf.generator)
+    except SettingError as exc:
+        raise InputError(f"{policy_location(loaded, exc.path)}: {exc.detail}") from None
 
 
 def check_before_work(loaded: LoadedPolicy) -> None:
@@ -392,7 +397,7 @@ def check_before_work(loaded: LoadedPolicy) -> None:
     Raises:
         InputError: named by YAML path.
     """
-    _check_audit_generators(loaded.policy)
+    _check_audit_generators(loaded)
     _check_pii_entities(loaded)
     _check_local_workdir(loaded)
 

@@ -47,6 +47,7 @@ from gate.generators.reference import ReferenceConfig
 from gate.metrics import ONE_RUN_PAPER, Metric, MetricSet, MetricSpec
 from gate.plugins import AUDITS
 from gate.policy.checks import CheckSpec
+from gate.policy.loader import setting_error
 from gate.policy.models import CanaryAudit
 from gate.redaction import feature_hash, mask
 from gate.results import AuditResult, Curve, Witness
@@ -97,30 +98,34 @@ class CanaryGenerators:
     base_config: ReferenceConfig
 
 
-def _validated(model: type[Any], data: dict[str, Any], where: str) -> Any:
+def _validated(model: type[Any], data: dict[str, Any], path: tuple[str, ...]) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        path = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"{where}" + (f".{path}" if path else "") + f": {first['msg']}") from None
+        raise setting_error(exc, model, path=path) from None
 
 
-def canary_generators(config: CanaryAudit, *, where: str = "audits.canary") -> CanaryGenerators:
+def canary_generators(
+    config: CanaryAudit, *, where: tuple[str, ...] = ("audits", "canary")
+) -> CanaryGenerators:
     """Resolve and validate the generator and base-LM settings of a canary audit.
 
     Raises:
-        InputError: unknown generator or invalid settings, named by YAML path (exit 2).
+        InputError: unknown generator (named by YAML path); SettingError: settings the
+            generator's model rejects (exit 2).
     """
+    at = ".".join(where)
     if config.generator is None:
-        raise InputError(f"{where}.generator: not set (the policy loader fills it)")
-    cls = resolve_generator(config.generator, where=f"{where}.generator")
+        raise InputError(f"{at}.generator: not set (the policy loader fills it)")
+    cls = resolve_generator(config.generator, where=f"{at}.generator")
     return CanaryGenerators(
         generator_cls=cls,
         generator_config=_validated(
-            cls.config_model, config.generator_config or {}, f"{where}.generator_config"
+            cls.config_model, config.generator_config or {}, (*where, "generator_config")
         ),
-        base_config=_validated(ReferenceConfig, config.base_lm.config, f"{where}.base_lm.config"),
+        base_config=_validated(
+            ReferenceConfig, config.base_lm.config, (*where, "base_lm", "config")
+        ),
     )
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from gate.errors import AuditError, InputError
 from gate.generators import resolve_generator
 from gate.metrics import LBF_PAPER, Metric, MetricSet, MetricSpec
+from gate.policy.loader import setting_error
 from gate.results import Curve
 from gate.stats.lbf import (
     censor,
@@ -374,26 +375,26 @@ def corpus_lbf(
 
 
 def profile_generator(
-    settings: GeneratorLbfSettings, *, where: str = "audits.profile.ngram_lbf.generator"
+    settings: GeneratorLbfSettings,
+    *,
+    where: tuple[str, ...] = ("audits", "profile", "ngram_lbf", "generator"),
 ) -> tuple[type[Generator[Any]], GeneratorConfig]:
     """The generator class and its validated settings of the generator mode.
 
     Raises:
-        InputError: unknown generator or invalid settings, named by YAML path (exit 2).
+        InputError: unknown generator (named by YAML path); SettingError: settings the
+            generator's model rejects (exit 2).
     """
     from pydantic import ValidationError
 
+    at = ".".join(where)
     if settings.generator is None or settings.epochs is None:
-        raise InputError(f"{where}: generator and epochs are not set (the policy fills them)")
-    cls = resolve_generator(settings.generator, where=f"{where}.generator")
+        raise InputError(f"{at}: generator and epochs are not set (the policy fills them)")
+    cls = resolve_generator(settings.generator, where=f"{at}.generator")
     try:
         config = cls.config_model.model_validate(settings.generator_config or {})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        path = ".".join(str(p) for p in first["loc"])
-        raise InputError(
-            f"{where}.generator_config.{path}: {first['msg']}; found {first.get('input')!r}"
-        ) from None
+        raise setting_error(exc, cls.config_model, path=(*where, "generator_config")) from None
     return cls, config
 
 

@@ -18,7 +18,7 @@ from gate.errors import InputError
 from gate.generators import resolve_generator
 from gate.generators.base import Generator, GeneratorConfig
 from gate.interrupts import raise_interruption_behind
-from gate.policy.loader import LoadedPolicy, describe_setting_error, policy_location
+from gate.policy.loader import LoadedPolicy, policy_location, setting_error
 from gate.policy.models import CanaryPrivacy, Policy, Remediation, SemanticFeatures
 from gate.remediation.loop import RoundTracker
 from gate.remediation.schedule import RoundPlan, default_delta
@@ -248,11 +248,10 @@ def remediation_setup(
     try:
         config = generator_cls.config_model.model_validate(remediation.generator_config)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        at = policy_location(loaded, ("remediation", "generator_config", *first["loc"]))
-        raise InputError(
-            f"{at}: {describe_setting_error(first, generator_cls.config_model)}"
-        ) from None
+        error = setting_error(
+            exc, generator_cls.config_model, path=("remediation", "generator_config")
+        )
+        raise InputError(f"{policy_location(loaded, error.path)}: {error.detail}") from None
     missing = missing_release_size(loaded) if release_size else None
     if missing is not None:
         raise InputError(missing)
