@@ -235,41 +235,33 @@ def test_a_key_named_like_its_entrys_class_is_a_key() -> None:
     ]
 
 
-def test_an_entry_used_through_an_alias_names_where_it_is_written() -> None:
-    """A review: an entry without its ``scorer`` key, used through an alias, named
-    neither the alias nor the mapping to mend."""
-    body = (
-        "s: &s\n  top_k: 1\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
-        "    thresholds: {max_epsilon: 0}\n  membership:\n    scorers: [*s]\n"
-    )
-    assert error_of(HEAD + body).splitlines()[0] == (
-        "p.yaml:10: audits.membership.scorers[0] (through the alias at line 10, in the "
-        "mapping written at line 3): each entry needs a 'scorer' key"
-    )
-
-
-def test_every_alias_a_path_goes_through_is_named() -> None:
-    """Only the outermost alias was named; the path here enters ``*d`` (line 10), then
-    ``*f`` inside it (line 7)."""
-    body = (
-        "x: &f\n  class: ngram\n  n_min: 0\n"
-        "y: &d\n  features: [*f]\n  thresholds: {max_epsilon: 0}\n"
-        "audits:\n  disclosure: *d\n"
-    )
-    assert error_of(HEAD + body).splitlines()[0] == (
-        "p.yaml:5: audits.disclosure.features[0].n_min (through the aliases at lines 10 and "
-        "7): Input should be greater than or equal to 1; found 0"
-    )
-
-
-def test_a_key_missing_from_an_aliased_mapping_names_where_the_mapping_is_written() -> None:
-    """The key belongs in the anchored mapping (line 3), not at the alias (line 6), which
-    was all the error named."""
-    body = "x: &t\n  thresholds: {max_epsilon: 0}\naudits:\n  disclosure: *t\n"
-    assert error_of(HEAD + body).splitlines()[0] == (
-        "p.yaml:6: audits.disclosure.features (through the alias at line 6, in the mapping "
-        "written at line 3): required key is missing"
-    )
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (  # only the outermost alias was named: the path enters *d (line 10), then *f (7)
+            "x: &f\n  class: ngram\n  n_min: 0\n"
+            "y: &d\n  features: [*f]\n  thresholds: {max_epsilon: 0}\n"
+            "audits:\n  disclosure: *d\n",
+            "p.yaml:5: audits.disclosure.features[0].n_min (through the aliases at lines 10 "
+            "and 7): Input should be greater than or equal to 1; found 0",
+        ),
+        (  # the key belongs in the anchored mapping (line 3), not at the alias (line 6)
+            "x: &t\n  thresholds: {max_epsilon: 0}\naudits:\n  disclosure: *t\n",
+            "p.yaml:6: audits.disclosure.features (through the alias at line 6, in the "
+            "mapping written at line 3): required key is missing",
+        ),
+        (  # a review: an entry without its scorer named neither the alias nor the mapping
+            "s: &s\n  top_k: 1\naudits:\n  disclosure:\n    features: [{class: ngram}]\n"
+            "    thresholds: {max_epsilon: 0}\n  membership:\n    scorers: [*s]\n",
+            "p.yaml:10: audits.membership.scorers[0] (through the alias at line 10, in the "
+            "mapping written at line 3): each entry needs a 'scorer' key",
+        ),
+    ],
+)
+def test_every_alias_a_path_goes_through_and_the_value_to_mend_are_named(
+    body: str, expected: str
+) -> None:
+    assert error_of(HEAD + body).splitlines()[0] == expected
 
 
 @pytest.mark.parametrize(
