@@ -102,7 +102,7 @@ def _validated(model: type[Any], data: dict[str, Any], path: tuple[str, ...]) ->
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise setting_error(exc, model, path=path) from None
+        raise setting_error(exc, model, data, path=path) from None
 
 
 def canary_generators(

@@ -229,41 +229,52 @@ def format_yaml_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+def _key_part(error: Mapping[str, Any]) -> int | None:
+    """The index of the part of a pydantic error's location that names a key refused as a
+    key (a key that is no string): the last part of an ``invalid_key`` error, or the part
+    before a ``dict[str, ...]`` field's ``[key]``; None for an error on a value."""
+    loc = error["loc"]
+    if error["type"] == "invalid_key" and loc:
+        return len(loc) - 1
+    if len(loc) >= 2 and loc[-1] == "[key]":
+        return len(loc) - 2
+    return None
+
+
 def _input_path(
     loc: tuple[int | str, ...],
     data: Any,
     *,
-    names_a_key: bool = False,
-    key_names: dict[int, dict[type, dict[Any, list[Any]]]] | None = None,
+    key_at: int | None = None,
+    key_indexes: dict[int, _NonStringKeys] | None = None,
 ) -> tuple[int | str, ...]:
     """Drop the parts of a pydantic error location that are not keys of the input
     (union tags such as 'ngram', validator names) so the path is the user's YAML path.
 
     pydantic names a key that is no string by its text (``1.5`` as '1.5', ``~`` as
-    'None'), as it names the string key beside it. Only an error on a key itself
-    (``names_a_key``: pydantic's ``invalid_key``; or a location ending in ``[key]``, a
-    ``dict[str, ...]`` field's) is one that a key which is no string has, so that part
-    is such a key even where its string twin stands beside it. A union's tag comes right
-    after the entry it chooses the branch of, so a key of the entry named like the tag
-    (``ngram:`` in an entry of class ngram) is still a key. ``key_names`` keeps each
-    mapping's keys that are no strings indexed across the calls for one ``data``."""
+    'None'), as it names the string key beside it. Only the part that names a key refused
+    as a key (``key_at``, :func:`_key_part`) is such a key where its string twin stands
+    beside it. A union's tag comes right after the entry it chooses the branch of, so a
+    key of the entry named like the tag (``ngram:`` in an entry of class ngram) is still
+    a key. ``key_indexes`` keeps each mapping's keys that are no strings indexed across
+    the calls for one ``data``."""
     path: list[int | str] = []
     node = data
-    key_at = len(loc) - 2 if loc and loc[-1] == "[key]" else len(loc) - 1
-    names_a_key = names_a_key or key_at == len(loc) - 2
     entered = True  # no part has been read in ``node`` yet
     for i, part in enumerate(loc):
         if isinstance(node, dict) and entered and part in (node.get("class"), node.get("scorer")):
             entered = False
             continue
-        is_key = names_a_key and i == key_at
-        string_key = isinstance(part, str) and isinstance(node, dict) and part in node
-        keys = (
-            _non_string_keys(node, part, key_names)
-            if isinstance(node, dict) and (is_key or not string_key)
-            else []
-        )
         entered = True
+        string_key = isinstance(part, str) and isinstance(node, dict) and part in node
+        keys = []
+        if isinstance(node, dict) and (i == key_at or not string_key):
+            index = None if key_indexes is None else key_indexes.get(id(node))
+            if index is None:
+                index = _NonStringKeys(node)
+                if key_indexes is not None:
+                    key_indexes[id(node)] = index
+            keys = index.find(part)
         if keys:
             path.append(NonStringKey(_yaml_spelling(keys[0])))
             node = node[keys[0]]
@@ -280,27 +291,25 @@ def _input_path(
     return tuple(path)
 
 
-def _non_string_keys(
-    node: dict[Any, Any],
-    part: int | str,
-    key_names: dict[int, dict[type, dict[Any, list[Any]]]] | None,
-) -> list[Any]:
-    """The keys of ``node`` that are no strings (``true``, ``1``, ``null``) and that
-    pydantic names ``part`` (``true`` as 1, ``null`` as 'None'). A review found ``true:``
+class _NonStringKeys:
+    """The keys of a mapping that are no strings (``true``, ``1``, ``null``), indexed by
+    how pydantic names them (``true`` as 1, ``null`` as 'None'). A review found ``true:``
     shown as a list's ``[1]``; another, 8,000 float keys placed in 31 s when every key was
     compared with every error's part."""
-    names = None if key_names is None else key_names.get(id(node))
-    if names is None:
-        by_text: dict[Any, list[Any]] = {}
-        by_value: dict[Any, list[Any]] = {}
+
+    def __init__(self, node: dict[Any, Any]) -> None:
+        self.by_text: dict[str, list[Any]] = {}
+        self.by_value: dict[Any, list[Any]] = {}
         for key in node:
             if not isinstance(key, str):
-                by_text.setdefault(str(key), []).append(key)
-                by_value.setdefault(key, []).append(key)
-        names = {str: by_text, int: by_value}
-        if key_names is not None:
-            key_names[id(node)] = names
-    return names[str if isinstance(part, str) else int].get(part, [])
+                self.by_text.setdefault(str(key), []).append(key)
+                self.by_value.setdefault(key, []).append(key)
+
+    def find(self, part: int | str) -> list[Any]:
+        """The keys pydantic names ``part``: by their text, or an integer by value."""
+        if isinstance(part, str):
+            return self.by_text.get(part, [])
+        return self.by_value.get(part, [])
 
 
 class NonStringKey(str):
@@ -467,7 +476,7 @@ def _describe(error: Mapping[str, Any], known_keys: set[str]) -> str:
         return f"unknown key (the schema does not allow it; see `gate policy schema`){hint}"
     if kind == "missing":
         return "required key is missing"
-    if error["loc"] and error["loc"][-1] == "[key]":  # a dict[str, ...] field's key
+    if _key_part(error) is not None:  # also a dict[str, ...] field's, worded as a value's
         return f"Keys should be strings; found {json.dumps(error.get('input'), default=str)}"
     ctx = error.get("ctx", {})
     key = "scorer" if "scorer" in str(ctx.get("discriminator", "")) else "class"
@@ -577,13 +586,10 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     except ValidationError as exc:
         schema = model.model_json_schema(by_alias=True)
         problems = []
-        key_names: dict[int, dict[type, dict[Any, list[Any]]]] = {}
+        key_indexes: dict[int, _NonStringKeys] = {}
         for error in exc.errors():
             path = _input_path(
-                tuple(error["loc"]),
-                data,
-                names_a_key=error["type"] == "invalid_key",
-                key_names=key_names,
+                tuple(error["loc"]), data, key_at=_key_part(error), key_indexes=key_indexes
             )
             # a suggestion for an unknown key is a key of the place it stands in
             problems.append((path, _describe(error, _keys_at(schema, path[:-1]))))
@@ -617,22 +623,21 @@ def policy_location(loaded: LoadedPolicy, path: tuple[int | str, ...]) -> str:
     return f"{where}: {format_yaml_path(written)}{note}"
 
 
-def describe_setting_error(error: Mapping[str, Any], model: type[BaseModel]) -> str:
-    """One pydantic error of a plug-in's settings ``model``, worded as the policy's own
-    (an unknown key with a suggestion, what was expected and what was found)."""
-    path = tuple(part for part in error["loc"] if isinstance(part, int | str))
-    return _describe(error, _keys_at(model.model_json_schema(by_alias=True), path[:-1]))
-
-
 def setting_error(
-    exc: ValidationError, model: type[BaseModel], *, path: tuple[int | str, ...]
+    exc: ValidationError,
+    model: type[BaseModel],
+    data: Mapping[str, Any],
+    *,
+    path: tuple[int | str, ...],
 ) -> SettingError:
-    """The first error of a plug-in's settings ``model`` (found at ``path`` of the policy)
-    as a :class:`SettingError`, worded as the policy's own errors."""
+    """The first error of a plug-in's settings ``model`` on ``data`` (found at ``path`` of
+    the policy) as a :class:`SettingError`, its path read as the policy's own errors'
+    (union tags and pydantic's ``[key]`` dropped, a key that is no string spelled as YAML
+    writes it) and worded as theirs (an unknown key with a suggestion, what was expected
+    and what was found)."""
     first = exc.errors()[0]
-    # pydantic's "[key]" (a mapping key refused) and union tags are no YAML keys
-    inner = tuple(p for p in first["loc"] if isinstance(p, int | str) and "[" not in str(p))
-    detail = describe_setting_error(first, model)
+    inner = _input_path(tuple(first["loc"]), data, key_at=_key_part(first))
+    detail = _describe(first, _keys_at(model.model_json_schema(by_alias=True), inner[:-1]))
     full = (*path, *inner)
     return SettingError(f"{format_yaml_path(full)}: {detail}", path=full, detail=detail)
 

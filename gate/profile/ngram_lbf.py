@@ -391,10 +391,13 @@ def profile_generator(
     if settings.generator is None or settings.epochs is None:
         raise InputError(f"{at}: generator and epochs are not set (the policy fills them)")
     cls = resolve_generator(settings.generator, where=f"{at}.generator")
+    data = settings.generator_config or {}
     try:
-        config = cls.config_model.model_validate(settings.generator_config or {})
+        config = cls.config_model.model_validate(data)
     except ValidationError as exc:
-        raise setting_error(exc, cls.config_model, path=(*where, "generator_config")) from None
+        raise setting_error(
+            exc, cls.config_model, data, path=(*where, "generator_config")
+        ) from None
     return cls, config
 
 

@@ -249,7 +249,10 @@ def remediation_setup(
         config = generator_cls.config_model.model_validate(remediation.generator_config)
     except ValidationError as exc:
         error = setting_error(
-            exc, generator_cls.config_model, path=("remediation", "generator_config")
+            exc,
+            generator_cls.config_model,
+            remediation.generator_config,
+            path=("remediation", "generator_config"),
         )
         raise InputError(f"{policy_location(loaded, error.path)}: {error.detail}") from None
     missing = missing_release_size(loaded) if release_size else None
