@@ -170,6 +170,11 @@ def _parser() -> argparse.ArgumentParser:
         help="released model directory (transformers causal LM and tokenizer, or a gate "
         "generator checkpoint) for the profile audit's surprisal attack",
     )
+    check.add_argument(
+        "--training-data",
+        help="the records the release's generator was trained on (jsonl/csv/parquet with "
+        "text, and the split's user column if known): refused if it holds a holdout user",
+    )
     check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
     check.add_argument(
         "--engine",
@@ -378,6 +383,7 @@ def _check(args: argparse.Namespace) -> int:
             **common,
             synthetic=args.synthetic,
             model=args.model,
+            training_data=args.training_data,
             data_docs=args.data_docs,
             engine=args.engine,
             spark_master=args.spark_master,

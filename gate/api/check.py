@@ -304,6 +304,7 @@ def check_release(
     manifest: str | Path | None = None,
     canary_source: str | Path | None = None,
     model: str | Path | None = None,
+    training_data: str | Path | None = None,
     out_dir: str | Path = "gate-report",
     seed: int | None = None,
     progress: Progress | None = None,
@@ -318,7 +319,9 @@ def check_release(
     report.json, report.html, junit.xml, summary.md, witnesses.csv, the GX suite and
     validation result and plots; MLflow gets a run with all of them unless ``mlflow`` is
     False or the policy disables it. ``model`` names a released model directory that the
-    profile audit's surprisal attack probes. ``engine`` and ``spark_master`` override the
+    profile audit's surprisal attack probes. ``training_data`` names the records the
+    release's generator was trained on, checked to hold no holdout user
+    (:mod:`gate.data.training_data`). ``engine`` and ``spark_master`` override the
     policy's ``engine.name`` and ``engine.spark_master``.
 
     Raises:
@@ -336,6 +339,7 @@ def check_release(
         manifest=manifest,
         canary_source=canary_source,
         model=model,
+        training_data=training_data,
         out_dir=out_dir,
         seed=seed,
         progress=progress,
@@ -388,6 +392,7 @@ def audit_canaries(
         tracking_uri=tracking_uri,
         mlflow_timeout=mlflow_timeout,
         model=None,
+        training_data=None,
         data_docs=None,
         only="canary",
         engine=None,
@@ -405,6 +410,7 @@ def _check_files(
     manifest: str | Path | None,
     canary_source: str | Path | None,
     model: str | Path | None,
+    training_data: str | Path | None,
     out_dir: str | Path,
     seed: int | None,
     progress: Progress | None,
@@ -467,6 +473,7 @@ def _check_files(
                     manifest=manifest,
                     canary_source=canary_source,
                     model=model,
+                    training_data=training_data,
                     read=data_engine.read_table,  # the spark engine also reads datasets
                 )
             require_canary_source(loaded, bundle.canary_source)

@@ -151,7 +151,8 @@ def require_text_settings(bundle: Bundle, text: TextPolicy) -> None:
 def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
     """Decide what a split far from the declared ``p`` means under the policy's
     ``membership.split_check.action``: an input error (``fail``) or a warning (``warn``);
-    a split without a manifest is a warning too. A declared split whose p is an interval
+    a split without a manifest is a warning too, and so is training data that holds
+    nothing of train. A declared split whose p is an interval
     (:func:`with_declared_p_interval`) is not compared with ``membership.p``.
 
     Raises:
@@ -188,6 +189,15 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
             "for p = 0.5 passes it, and a release that leaks nothing then fails about 12 % "
             "of the time at alpha = 0.05); make the split with `gate split` and give "
             "--manifest, or set membership.declared_split.p: interval",
+        )
+    trained_on = bundle.membership.training_data
+    if trained_on is not None and trained_on.saw_nothing_of_train():
+        found += (
+            f"the training data {trained_on.path} holds no train record's text"
+            + ("" if trained_on.user_column is None else " and no train user")
+            + ": the check that it holds no holdout user compared nothing the generator saw; "
+            "give the records as the generator read them (a `text` column, each record as "
+            "train holds it, and the split's user column)",
         )
     if bundle.membership.balance_ok or share is not None:  # the interval replaces p
         return found

@@ -36,6 +36,7 @@ from gate.data.split import (
     draw_sides,
     read_manifest,
 )
+from gate.data.training_data import TrainingDataCheck, check_training_data
 from gate.digests import sha256_file
 from gate.errors import BundleError, ReleaseError
 from gate.policy.models import MembershipPolicy, TextPolicy
@@ -78,6 +79,8 @@ class Membership:
     balance_ok: bool
     # a declared split under ``membership.declared_split.p: interval``: the audits' p
     p_interval: ShareInterval | None = None
+    # the generator's training data, checked to hold no holdout user (``--training-data``)
+    training_data: TrainingDataCheck | None = None
 
     def p_words(self) -> str:
         """The p the audits took: ``p = 0.5``, or the interval of a declared split's p."""
@@ -128,6 +131,7 @@ class Membership:
                     "method": "Clopper-Pearson of the train share (Berger and Boos 1994)",
                 }
             ),
+            "training_data": None if self.training_data is None else self.training_data.as_dict(),
         }
 
 
@@ -461,6 +465,7 @@ def load_bundle(
     manifest: str | Path | None = None,
     canary_source: str | Path | None = None,
     model: str | Path | None = None,
+    training_data: str | Path | None = None,
     read: TableReader = read_table,
 ) -> Bundle:
     """Load and validate a release bundle.
@@ -469,9 +474,10 @@ def load_bundle(
     a ``split`` column, or from the files a ``gate split`` manifest names. ``synthetic``
     None gives an empty release (for audits that sample their own, like the canary audit);
     ``canary_source`` (or the manifest's canary split) gives the canary audit's records;
-    ``model`` a released model directory (the profile audit's surprisal attack); ``read``
-    reads each table (:func:`gate.data.io.read_table`, or an engine's reader, which may
-    also read datasets).
+    ``model`` a released model directory (the profile audit's surprisal attack);
+    ``training_data`` the records the release's generator was trained on, checked to hold
+    no holdout user (:mod:`gate.data.training_data`); ``read`` reads each table
+    (:func:`gate.data.io.read_table`, or an engine's reader, which may also read datasets).
 
     Raises:
         BundleError: the bundle is incomplete, unreadable or inconsistent
@@ -505,6 +511,15 @@ def load_bundle(
                 _check_source_ids(synthetic_frame, frame, tables["synthetic"])
         except BundleError as exc:  # the source passed above: the release is at fault
             raise ReleaseError(str(exc)) from exc
+    trained_on = None
+    if training_data is not None:
+        tables["training_data"] = read(training_data)
+        trained_on = check_training_data(
+            tables["training_data"],
+            frame,
+            user_column="user_id" if split_manifest is None else split_manifest.by,
+            text=reading,
+        )
 
     is_train = (frame["split"] == "train").to_numpy()
     for name, table in tables.items():
@@ -513,6 +528,8 @@ def load_bundle(
         elif name == "canary_source" and loaded.canary_source is not None:
             canary = loaded.canary_source
             fingerprints[name] = _fingerprint(table, int(canary["user_id"].nunique()), len(canary))
+        elif name == "training_data" and trained_on is not None:
+            fingerprints[name] = _fingerprint(table, trained_on.users, trained_on.records)
         else:
             on_side = frame["split"] == name
             users = frame["user_id"] if name == "source" else frame.loc[on_side, "user_id"]
@@ -542,6 +559,7 @@ def load_bundle(
         balance=balance,
         balance_alpha=membership.split_check.alpha,
         balance_ok=balance_ok,
+        training_data=trained_on,
     )
     return Bundle(
         source=frame.drop(columns=["__file__"]).rename(columns={"__line__": "line"}),

@@ -80,7 +80,13 @@ def html_report(result: GateResult, *, plots: list[Path]) -> str:
         f"<p>Policy <code>{escape(result.policy.name)}</code> (sha256 <code>{escape(result.policy_sha256 or '-')}</code>), "
         f"alpha = {result.policy.alpha:g}, seed = {result.seed}. Membership: {escape(m.p_words())}, {escape(m.how)}; "
         f"split check against p = {m.p:g}: {m.balance.train_users} of {m.balance.total_users} users in train, "
-        f"two-sided p-value {m.balance.p_value:.3g}.</p>",
+        f"two-sided p-value {m.balance.p_value:.3g}."
+        + (
+            ""
+            if m.training_data is None
+            else f" Training data: {escape(m.training_data.summary())}."
+        )
+        + "</p>",
         "<p class=note>An audit can show that a release leaks, never that it is safe. Each "
         "number carries its confidence statement (report.json, <code>metric_specs</code>): "
         "ε̂ and p̂ are lower confidence bounds at level 1 − alpha; AUCs, counts and rates "

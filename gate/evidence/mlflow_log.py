@@ -515,7 +515,9 @@ def _content(result: GateResult, name: str) -> Any:
         return bundle.canary_source
     if name in ("train", "holdout"):
         return bundle.source[bundle.source["split"] == name].drop(columns=["line"])
-    return bundle.source.drop(columns=["line"])
+    if name == "source":
+        return bundle.source.drop(columns=["line"])
+    return None  # the generator's training data: checked, not held
 
 
 class NestedRunLog:

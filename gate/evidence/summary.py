@@ -54,6 +54,8 @@ def print_summary(
         f"p-value {m.balance.p_value:.3g}; "
         f"alpha = {result.policy.alpha:g}; seed = {result.seed}"
     )
+    if m.training_data is not None:
+        console.print(f"training data: {_shown(m.training_data.summary())}")
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {_shown(warning)}")
 
