@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gate.api import check_release
-from gate.data.markup import html_as_text
+from gate.data.markup import html_as_text, html_shown_text
 from gate.data.normalize import normalize_text
 from gate.policy.models import TextPolicy
 
@@ -394,3 +394,13 @@ def test_a_copy_written_as_html_is_the_plain_copy(
     assert hidden["ngram.train_disclosures"] == 0 and hidden["ngram.epsilon_lower"] == 0
     for key in ("ngram.train_disclosures", "ngram.holdout_disclosures", "ngram.epsilon_lower"):
         assert read[key] == copy[key], key
+
+
+def test_the_shown_text_leaves_out_what_the_html_holds_but_does_not_show() -> None:
+    html = (
+        '<p>Call <a href="mailto:jill@example.org">Jill</a> &amp; co</p><!-- note -->'
+        "<span hidden>secret</span>"
+    )
+    assert html_shown_text(html) == "\nCall Jill & co\n"
+    assert html_as_text(html) == "\nCall Jill & co\n\nmailto:jill@example.org\nnote\nhidden\nsecret"
+    assert html_shown_text("plain & text") == "plain & text"

@@ -7,89 +7,122 @@ import json
 import unicodedata
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
+from gate.api.preflight import training_data_warnings
 from gate.cli import main
 from gate.data.bundle import load_bundle
-from gate.data.io import read_table
-from gate.data.training_data import check_training_data
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, TextPolicy
 
 from .conftest import check_args, read_report, unique_text, write_jsonl, write_policy
 
-SOURCE = pd.DataFrame(
-    {
-        "user_id": ["a", "a", "b", "c", "d", "e"],
-        "text": ["Thanks!", "a's note", "b's note", "Thanks!", "d's café note", "   "],
-        "split": ["train", "train", "train", "holdout", "holdout", "holdout"],
-    }
-)
+LONG_A = "a wrote this note about the weather on the first day"
+LONG_D = "d wrote this note about the café on the second day"
+SOURCE = [  # user, text, side
+    ("a", "Thanks!", "train"),
+    ("a", LONG_A, "train"),
+    ("b", "b's short note", "train"),
+    ("c", "Thanks!", "holdout"),
+    ("d", LONG_D, "holdout"),
+    ("d", "d's short note", "holdout"),
+    ("e", "   ", "holdout"),
+]
 
 
-def _check(tmp_path: Path, rows: list[dict]):
-    table = read_table(write_jsonl(tmp_path / "trained-on.jsonl", rows))
-    return check_training_data(table, SOURCE, user_column="user_id", text=TextPolicy())
+def _check(
+    tmp_path: Path,
+    rows: list[dict],
+    text: TextPolicy | None = None,
+    source_rows: list[tuple[str, str, str]] = SOURCE,
+):
+    """Load a bundle of ``source_rows`` (one file with a split column) with ``rows`` as
+    the training data; its check, or the BundleError."""
+    source = write_jsonl(
+        tmp_path / "source.jsonl",
+        [{"user_id": u, "text": t, "split": side} for u, t, side in source_rows],
+    )
+    bundle = load_bundle(
+        source=source,
+        synthetic=None,
+        membership=MembershipPolicy(split_check={"action": "warn"}),
+        text=text or TextPolicy(),
+        training_data=write_jsonl(tmp_path / "trained-on.jsonl", rows),
+    )
+    return bundle.membership.training_data
 
 
-def test_counts_of_a_training_file_that_is_train(tmp_path: Path) -> None:
+def test_counts_of_a_training_file_that_is_train_and_public_text(tmp_path: Path) -> None:
     found = _check(
         tmp_path,
-        [{"text": "Thanks!"}, {"text": "a's note"}, {"text": "a public text"}],
+        [{"text": "Thanks!"}, {"text": LONG_A}, {"text": "a public text"}],
     )
-    # train's distinct texts: Thanks!, a's note, b's note; the holdout's that train lacks:
-    # d's café note (Thanks! is train's too, the blank text is nobody's)
-    assert (found.records, found.train_texts, found.train_texts_found) == (3, 3, 2)
-    assert found.holdout_only_texts == 1
+    # only train holds LONG_A and "b's short note"; only holdout holds LONG_D (8+ words)
+    # and "d's short note"; "Thanks!" is both sides', the blank text nobody's
+    assert (found.records, found.train_texts, found.train_texts_found) == (3, 2, 1)
+    assert (found.holdout_only_texts, found.short_holdout_texts) == (1, 1)
+    assert (found.short_holdout_texts_found, found.short_holdout_first_line) == (0, None)
     assert (found.user_column, found.users, found.train_users_found) == (None, None, None)
     assert not found.saw_nothing_of_train()
-    assert "none of the 1 holdout texts that train lacks, 2 of 3 train texts" in found.summary()
+    assert "none of the 1 texts of 8+ words that only holdout holds, 1 of the 2" in (
+        found.summary()
+    )
 
 
-def test_a_holdout_text_that_train_also_holds_or_a_blank_one_is_no_evidence(
-    tmp_path: Path,
-) -> None:
+def test_a_text_both_sides_hold_or_a_blank_one_is_no_evidence(tmp_path: Path) -> None:
     found = _check(tmp_path, [{"text": "Thanks!"}, {"text": "  "}, {"text": ""}])
-    assert found.train_texts_found == 1
+    assert found.train_texts_found == 0 and found.saw_nothing_of_train()
+
+
+def test_a_short_holdout_only_text_is_counted_not_refused(tmp_path: Path) -> None:
+    found = _check(tmp_path, [{"text": LONG_A}, {"text": "x"}, {"text": " d's  short note\n"}])
+    assert (found.short_holdout_texts_found, found.short_holdout_first_line) == (1, 3)
+    assert "(but 1 shorter ones)" in found.summary()
+    warnings = training_data_warnings(found)
+    assert len(warnings) == 1 and "1 of the 1 texts of fewer than 8 words" in warnings[0]
+    assert "at line 3" in warnings[0] and "short note" not in warnings[0]
 
 
 @pytest.mark.parametrize(
     "written",
     [
-        "d's café note",
-        "  d's café note\n",
-        "d's\n\ncafé  note",
-        unicodedata.normalize("NFD", "d's café note"),
+        LONG_D,
+        f"  {LONG_D}\n",
+        LONG_D.replace(" ", "\n\n", 2).replace("café", "café\u2028\u3000"),
+        unicodedata.normalize("NFD", LONG_D),
     ],
 )
 def test_a_holdout_only_text_is_refused_at_its_line_without_its_value(
     tmp_path: Path, written: str
 ) -> None:
-    rows = [{"text": "a's note"}, {"text": "other"}, {"text": written}]
+    rows = [{"text": LONG_A}, {"text": "other"}, {"text": written}]
     with pytest.raises(BundleError) as error:
         _check(tmp_path, rows)
     message = str(error.value)
     assert "trained-on.jsonl: line 3 holds the text of a holdout record" in message
-    assert "(1 of the 1 such holdout texts" in message and "gate split" in message
-    assert "note" not in message
+    assert "(1 of the 1 such holdout texts of 8 words or more" in message
+    assert "gate split" in message and "café" not in message
 
 
 def test_a_holdout_user_is_refused_at_its_line_without_the_id(tmp_path: Path) -> None:
     rows = [
         {"user_id": "a", "text": "a's other note"},
-        {"user_id": "b", "text": "b's note"},
+        {"text": "public text, no user"},
+        {"user_id": None, "text": "public text, no user either"},
         {"user_id": "d", "text": "d wrote this after the split"},
     ]
     with pytest.raises(BundleError) as error:
         _check(tmp_path, rows)
     message = str(error.value)
-    assert "line 3: the 'user_id' is a holdout user's (1 of the 3 holdout users" in message
+    assert "line 4: the 'user_id' is a holdout user's (1 of the 3 holdout users" in message
     assert "'d'" not in message
 
 
-def test_users_of_train_are_counted(tmp_path: Path) -> None:
-    found = _check(tmp_path, [{"user_id": "a", "text": "x"}, {"user_id": "z", "text": "y"}])
+def test_users_of_train_are_counted_and_rows_without_one_are_public(tmp_path: Path) -> None:
+    found = _check(
+        tmp_path,
+        [{"user_id": "a", "text": "x"}, {"user_id": "z", "text": "y"}, {"text": "z"}],
+    )
     assert (found.user_column, found.users, found.train_users, found.train_users_found) == (
         "user_id",
         2,
@@ -97,7 +130,46 @@ def test_users_of_train_are_counted(tmp_path: Path) -> None:
         1,
     )
     assert found.train_texts_found == 0 and not found.saw_nothing_of_train()
-    assert _check(tmp_path, [{"text": "y"}]).saw_nothing_of_train()
+
+
+def test_without_a_user_column_in_the_source_ids_are_not_compared(tmp_path: Path) -> None:
+    """A review: users were then lines ("1" ... "N"), and a training file's own numeric
+    user_id met holdout's by chance."""
+    source = write_jsonl(
+        tmp_path / "source.jsonl",
+        [{"text": unique_text(i), "split": "train" if i % 2 else "holdout"} for i in range(1, 21)],
+    )
+    trained = write_jsonl(
+        tmp_path / "trained-on.jsonl",
+        [{"user_id": i, "text": unique_text(i)} for i in range(1, 21, 2)],
+    )
+    bundle = load_bundle(
+        source=source,
+        synthetic=None,
+        membership=MembershipPolicy(),
+        training_data=trained,
+    )
+    found = bundle.membership.training_data
+    assert found.user_column is None and found.train_texts_found == 10
+
+
+def test_html_extracted_from_holdout_records_is_refused_under_markup_html(
+    tmp_path: Path,
+) -> None:
+    """A review: under markup: html the bundle reads a link's address after the shown
+    text, which a pipeline's text of the HTML lacks."""
+    html = (
+        "<p>Hello, I am holdout d and I write <a href='mailto:d@example.org'>my "
+        "address</a> &amp; more words soon.</p>"
+    )
+    shown = "Hello, I am holdout d and I write my address & more words soon."
+    source = [*SOURCE, ("f", html, "holdout")]
+    html_policy = TextPolicy(markup="html")
+    with pytest.raises(BundleError, match="line 2 holds the text of a holdout record"):
+        _check(tmp_path, [{"text": LONG_A}, {"text": shown}], html_policy, source)
+    with pytest.raises(BundleError, match="line 1 holds the text of a holdout record"):
+        _check(tmp_path, [{"text": html}], html_policy, source)
+    assert _check(tmp_path, [{"text": shown}], source_rows=source).records == 1  # tags read
 
 
 def _bundle(tmp_path: Path) -> dict[str, Path]:
@@ -125,7 +197,7 @@ def test_load_bundle_records_the_check_in_membership_and_inputs(tmp_path: Path) 
         training_data=files["train"],
     )
     trained = bundle.membership.as_dict()["training_data"]
-    assert trained["train_texts_found"] == 20 and trained["holdout_only_texts"] == 20
+    assert trained["train_only_texts_found"] == 20 and trained["holdout_only_texts"] == 20
     assert trained["holdout_users_found"] == 0 and trained["train_users_found"] == 20
     assert bundle.fingerprints["training_data"].records == 20
     no_check = load_bundle(
@@ -161,16 +233,17 @@ def test_gate_check_reports_the_check_and_warns_of_a_file_that_holds_nothing_of_
     args = check_args(files, out, "--no-mlflow", **{"training-data": str(files["train"])})
     assert main(args) in (0, 1)
     report = read_report(out)
-    assert report["membership"]["training_data"]["train_texts_found"] == 20
+    assert report["membership"]["training_data"]["train_only_texts_found"] == 20
     assert report["inputs"]["training_data"]["records"] == 20
     assert not any("training data" in w for w in report["warnings"])
     assert "Training data:" in (out / "report.html").read_text()
+    assert "Training data:" in (out / "summary.md").read_text()
 
     unrelated = write_jsonl(tmp_path / "unrelated.jsonl", [{"text": "a public text"}])
     args = check_args(files, out, "--no-mlflow", **{"training-data": str(unrelated)})
     assert main(args) in (0, 1)
     warnings = read_report(out)["warnings"]
-    assert any("holds no train record's text" in w for w in warnings), json.dumps(warnings)
+    assert any("holds no text that only train holds" in w for w in warnings), json.dumps(warnings)
 
 
 def test_the_example_split_again_after_training_is_refused(
@@ -191,3 +264,18 @@ def test_the_example_split_again_after_training_is_refused(
     assert "(96 of the 216 such holdout texts" in capsys.readouterr().err
     assert not (tmp_path / "out" / "report.json").exists()
     assert main(check) == 0  # the release alone cannot show it
+
+
+@pytest.mark.parametrize("words, refused", [(7, False), (8, True)])
+def test_eight_words_make_a_holdout_only_text_proof(
+    tmp_path: Path, words: int, refused: bool
+) -> None:
+    text = " ".join(f"held{i}" for i in range(words))
+    source = [*SOURCE, ("g", text, "holdout")]
+    rows = [{"text": LONG_A}, {"text": text}]
+    if refused:
+        with pytest.raises(BundleError, match="line 2 holds the text of a holdout record"):
+            _check(tmp_path, rows, source_rows=source)
+    else:
+        found = _check(tmp_path, rows, source_rows=source)
+        assert (found.short_holdout_texts_found, found.short_holdout_first_line) == (1, 2)

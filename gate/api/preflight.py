@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from gate.data.bundle import Bundle
 from gate.data.markup import share_with_markup
+from gate.data.training_data import DISTINCTIVE_WORDS, TrainingDataCheck
 from gate.engines.base import uses_feature_caches
 from gate.errors import BundleError, InputError, SettingError
 from gate.features.embeddings import native_bfloat16
@@ -190,20 +191,39 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
             "of the time at alpha = 0.05); make the split with `gate split` and give "
             "--manifest, or set membership.declared_split.p: interval",
         )
-    trained_on = bundle.membership.training_data
-    if trained_on is not None and trained_on.saw_nothing_of_train():
-        found += (
-            f"the training data {trained_on.path} holds no train record's text"
-            + ("" if trained_on.user_column is None else " and no train user")
-            + ": the check that it holds no holdout user compared nothing the generator saw; "
-            "give the records as the generator read them (a `text` column, each record as "
-            "train holds it, and the split's user column)",
-        )
+    found += training_data_warnings(bundle.membership.training_data)
     if bundle.membership.balance_ok or share is not None:  # the interval replaces p
         return found
     if membership.split_check.action == "fail":
         raise BundleError(bundle.membership.imbalance_message())
     return (*found, bundle.membership.imbalance_message())
+
+
+def training_data_warnings(trained_on: TrainingDataCheck | None) -> tuple[str, ...]:
+    """What a user must know of a training-data check that refused nothing: it compared
+    nothing the generator saw, or the training data holds short texts only holdout holds."""
+    if trained_on is None:
+        return ()
+    found: tuple[str, ...] = ()
+    if trained_on.saw_nothing_of_train():
+        found += (
+            f"the training data {trained_on.path} holds no text that only train holds"
+            + ("" if trained_on.user_column is None else " and no train user")
+            + ": the check that it holds no holdout user compared nothing the generator saw; "
+            "give the records as the generator read them (a `text` column, each record as "
+            "train holds it, and the split's user column)",
+        )
+    if trained_on.short_holdout_texts_found:
+        found += (
+            f"the training data {trained_on.path} holds {trained_on.short_holdout_texts_found}"
+            f" of the {trained_on.short_holdout_texts} texts of fewer than "
+            f"{DISTINCTIVE_WORDS} words that holdout records hold and train records do not "
+            f"(the first at line {trained_on.short_holdout_first_line}): a short text may "
+            "come from any public corpus, so it is not taken as proof that the generator saw "
+            "a holdout user; if these are holdout records, the split came after training "
+            "and no statement of this report holds",
+        )
+    return found
 
 
 AUDITS_WITHOUT_P = frozenset({"canary", "distinguishability"})

@@ -517,6 +517,7 @@ def load_bundle(
         trained_on = check_training_data(
             tables["training_data"],
             frame,
+            [tables[side] for side in ("source", "train", "holdout") if side in tables],
             user_column="user_id" if split_manifest is None else split_manifest.by,
             text=reading,
         )

@@ -146,7 +146,14 @@ def html_as_text(html: str) -> str:
     return _read(html, depth=0)
 
 
-def _read(html: str, *, depth: int) -> str:
+def html_shown_text(html: str) -> str:
+    """The text ``html`` shows, without what it holds but does not show: what a pipeline
+    that extracts the text of HTML keeps (white space as written; block elements on lines
+    of their own); a text without ``<`` or ``&`` is returned as it is."""
+    return _read(html, depth=0, shown_only=True)
+
+
+def _read(html: str, *, depth: int, shown_only: bool = False) -> str:
     if ("<" not in html and "&" not in html) or depth > MAX_DEPTH:
         return html
     escape = "&lt;" if _SENTINEL in html else _SENTINEL
@@ -204,7 +211,8 @@ def _read(html: str, *, depth: int) -> str:
     if directed:
         _mirror_right_to_left_rows(tree)
     pieces = [tree.root.text(deep=True, separator="", strip=False)]
-    pieces += [piece for piece in unshown if piece.strip()]
+    if not shown_only:
+        pieces += [piece for piece in unshown if piece.strip()]
     text = "\n".join(pieces)
     return text.replace(_SENTINEL, "<") if escape == _SENTINEL else text
 

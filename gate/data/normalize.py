@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from gate.data.bidi import DIRECTING, bidi_layout, displayed_text
 from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
 from gate.data.deleted_spaces import SourceWords, spaces_restored
-from gate.data.markup import html_as_text, html_parser
+from gate.data.markup import html_as_text, html_parser, html_shown_text
 from gate.policy.models import TextPolicy
 
 # Invisible beyond Unicode's format characters (category Cf): the rest of Unicode's
@@ -112,6 +112,19 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     """
     texts = _normalized(texts, policy, invisible_as_joiners=False)
     return texts.str.casefold() if policy.casefold else texts
+
+
+def normalize_shown_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
+    """:func:`normalize_text`, but under ``markup: html`` of each text only what its HTML
+    shows (:func:`gate.data.markup.html_shown_text`), as a pipeline that extracts the text
+    of HTML reads it; under ``markup: none`` the same as :func:`normalize_text`."""
+    if policy.markup != "html":
+        return normalize_text(texts, policy)
+    html_parser()
+    marked = texts.str.contains("[<&]", regex=True).to_numpy(dtype=bool, na_value=False)
+    shown = texts.copy()
+    shown[marked] = [html_shown_text(text) for text in texts[marked]]
+    return normalize_text(shown, policy.model_copy(update={"markup": "none"}))
 
 
 def _normalized(texts: pd.Series, policy: TextPolicy, *, invisible_as_joiners: bool) -> pd.Series:

@@ -18,7 +18,12 @@ def markdown_summary(result: GateResult) -> str:
         f"### Privacy gate: {_ICON[result.status]}",
         "",
         f"Policy `{result.policy.name}` (sha256 `{(result.policy_sha256 or '')[:12]}`), "
-        f"alpha = {result.policy.alpha:g}, membership {m.p_words()} ({m.how}).",
+        f"alpha = {result.policy.alpha:g}, membership {m.p_words()} ({m.how})."
+        + (
+            ""
+            if m.training_data is None
+            else f" Training data: {markdown_cell(m.training_data.summary())}."
+        ),
         "",
         "| audit | check | value | threshold | result |",
         "|---|---|---:|---:|---|",
