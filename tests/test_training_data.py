@@ -15,7 +15,14 @@ from gate.data.bundle import load_bundle
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, TextPolicy
 
-from .conftest import check_args, read_report, unique_text, write_jsonl, write_policy
+from .conftest import (
+    MINIMAL_POLICY,
+    check_args,
+    read_report,
+    unique_text,
+    write_jsonl,
+    write_policy,
+)
 
 LONG_A = "a wrote this note about the weather on the first day"
 LONG_D = "d wrote this note about the café on the second day"
@@ -279,3 +286,21 @@ def test_eight_words_make_a_holdout_only_text_proof(
     else:
         found = _check(tmp_path, rows, source_rows=source)
         assert (found.short_holdout_texts_found, found.short_holdout_first_line) == (1, 2)
+
+
+def test_a_policy_can_require_the_training_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = _bundle(tmp_path)
+    policy = MINIMAL_POLICY.replace(
+        "audits:\n", "membership:\n  training_data: required\naudits:\n"
+    )
+    files["policy"] = write_policy(tmp_path / "policy.yaml", policy)
+    out = tmp_path / "out"
+    assert main(check_args(files, out, "--no-mlflow")) == 2
+    err = capsys.readouterr().err
+    assert "policy.yaml:4: membership.training_data: required: give the file" in err
+    assert not out.exists() or not any(out.iterdir())
+    args = check_args(files, out, "--no-mlflow", **{"training-data": str(files["train"])})
+    assert main(args) in (0, 1)
+    assert read_report(out)["policy"]["effective"]["membership"]["training_data"] == "required"

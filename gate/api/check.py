@@ -35,6 +35,7 @@ from gate.api.preflight import (
     require_canary_source,
     require_source_ids,
     require_text_settings,
+    require_training_data,
     split_warnings,
     with_declared_p_interval,
     with_engine,
@@ -447,6 +448,7 @@ def _check_files(
         if only is None:
             refuse_null_control(loaded.policy, where=loaded.path)
             refuse_release_blind_checks(loaded.policy, where=loaded.path)
+            require_training_data(loaded, training_data)
         refuse_unused_canary_source(loaded, canary_source)
         refuse_unused_tracking_uri(loaded, tracking_uri, mlflow=mlflow)
         refuse_unusable_sqlite_store(loaded, tracking_uri, mlflow=mlflow)

@@ -484,6 +484,17 @@ def refuse_unused_canary_source(loaded: LoadedPolicy, canary_source: str | Path 
         )
 
 
+def require_training_data(loaded: LoadedPolicy, training_data: str | Path | None) -> None:
+    """Refuse a release gated without ``--training-data`` under a policy that requires it
+    (``membership.training_data: required``), before any data is read."""
+    if training_data is None and loaded.policy.membership.training_data == "required":
+        raise InputError(
+            f"{policy_location(loaded, ('membership', 'training_data'))}: required: give "
+            "the file the release's generator was trained on with --training-data "
+            "(training_data= in check_release), which is checked to hold no holdout user"
+        )
+
+
 def refuse_null_control(policy: Policy, *, where: str) -> None:
     """Refuse a canary audit with ``n_rep: 0`` where it would gate a release (``gate
     check``, ``gate remediate``, :func:`gate.api.run_gate` with a release or other

@@ -173,6 +173,13 @@ class MembershipPolicy(StrictModel):
     )
     split_check: SplitCheck = Field(default_factory=SplitCheck)
     declared_split: DeclaredSplit = Field(default_factory=DeclaredSplit)
+    training_data: Literal["optional", "required"] = Field(
+        "optional",
+        description="'required': `gate check` refuses a release given without "
+        "--training-data, the file its generator was trained on, which is checked to hold "
+        "no holdout user (a split drawn after training voids every statement). `gate "
+        "remediate` trains the generator on train itself and needs none.",
+    )
 
 
 class TextPolicy(StrictModel):
