@@ -64,29 +64,30 @@ def test_counts_of_a_training_file_that_is_train_and_public_text(tmp_path: Path)
         tmp_path,
         [{"text": "Thanks!"}, {"text": LONG_A}, {"text": "a public text"}],
     )
-    # only train holds LONG_A and "b's short note"; only holdout holds LONG_D (8+ words)
-    # and "d's short note"; "Thanks!" is both sides', the blank text nobody's
-    assert (found.records, found.train_texts, found.train_texts_found) == (3, 2, 1)
-    assert (found.holdout_only_texts, found.short_holdout_texts) == (1, 1)
-    assert (found.short_holdout_texts_found, found.short_holdout_first_line) == (0, None)
+    # only train holds LONG_A and "b's short note"; only holdout holds LONG_D (8+ words,
+    # one user: distinctive) and "d's short note" (weak); "Thanks!" is both sides', the
+    # blank text nobody's
+    assert (found.records, found.train_only_records, found.train_only_records_found) == (3, 2, 1)
+    assert (found.distinctive_holdout_records, found.weak_holdout_records) == (1, 1)
+    assert (found.weak_holdout_records_found, found.weak_holdout_first_line) == (0, None)
     assert (found.user_column, found.users, found.train_users_found) == (None, None, None)
     assert not found.saw_nothing_of_train()
-    assert "none of the 1 texts of 8+ words that only holdout holds, 1 of the 2" in (
+    assert "none of the 1 holdout records of distinctive text, 1 of the 2 train" in (
         found.summary()
     )
 
 
 def test_a_text_both_sides_hold_or_a_blank_one_is_no_evidence(tmp_path: Path) -> None:
     found = _check(tmp_path, [{"text": "Thanks!"}, {"text": "  "}, {"text": ""}])
-    assert found.train_texts_found == 0 and found.saw_nothing_of_train()
+    assert found.train_only_records_found == 0 and found.saw_nothing_of_train()
 
 
 def test_a_short_holdout_only_text_is_counted_not_refused(tmp_path: Path) -> None:
     found = _check(tmp_path, [{"text": LONG_A}, {"text": "x"}, {"text": " d's  short note\n"}])
-    assert (found.short_holdout_texts_found, found.short_holdout_first_line) == (1, 3)
-    assert "(but 1 shorter ones)" in found.summary()
+    assert (found.weak_holdout_records_found, found.weak_holdout_first_line) == (1, 3)
+    assert "(but 1 short or shared ones)" in found.summary()
     warnings = training_data_warnings(found)
-    assert len(warnings) == 1 and "1 of the 1 texts of fewer than 8 words" in warnings[0]
+    assert len(warnings) == 1 and "text of 1 of the 1 holdout records" in warnings[0]
     assert "at line 3" in warnings[0] and "short note" not in warnings[0]
 
 
@@ -107,7 +108,7 @@ def test_a_holdout_only_text_is_refused_at_its_line_without_its_value(
         _check(tmp_path, rows)
     message = str(error.value)
     assert "trained-on.jsonl: line 3 holds the text of a holdout record" in message
-    assert "(1 of the 1 such holdout texts of 8 words or more" in message
+    assert "(1 of the 1 such holdout records of 8 words or more" in message
     assert "gate split" in message and "café" not in message
 
 
@@ -136,7 +137,7 @@ def test_users_of_train_are_counted_and_rows_without_one_are_public(tmp_path: Pa
         2,
         1,
     )
-    assert found.train_texts_found == 0 and not found.saw_nothing_of_train()
+    assert found.train_only_records_found == 0 and not found.saw_nothing_of_train()
 
 
 def test_without_a_user_column_in_the_source_ids_are_not_compared(tmp_path: Path) -> None:
@@ -157,7 +158,7 @@ def test_without_a_user_column_in_the_source_ids_are_not_compared(tmp_path: Path
         training_data=trained,
     )
     found = bundle.membership.training_data
-    assert found.user_column is None and found.train_texts_found == 10
+    assert found.user_column is None and found.train_only_records_found == 10
 
 
 def test_html_extracted_from_holdout_records_is_refused_under_markup_html(
@@ -204,7 +205,8 @@ def test_load_bundle_records_the_check_in_membership_and_inputs(tmp_path: Path) 
         training_data=files["train"],
     )
     trained = bundle.membership.as_dict()["training_data"]
-    assert trained["train_only_texts_found"] == 20 and trained["holdout_only_texts"] == 20
+    assert trained["train_only_records_found"] == 20
+    assert trained["distinctive_holdout_records"] == 20
     assert trained["holdout_users_found"] == 0 and trained["train_users_found"] == 20
     assert bundle.fingerprints["training_data"].records == 20
     no_check = load_bundle(
@@ -240,7 +242,7 @@ def test_gate_check_reports_the_check_and_warns_of_a_file_that_holds_nothing_of_
     args = check_args(files, out, "--no-mlflow", **{"training-data": str(files["train"])})
     assert main(args) in (0, 1)
     report = read_report(out)
-    assert report["membership"]["training_data"]["train_only_texts_found"] == 20
+    assert report["membership"]["training_data"]["train_only_records_found"] == 20
     assert report["inputs"]["training_data"]["records"] == 20
     assert not any("training data" in w for w in report["warnings"])
     assert "Training data:" in (out / "report.html").read_text()
@@ -268,7 +270,7 @@ def test_the_example_split_again_after_training_is_refused(
     check += ["--synthetic", str(example / "synthetic.jsonl"), "--out", str(tmp_path / "out")]
     capsys.readouterr()
     assert main([*check, "--training-data", str(example / "split" / "train.jsonl")]) == 2
-    assert "(96 of the 216 such holdout texts" in capsys.readouterr().err
+    assert "(96 of the 216 such holdout records" in capsys.readouterr().err
     assert not (tmp_path / "out" / "report.json").exists()
     assert main(check) == 0  # the release alone cannot show it
 
@@ -285,7 +287,7 @@ def test_eight_words_make_a_holdout_only_text_proof(
             _check(tmp_path, rows, source_rows=source)
     else:
         found = _check(tmp_path, rows, source_rows=source)
-        assert (found.short_holdout_texts_found, found.short_holdout_first_line) == (1, 2)
+        assert (found.weak_holdout_records_found, found.weak_holdout_first_line) == (1, 2)
 
 
 def test_a_policy_can_require_the_training_data(
@@ -304,3 +306,40 @@ def test_a_policy_can_require_the_training_data(
     args = check_args(files, out, "--no-mlflow", **{"training-data": str(files["train"])})
     assert main(args) in (0, 1)
     assert read_report(out)["policy"]["effective"]["membership"]["training_data"] == "required"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "我的新地址是北京市朝阳区建国路八十八号",  # a review: written without spaces
+        "Mein-Passwort-ist-Sonnenblume-bitte-nicht-weitersagen-danke",
+    ],
+)
+def test_words_are_counted_without_spaces_too(tmp_path: Path, text: str) -> None:
+    source = [*SOURCE, ("g", text, "holdout")]
+    with pytest.raises(BundleError, match="line 1 holds the text of a holdout record"):
+        _check(tmp_path, [{"text": text}], source_rows=source)
+
+
+def test_a_template_several_holdout_users_wrote_is_weak(tmp_path: Path) -> None:
+    """A review: a public row of a support template that three holdout users (and no train
+    user) had written refused the file."""
+    template = "Hi, I need some help with my order please, thank you."
+    source = [*SOURCE, ("g", template, "holdout"), ("h", template, "holdout")]
+    found = _check(tmp_path, [{"text": LONG_A}, {"text": template}], source_rows=source)
+    assert (found.weak_holdout_records, found.weak_holdout_records_found) == (3, 2)
+    assert found.weak_holdout_first_line == 2 and found.distinctive_holdout_records == 1
+
+
+def test_markup_written_literally_is_read_as_written_too(tmp_path: Path) -> None:
+    """A review: under markup: html a training text that writes "<b>" as text was read as
+    HTML, lost the tag and passed."""
+    html = "<p>If a &lt;b&gt; tag shows then we have a problem here</p>"
+    source = [*SOURCE, ("g", html, "holdout")]
+    with pytest.raises(BundleError, match="line 1 holds the text of a holdout record"):
+        _check(
+            tmp_path,
+            [{"text": "If a <b> tag shows then we have a problem here"}],
+            TextPolicy(markup="html"),
+            source,
+        )

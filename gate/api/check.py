@@ -37,6 +37,7 @@ from gate.api.preflight import (
     require_text_settings,
     require_training_data,
     split_warnings,
+    training_data_warnings,
     with_declared_p_interval,
     with_engine,
 )
@@ -204,6 +205,7 @@ def run_gate(
     )
     warnings = (
         split_warnings(bundle, policy_model.membership)
+        + training_data_warnings(bundle.membership.training_data)
         + fused_text_warnings(bundle)
         + markup_warnings(bundle)
         + pii_threshold_warnings(policy_model)

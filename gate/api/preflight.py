@@ -152,8 +152,7 @@ def require_text_settings(bundle: Bundle, text: TextPolicy) -> None:
 def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, ...]:
     """Decide what a split far from the declared ``p`` means under the policy's
     ``membership.split_check.action``: an input error (``fail``) or a warning (``warn``);
-    a split without a manifest is a warning too, and so is training data that holds
-    nothing of train. A declared split whose p is an interval
+    a split without a manifest is a warning too. A declared split whose p is an interval
     (:func:`with_declared_p_interval`) is not compared with ``membership.p``.
 
     Raises:
@@ -191,7 +190,6 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
             "of the time at alpha = 0.05); make the split with `gate split` and give "
             "--manifest, or set membership.declared_split.p: interval",
         )
-    found += training_data_warnings(bundle.membership.training_data)
     if bundle.membership.balance_ok or share is not None:  # the interval replaces p
         return found
     if membership.split_check.action == "fail":
@@ -201,7 +199,8 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
 
 def training_data_warnings(trained_on: TrainingDataCheck | None) -> tuple[str, ...]:
     """What a user must know of a training-data check that refused nothing: it compared
-    nothing the generator saw, or the training data holds short texts only holdout holds."""
+    nothing the generator saw, or the training data holds holdout-only texts too weak to
+    refuse it (short, or shared by several holdout users)."""
     if trained_on is None:
         return ()
     found: tuple[str, ...] = ()
@@ -213,14 +212,15 @@ def training_data_warnings(trained_on: TrainingDataCheck | None) -> tuple[str, .
             "give the records as the generator read them (a `text` column, each record as "
             "train holds it, and the split's user column)",
         )
-    if trained_on.short_holdout_texts_found:
+    if trained_on.weak_holdout_records_found:
         found += (
-            f"the training data {trained_on.path} holds {trained_on.short_holdout_texts_found}"
-            f" of the {trained_on.short_holdout_texts} texts of fewer than "
-            f"{DISTINCTIVE_WORDS} words that holdout records hold and train records do not "
-            f"(the first at line {trained_on.short_holdout_first_line}): a short text may "
-            "come from any public corpus, so it is not taken as proof that the generator saw "
-            "a holdout user; if these are holdout records, the split came after training "
+            f"the training data {trained_on.path} holds the text of "
+            f"{trained_on.weak_holdout_records_found} of the "
+            f"{trained_on.weak_holdout_records} holdout records whose text no train record "
+            f"holds but is short (under {DISTINCTIVE_WORDS} words) or several holdout users "
+            f"wrote (the first at line {trained_on.weak_holdout_first_line}): such a text "
+            "may come from any public corpus, so it is not taken as proof that the generator "
+            "saw a holdout user; if these are holdout records, the split came after training "
             "and no statement of this report holds",
         )
     return found

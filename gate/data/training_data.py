@@ -5,10 +5,11 @@ users the generator never saw (phantoms). A split drawn after the generator was 
 (or a holdout that reached training) puts users the generator saw into holdout: their
 disclosures then look like chance, and the comparison cannot see what the release holds
 of them. The split's records alone cannot show this; the file the generator was trained
-on can. A holdout user's id, or a text of at least :data:`DISTINCTIVE_WORDS` words that
-holdout records hold and train records do not, found in that file means the generator
-saw a holdout user, and the bundle is refused. A shorter such text ("Thank you.") may
-come from any public corpus: it is counted and warned of, not refused.
+on can. The bundle is refused when that file holds a holdout user's id, or a distinctive
+holdout text: one that a single holdout user wrote, no train user, of at least
+:data:`DISTINCTIVE_WORDS` words. Other holdout-only texts (short ones, "Thank you.", or
+templates several holdout users share) may come from any public corpus: they are counted
+and warned of, not refused.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.io import RawTable, given_ids, require_text
+from gate.data.io import RawTable, first_line, given_ids, require_text
 from gate.data.normalize import WHITE_SPACE, normalize_shown_text, normalize_text
 from gate.errors import BundleError
 from gate.policy.models import TextPolicy
 
 DISTINCTIVE_WORDS = 8
-"""Words (white-space separated) a holdout-only text needs to be taken as proof that the
-generator saw its writer."""
+"""Words a holdout text needs to be taken as proof that the generator saw its writer: runs
+of letters, digits and marks, each character of a script written without spaces (Han,
+kana, Thai, Lao, Khmer, Myanmar) a word of its own."""
 
 _SPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE) + "]"
 _SPACES = _SPACE_CLASS + "+"
@@ -36,6 +38,12 @@ _SPACES = _SPACE_CLASS + "+"
 _UNMATCHED_SPACE = (
     "[" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE if c != " ") + "]|  |^ | $"
 )
+_WORD_CHARACTER = r"[\p{L}\p{N}\p{M}]"
+_WORD = _WORD_CHARACTER + "+"
+_NOT_WORD = r"[^\p{L}\p{N}\p{M}]"
+# a text that has its first DISTINCTIVE_WORDS runs of letters, digits and marks
+_FIRST_WORDS = f"^{_NOT_WORD}*(?:{_WORD}{_NOT_WORD}+){{{DISTINCTIVE_WORDS - 1}}}{_WORD_CHARACTER}"
+_UNSPACED = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]"
 _REMEDY = (
     "holdout users must be users the generator never saw: draw the split before training "
     "(`gate split`) and train the generator on train only"
@@ -44,22 +52,23 @@ _REMEDY = (
 
 @dataclass(frozen=True)
 class TrainingDataCheck:
-    """What the generator's training data holds of the split, in distinct texts and users.
-    Texts are compared as the bundle reads them (the policy's ``text`` reading; under
-    ``markup: html`` also as their HTML shows them), users by the split's user column when
-    both the source and the training data have it."""
+    """What the generator's training data holds of the split, in records of the source
+    and distinct users. Texts are compared as the bundle reads them (the policy's ``text``
+    reading; under ``markup: html`` also as the gate's HTML reader shows them, and the
+    training texts also as written), users by the split's user column when both the
+    source and the training data have it."""
 
     path: str
     sha256: str
     records: int
     user_column: str | None  # None: the source or the training data has no such column
     users: int | None  # distinct users of the training data, None without a user column
-    train_texts: int  # non-blank texts train holds and holdout does not
-    train_texts_found: int
-    holdout_only_texts: int  # non-blank texts holdout holds and train does not, long ones
-    short_holdout_texts: int  # the same, of fewer than DISTINCTIVE_WORDS words
-    short_holdout_texts_found: int
-    short_holdout_first_line: int | None  # where the training data holds the first
+    train_only_records: int  # train records whose text no holdout record holds
+    train_only_records_found: int
+    distinctive_holdout_records: int  # the texts that refuse the file: none found
+    weak_holdout_records: int  # holdout-only texts, but short or of several holdout users
+    weak_holdout_records_found: int
+    weak_holdout_first_line: int | None  # where the training data holds the first
     train_users: int
     train_users_found: int | None  # None without a user column
 
@@ -67,7 +76,7 @@ class TrainingDataCheck:
         """Neither a text only train holds nor a train user is in the training data: it is
         not the generator's, or it holds the records in another form (a prompt template),
         and the check compared nothing the generator saw."""
-        return self.train_texts_found == 0 and not self.train_users_found
+        return self.train_only_records_found == 0 and not self.train_users_found
 
     def summary(self) -> str:
         """One line for the report: what was compared and found."""
@@ -76,15 +85,16 @@ class TrainingDataCheck:
             if self.user_column is None
             else f"no holdout user ({self.train_users_found} of {self.train_users} train users)"
         )
-        short = (
+        weak = (
             ""
-            if not self.short_holdout_texts_found
-            else f" (but {self.short_holdout_texts_found} shorter ones)"
+            if not self.weak_holdout_records_found
+            else f" (but {self.weak_holdout_records_found} short or shared ones)"
         )
         return (
-            f"{self.path}, {self.records} records: none of the {self.holdout_only_texts} "
-            f"texts of {DISTINCTIVE_WORDS}+ words that only holdout holds{short}, "
-            f"{self.train_texts_found} of the {self.train_texts} that only train holds; {users}"
+            f"{self.path}, {self.records} records: none of the "
+            f"{self.distinctive_holdout_records} holdout records of distinctive text{weak}, "
+            f"{self.train_only_records_found} of the {self.train_only_records} train records "
+            f"of text only train holds; {users}"
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -94,13 +104,13 @@ class TrainingDataCheck:
             "records": self.records,
             "user_column": self.user_column,
             "users": self.users,
-            "train_only_texts": self.train_texts,
-            "train_only_texts_found": self.train_texts_found,
-            "holdout_only_texts": self.holdout_only_texts,
-            "holdout_only_texts_found": 0,
+            "train_only_records": self.train_only_records,
+            "train_only_records_found": self.train_only_records_found,
+            "distinctive_holdout_records": self.distinctive_holdout_records,
+            "distinctive_holdout_records_found": 0,
             "distinctive_words": DISTINCTIVE_WORDS,
-            "short_holdout_only_texts": self.short_holdout_texts,
-            "short_holdout_only_texts_found": self.short_holdout_texts_found,
+            "weak_holdout_records": self.weak_holdout_records,
+            "weak_holdout_records_found": self.weak_holdout_records_found,
             "train_users": self.train_users,
             "train_users_found": self.train_users_found,
             "holdout_users_found": None if self.user_column is None else 0,
@@ -132,97 +142,144 @@ def check_training_data(
         What the training data holds of the split.
 
     Raises:
-        BundleError: a training record holds a holdout user's id, or a text of at least
-            :data:`DISTINCTIVE_WORDS` words that only holdout records hold (the first such
-            line is named, never its value), or the training data cannot be read as a
-            table of texts.
+        BundleError: a training record holds a holdout user's id or a distinctive holdout
+            text (the first such line is named, never its value), or the training data
+            cannot be read as a table of texts.
     """
     is_train = (source["split"] == "train").to_numpy()
-    readings = [source["text"]]
+    written = require_text(table)
+    source_readings, found_readings = [source["text"]], [normalize_text(written, text)]
     if text.markup == "html":  # a pipeline that extracts the text of HTML trains on it
         raw = pd.concat([require_text(side) for side in sides], ignore_index=True)
-        readings.append(normalize_shown_text(raw, text))
+        source_readings.append(normalize_shown_text(raw, text))
+        # and a text that writes markup literally ("a <b> tag") is no HTML to the pipeline
+        found_readings.append(normalize_text(written, text.model_copy(update={"markup": "none"})))
     texts = _Matched(
-        pa.concat_arrays([_matched_form(reading) for reading in readings]),
-        _matched_form(normalize_text(require_text(table), text)),
-        np.tile(is_train, len(readings)),
+        [_matched_form(reading) for reading in source_readings],
+        [_matched_form(reading) for reading in found_readings],
+        is_train,
+    )
+    users_of = pc.dictionary_encode(_arrow(source["user_id"])).indices.to_numpy(
+        zero_copy_only=False
     )
     holdout_only = texts.holdout & ~texts.train  # a text train holds too is no evidence
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
-    long = texts.words >= DISTINCTIVE_WORDS
-    seen = (holdout_only & long)[texts.found]
-    if seen.any():
+    distinctive = (
+        holdout_only & texts.distinctive_length() & (texts.holders(users_of, ~is_train) == 1)
+    )
+    found = texts.rows_found(distinctive)
+    if found.any():
+        records = texts.source_records(distinctive) & ~is_train
+        held = texts.source_records(distinctive & texts.held) & ~is_train
         raise BundleError(
-            f"{table.path}: line {_first_line(table, seen)} holds the text of a holdout "
-            f"record that no train record holds ({np.unique(texts.found[seen]).size} of the "
-            f"{(holdout_only & long).sum()} such holdout texts of {DISTINCTIVE_WORDS} words "
-            "or more are in this training data): the generator was trained on holdout "
-            f"users, whose disclosures then pass for chance; {_REMEDY}"
+            f"{table.path}: line {_line(table, found)} holds the text of a holdout record "
+            f"that one holdout user wrote and no train user ({held.sum()} of the "
+            f"{records.sum()} such holdout records of {DISTINCTIVE_WORDS} words or more are "
+            "in this training data): the generator was trained on holdout users, whose "
+            f"disclosures then pass for chance; {_REMEDY}"
         )
-    short_seen = (holdout_only & ~long)[texts.found]
+    weak = holdout_only & ~distinctive
+    weak_rows = texts.rows_found(weak)
     train_only = texts.train & ~texts.holdout
     train_only[texts.code_of("")] = False
     compared = all(user_column in side.frame.columns for side in sides) and (
         user_column in table.frame.columns
     )
     ids = given_ids(table, user_column) if compared else pd.Series([], dtype="string")
-    users = _Matched(_arrow(source["user_id"]), _arrow(ids), is_train)
-    seen = users.holdout[users.found]
+    users = _Matched([_arrow(source["user_id"])], [_arrow(ids)], is_train)
+    seen = users.rows_found(users.holdout)
     if seen.any():
         line = int(table.frame.loc[ids.index[np.argmax(seen)], "__line__"])
         raise BundleError(
             f"{table.path}: line {line}: the {user_column!r} is a holdout user's "
-            f"({np.unique(users.found[seen]).size} of the {users.holdout.sum()} holdout "
+            f"({users.distinct_found_of(users.holdout)} of the {users.holdout.sum()} holdout "
             "users are in this training data): the generator was trained on holdout users, "
-            f"whose disclosures then pass for chance; {_REMEDY}"
+            f"whose disclosures then pass for chance; {_REMEDY} (rows of public text must "
+            "carry no id, or none of the split's)"
         )
     return TrainingDataCheck(
         path=table.path,
         sha256=table.sha256,
-        records=len(texts.found),
+        records=len(written),
         user_column=user_column if compared else None,
         users=users.distinct_found() if compared else None,
-        train_texts=int(train_only.sum()),
-        train_texts_found=texts.distinct_found_of(train_only),
-        holdout_only_texts=int((holdout_only & long).sum()),
-        short_holdout_texts=int((holdout_only & ~long).sum()),
-        short_holdout_texts_found=texts.distinct_found_of(holdout_only & ~long),
-        short_holdout_first_line=_first_line(table, short_seen) if short_seen.any() else None,
+        train_only_records=int((texts.source_records(train_only) & is_train).sum()),
+        train_only_records_found=int(
+            (texts.source_records(train_only & texts.held) & is_train).sum()
+        ),
+        distinctive_holdout_records=int((texts.source_records(distinctive) & ~is_train).sum()),
+        weak_holdout_records=int((texts.source_records(weak) & ~is_train).sum()),
+        weak_holdout_records_found=int((texts.source_records(weak & texts.held) & ~is_train).sum()),
+        weak_holdout_first_line=_line(table, weak_rows) if weak_rows.any() else None,
         train_users=int(users.train.sum()),
         train_users_found=users.distinct_found_of(users.train) if compared else None,
     )
 
 
 class _Matched:
-    """Values of the source and of the training data coded alike: which codes train and
-    holdout hold, and each training row's code (``-1``: a value the source lacks, which
-    indexes the extra last cell of :attr:`train` and :attr:`holdout`, always False)."""
+    """Values of the source and of the training data coded alike, each in one or more
+    readings (row for row): which codes train and holdout hold, which the training data
+    holds, and each training reading's code (``-1``: a value the source lacks, which
+    indexes the extra last cell of every mask over codes, always False)."""
 
-    def __init__(self, source: pa.Array, found: pa.Array, is_train: np.ndarray) -> None:
-        encoded = pc.dictionary_encode(source)
+    def __init__(
+        self, source: Sequence[pa.Array], found: Sequence[pa.Array], is_train: np.ndarray
+    ) -> None:
+        encoded = pc.dictionary_encode(pa.concat_arrays(list(source)))
         self.dictionary = encoded.dictionary
-        source_codes = encoded.indices.to_numpy(zero_copy_only=False)
-        in_source = pc.index_in(found.cast(self.dictionary.type), value_set=self.dictionary)
-        self.found = in_source.fill_null(-1).to_numpy(zero_copy_only=False)
-        self._found_values = found
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        self._source_codes = codes.reshape(len(source), -1)  # one row per reading
+        values = pa.concat_arrays([f.cast(self.dictionary.type) for f in found])
+        in_source = pc.index_in(values, value_set=self.dictionary).fill_null(-1)
+        self.found = in_source.to_numpy(zero_copy_only=False).reshape(len(found), -1)
+        self._found_values = found[0]
         size = len(self.dictionary) + 1
-        self.train = np.bincount(source_codes[is_train], minlength=size) > 0
-        self.holdout = np.bincount(source_codes[~is_train], minlength=size) > 0
+        self.train = np.bincount(self._source_codes[:, is_train].ravel(), minlength=size) > 0
+        self.holdout = np.bincount(self._source_codes[:, ~is_train].ravel(), minlength=size) > 0
+        self.held = np.bincount(self.found[self.found >= 0], minlength=size) > 0
 
-    @property
-    def words(self) -> np.ndarray:
-        """Words of each code's value (its spaces + 1; the values are in matched form)."""
-        spaces = pc.count_substring(self.dictionary, " ").to_numpy(zero_copy_only=False)
-        return np.append(spaces + 1, 0)
+    def distinctive_length(self) -> np.ndarray:
+        """Whether each code's value has :data:`DISTINCTIVE_WORDS` words: found by an
+        anchored match that stops at the last word it needs; a value holding characters of
+        a script written without spaces is counted in full."""
+        values = self.dictionary
+        long = pc.match_substring_regex(values, _FIRST_WORDS).to_numpy(zero_copy_only=False)
+        unspaced = pc.match_substring_regex(values, _UNSPACED)
+        if pc.any(unspaced).as_py():
+            at = np.flatnonzero(unspaced.to_numpy(zero_copy_only=False))
+            some = values.take(pa.array(at))
+
+            def count(pattern: str) -> np.ndarray:
+                return pc.count_substring_regex(some, pattern).to_numpy(zero_copy_only=False)
+
+            # each character of such a run a word, not the run
+            words = count(_WORD) - count(_UNSPACED + "+") + count(_UNSPACED)
+            long[at] |= words >= DISTINCTIVE_WORDS
+        return np.append(long, False)
+
+    def holders(self, users: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Distinct users of ``rows`` (source rows; ``users`` their user codes) that hold
+        each code's value in a reading."""
+        codes = self._source_codes[:, rows].ravel()
+        pairs = np.unique(codes * (users.max() + 1) + np.tile(users[rows], len(self._source_codes)))
+        return np.bincount(pairs // (users.max() + 1), minlength=len(self.dictionary) + 1)
 
     def code_of(self, value: str) -> np.ndarray:
         """The code of ``value`` (none, an empty array, if the source lacks it)."""
         at = pc.index(self.dictionary, value).as_py()
         return np.array([], dtype=np.int64) if at < 0 else np.array([at])
 
+    def rows_found(self, codes: np.ndarray) -> np.ndarray:
+        """Training rows that hold one of ``codes`` (a mask over codes) in a reading."""
+        return codes[self.found].any(axis=0)
+
+    def source_records(self, codes: np.ndarray) -> np.ndarray:
+        """Source records that hold one of ``codes`` (a mask over codes) in a reading."""
+        return codes[self._source_codes].any(axis=0)
+
     def distinct_found_of(self, codes: np.ndarray) -> int:
         """Distinct values among ``codes`` (a mask over codes) that the training data holds."""
-        return int(np.unique(self.found[codes[self.found]]).size)
+        return int((codes & self.held).sum())
 
     def distinct_found(self) -> int:
         """Distinct values of the training data."""
@@ -249,6 +306,6 @@ def _matched_form(texts: pd.Series) -> pa.Array:
     return pc.replace_with_mask(array, rewrite, rewritten)
 
 
-def _first_line(table: RawTable, rows: np.ndarray) -> int:
+def _line(table: RawTable, rows: np.ndarray) -> int:
     """The ``__line__`` of the first row of ``table`` where ``rows`` holds."""
-    return int(table.frame["__line__"].to_numpy()[np.argmax(rows)])
+    return first_line(table.frame, pd.Series(rows, index=table.frame.index))
