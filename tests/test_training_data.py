@@ -343,3 +343,36 @@ def test_markup_written_literally_is_read_as_written_too(tmp_path: Path) -> None
             TextPolicy(markup="html"),
             source,
         )
+
+
+def test_under_a_split_by_another_column_user_id_is_compared_too(tmp_path: Path) -> None:
+    """A review: under `gate split --by author` only the author column was compared, so a
+    training file that keeps each record's user_id but not its author was read blind."""
+    source = write_jsonl(
+        tmp_path / "all.jsonl",
+        [{"author": f"a{i // 2}", "user_id": f"u{i}", "text": unique_text(i)} for i in range(40)],
+    )
+    split = ["split", "--source", str(source), "--by", "author", "--seed", "3"]
+    assert main([*split, "--out", str(tmp_path / "split")]) == 0
+    manifest = tmp_path / "split" / "split-manifest.json"
+    train = [json.loads(line) for line in (tmp_path / "split" / "train.jsonl").open()]
+    holdout = [json.loads(line) for line in (tmp_path / "split" / "holdout.jsonl").open()]
+    rows = [{"user_id": r["user_id"], "text": r["text"]} for r in train]
+
+    def load(rows: list[dict]):
+        return load_bundle(
+            manifest=manifest,
+            synthetic=None,
+            membership=MembershipPolicy(),
+            training_data=write_jsonl(tmp_path / "trained-on.jsonl", rows),
+        ).membership.training_data
+
+    found = load(rows)
+    assert (found.user_column, found.id_columns) == ("user_id", ("user_id",))
+    assert (found.train_users, found.train_users_found) == (len(train), len(train))
+    assert "no holdout user by user_id" in found.summary()
+    leaked = [*rows, {"user_id": holdout[0]["user_id"], "text": "written after the split"}]
+    with pytest.raises(BundleError, match=f"line {len(rows) + 1}: the 'user_id' is a holdout"):
+        load(leaked)
+    with_authors = [{**row, "author": "nobody's"} for row in rows]
+    assert load(with_authors).id_columns == ("author", "user_id")

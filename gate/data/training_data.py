@@ -61,7 +61,8 @@ class TrainingDataCheck:
     path: str
     sha256: str
     records: int
-    user_column: str | None  # None: the source or the training data has no such column
+    user_column: str | None  # the first id column compared; None: no column compared
+    id_columns: tuple[str, ...]  # every id column compared (the split's, then user_id)
     users: int | None  # distinct users of the training data, None without a user column
     train_only_records: int  # train records whose text no holdout record holds
     train_only_records_found: int
@@ -83,7 +84,8 @@ class TrainingDataCheck:
         users = (
             "no user column compared"
             if self.user_column is None
-            else f"no holdout user ({self.train_users_found} of {self.train_users} train users)"
+            else f"no holdout user by {', '.join(self.id_columns)} ({self.train_users_found} "
+            f"of {self.train_users} train users)"
         )
         weak = (
             ""
@@ -103,6 +105,7 @@ class TrainingDataCheck:
             "sha256": self.sha256,
             "records": self.records,
             "user_column": self.user_column,
+            "id_columns": list(self.id_columns),
             "users": self.users,
             "train_only_records": self.train_only_records,
             "train_only_records_found": self.train_only_records_found,
@@ -133,9 +136,10 @@ def check_training_data(
         source: the bundle's source records (``user_id``, ``text`` read under ``text``,
             ``split``), row for row the records of ``sides``.
         sides: the source's tables as read (train and holdout, or the one source file).
-        user_column: the column that defines the split's users; compared when every one
-            of ``sides`` has it (without, users are records or lines, which a training
-            file's own ids would meet by chance).
+        user_column: the column that defines the split's users; it, and ``user_id`` under a
+            split by another column (users nested in its groups), is compared when every
+            one of ``sides`` and ``table`` have it (without, users are records or lines,
+            which a training file's own ids would meet by chance).
         text: how the bundle read its texts; the training texts are read the same way.
 
     Returns:
@@ -182,27 +186,39 @@ def check_training_data(
     weak_rows = texts.rows_found(weak)
     train_only = texts.train & ~texts.holdout
     train_only[texts.code_of("")] = False
-    compared = all(user_column in side.frame.columns for side in sides) and (
-        user_column in table.frame.columns
-    )
-    ids = given_ids(table, user_column) if compared else pd.Series([], dtype="string")
-    users = _Matched([_arrow(source["user_id"])], [_arrow(ids)], is_train)
-    seen = users.rows_found(users.holdout)
-    if seen.any():
-        line = int(table.frame.loc[ids.index[np.argmax(seen)], "__line__"])
-        raise BundleError(
-            f"{table.path}: line {line}: the {user_column!r} is a holdout user's "
-            f"({users.distinct_found_of(users.holdout)} of the {users.holdout.sum()} holdout "
-            "users are in this training data): the generator was trained on holdout users, "
-            f"whose disclosures then pass for chance; {_REMEDY} (rows of public text must "
-            "carry no id, or none of the split's)"
+    compared: list[str] = []
+    counted: _Matched | None = None  # the users of the first column compared
+    for column in dict.fromkeys((user_column, "user_id")):
+        if column not in table.frame.columns or any(
+            column not in side.frame.columns for side in sides
+        ):
+            continue
+        held, held_train = (
+            (source["user_id"], is_train)
+            if column == user_column
+            else _side_ids(sides, column, is_train)
         )
+        ids = given_ids(table, column)
+        users = _Matched([_arrow(held)], [_arrow(ids)], held_train)
+        seen = users.rows_found(users.holdout)
+        if seen.any():
+            line = int(table.frame.loc[ids.index[np.argmax(seen)], "__line__"])
+            raise BundleError(
+                f"{table.path}: line {line}: the {column!r} is a holdout user's "
+                f"({users.distinct_found_of(users.holdout)} of the {users.holdout.sum()} "
+                "holdout users are in this training data): the generator was trained on "
+                f"holdout users, whose disclosures then pass for chance; {_REMEDY} (rows of "
+                "public text must carry no id, or none of the split's)"
+            )
+        compared.append(column)
+        counted = counted or users
     return TrainingDataCheck(
         path=table.path,
         sha256=table.sha256,
         records=len(written),
-        user_column=user_column if compared else None,
-        users=users.distinct_found() if compared else None,
+        user_column=compared[0] if compared else None,
+        id_columns=tuple(compared),
+        users=counted.distinct_found() if counted else None,
         train_only_records=int((texts.source_records(train_only) & is_train).sum()),
         train_only_records_found=int(
             (texts.source_records(train_only & texts.held) & is_train).sum()
@@ -211,8 +227,10 @@ def check_training_data(
         weak_holdout_records=int((texts.source_records(weak) & ~is_train).sum()),
         weak_holdout_records_found=int((texts.source_records(weak & texts.held) & ~is_train).sum()),
         weak_holdout_first_line=_line(table, weak_rows) if weak_rows.any() else None,
-        train_users=int(users.train.sum()),
-        train_users_found=users.distinct_found_of(users.train) if compared else None,
+        train_users=(
+            int(counted.train.sum()) if counted else int(source["user_id"][is_train].nunique())
+        ),
+        train_users_found=counted.distinct_found_of(counted.train) if counted else None,
     )
 
 
@@ -290,6 +308,20 @@ def _arrow(values: pd.Series) -> pa.Array:
     """A column of strings as one Arrow array."""
     array = pa.array(values.astype("string[pyarrow]").array)
     return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _side_ids(
+    sides: Sequence[RawTable], column: str, is_train: np.ndarray
+) -> tuple[pd.Series, np.ndarray]:
+    """The ids of ``column`` in the source's tables (rows without one left out), with
+    whether each row is train (``is_train``: the tables' rows in order)."""
+    ids, train, start = [], [], 0
+    for side in sides:
+        given = given_ids(side, column)
+        ids.append(given.reset_index(drop=True))
+        train.append(is_train[start + side.frame.index.get_indexer(given.index)])
+        start += len(side.frame)
+    return pd.concat(ids, ignore_index=True), np.concatenate(train)
 
 
 def _matched_form(texts: pd.Series) -> pa.Array:
