@@ -981,3 +981,22 @@ def test_checks_no_round_can_change_are_refused_before_training(
     err = capsys.readouterr().err
     assert message in err and f"{policy}:" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_policy_that_requires_the_training_data_check_gets_it_against_train(
+    tmp_path: Path, corpus: Path
+) -> None:
+    """The gate trains the generator on the manifest's train records itself: under
+    membership.training_data: required each round is checked against that file (run_gate
+    refuses a release loaded without the check)."""
+    out = tmp_path / "out"
+    policy = (
+        policy_file(tmp_path)
+        .read_text()
+        .replace("audits:\n", "membership:\n  training_data: required\naudits:\n", 1)
+    )
+    assert remediate(write_policy(tmp_path / "required.yaml", policy), corpus, out) == 0
+    gated = json.loads((out / "round-0" / "report" / "report.json").read_text())
+    trained = gated["membership"]["training_data"]
+    assert trained["path"].endswith("train.jsonl") and trained["holdout_users_found"] == 0
+    assert trained["train_only_records_found"] == trained["train_only_records"] > 0

@@ -72,7 +72,7 @@ def test_counts_of_a_training_file_that_is_train_and_public_text(tmp_path: Path)
     assert (found.weak_holdout_records_found, found.weak_holdout_first_line) == (0, None)
     assert (found.user_column, found.users, found.train_users_found) == (None, None, None)
     assert not found.saw_nothing_of_train()
-    assert "none of the 1 holdout records of distinctive text, 1 of the 2 train" in (
+    assert "none of the 1 holdout records of distinctive text; 1 of the 2 train records" in (
         found.summary()
     )
 
@@ -85,7 +85,7 @@ def test_a_text_both_sides_hold_or_a_blank_one_is_no_evidence(tmp_path: Path) ->
 def test_a_short_holdout_only_text_is_counted_not_refused(tmp_path: Path) -> None:
     found = _check(tmp_path, [{"text": LONG_A}, {"text": "x"}, {"text": " d's  short note\n"}])
     assert (found.weak_holdout_records_found, found.weak_holdout_first_line) == (1, 3)
-    assert "(but 1 short or shared ones)" in found.summary()
+    assert "(but 1 of short or shared text)" in found.summary()
     warnings = training_data_warnings(found)
     assert len(warnings) == 1 and "text of 1 of the 1 holdout records" in warnings[0]
     assert "at line 3" in warnings[0] and "short note" not in warnings[0]
@@ -108,7 +108,7 @@ def test_a_holdout_only_text_is_refused_at_its_line_without_its_value(
         _check(tmp_path, rows)
     message = str(error.value)
     assert "trained-on.jsonl: line 3 holds the text of a holdout record" in message
-    assert "(1 of the 1 such holdout records of 8 words or more" in message
+    assert "(this training data holds 1 of the 1 such holdout records)" in message
     assert "gate split" in message and "café" not in message
 
 
@@ -122,7 +122,10 @@ def test_a_holdout_user_is_refused_at_its_line_without_the_id(tmp_path: Path) ->
     with pytest.raises(BundleError) as error:
         _check(tmp_path, rows)
     message = str(error.value)
-    assert "line 4: the 'user_id' is a holdout user's (1 of the 3 holdout users" in message
+    assert (
+        "line 4: the 'user_id' is one of the holdout's (this training data holds 1 of the 3 "
+        in message
+    )
     assert "'d'" not in message
 
 
@@ -177,7 +180,8 @@ def test_html_extracted_from_holdout_records_is_refused_under_markup_html(
         _check(tmp_path, [{"text": LONG_A}, {"text": shown}], html_policy, source)
     with pytest.raises(BundleError, match="line 1 holds the text of a holdout record"):
         _check(tmp_path, [{"text": html}], html_policy, source)
-    assert _check(tmp_path, [{"text": shown}], source_rows=source).records == 1  # tags read
+    with pytest.raises(BundleError, match="line 1 holds the text of a holdout record"):
+        _check(tmp_path, [{"text": shown}], source_rows=source)  # under markup: none too
 
 
 def _bundle(tmp_path: Path) -> dict[str, Path]:
@@ -270,7 +274,7 @@ def test_the_example_split_again_after_training_is_refused(
     check += ["--synthetic", str(example / "synthetic.jsonl"), "--out", str(tmp_path / "out")]
     capsys.readouterr()
     assert main([*check, "--training-data", str(example / "split" / "train.jsonl")]) == 2
-    assert "(96 of the 216 such holdout records" in capsys.readouterr().err
+    assert "holds 96 of the 216 such holdout records" in capsys.readouterr().err
     assert not (tmp_path / "out" / "report.json").exists()
     assert main(check) == 0  # the release alone cannot show it
 
@@ -372,7 +376,54 @@ def test_under_a_split_by_another_column_user_id_is_compared_too(tmp_path: Path)
     assert (found.train_users, found.train_users_found) == (len(train), len(train))
     assert "no holdout user by user_id" in found.summary()
     leaked = [*rows, {"user_id": holdout[0]["user_id"], "text": "written after the split"}]
-    with pytest.raises(BundleError, match=f"line {len(rows) + 1}: the 'user_id' is a holdout"):
+    with pytest.raises(
+        BundleError, match=f"line {len(rows) + 1}: the 'user_id' is one of the holdout's"
+    ):
         load(leaked)
     with_authors = [{**row, "author": "nobody's"} for row in rows]
     assert load(with_authors).id_columns == ("author", "user_id")
+
+
+@pytest.mark.parametrize(
+    "text", ["ありがとうございます", "ขอบคุณครับ", "非常感谢你的帮助", "我用iPhone拍照片很好看"]
+)
+def test_a_short_text_of_a_script_without_spaces_is_weak(tmp_path: Path, text: str) -> None:
+    """A review: with each character a word, "thank you" in Japanese, Thai or Chinese
+    refused a file whose public rows held it; two letters make a word now."""
+    source = [*SOURCE, ("g", text, "holdout")]
+    found = _check(tmp_path, [{"text": LONG_A}, {"text": text}], source_rows=source)
+    assert (found.weak_holdout_records_found, found.weak_holdout_first_line) == (1, 2)
+
+
+def test_escaped_html_in_the_source_is_read_as_shown_under_markup_none(tmp_path: Path) -> None:
+    """A review: a holdout record written as escaped HTML passed against its plain text
+    under the default markup: none."""
+    escaped = "I don&#39;t think my <b>parcel</b> ever arrived at the depot"
+    source = [*SOURCE, ("g", escaped, "holdout")]
+    plain = "I don't think my parcel ever arrived at the depot"
+    with pytest.raises(BundleError, match="line 2 holds the text of a holdout record"):
+        _check(tmp_path, [{"text": LONG_A}, {"text": plain}], source_rows=source)
+
+
+def test_run_gate_refuses_a_release_without_the_required_check(tmp_path: Path) -> None:
+    """A review: the policy's requirement held for gate check, not for run_gate."""
+    from gate.api import run_gate
+    from gate.errors import InputError
+    from gate.policy import load_policy
+
+    files = _bundle(tmp_path)
+    policy = MINIMAL_POLICY.replace(
+        "audits:\n", "membership:\n  training_data: required\naudits:\n"
+    )
+    loaded = load_policy(write_policy(tmp_path / "policy.yaml", policy))
+    load = {
+        "train": files["train"],
+        "holdout": files["holdout"],
+        "synthetic": files["synthetic"],
+        "membership": loaded.policy.membership,
+        "text": loaded.policy.text,
+    }
+    with pytest.raises(InputError, match=r"membership\.training_data is required"):
+        run_gate(loaded, load_bundle(**load))
+    result = run_gate(loaded, load_bundle(**load, training_data=files["train"]))
+    assert result.status in ("pass", "fail")

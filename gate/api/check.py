@@ -29,6 +29,7 @@ from gate.api.preflight import (
     refuse_a_starting_worker,
     refuse_null_control,
     refuse_release_blind_checks,
+    refuse_unchecked_training_data,
     refuse_unusable_sqlite_store,
     refuse_unused_canary_source,
     refuse_unused_tracking_uri,
@@ -221,6 +222,7 @@ def run_gate(
         refuse_null_control(policy_model, where=where)
     if len(bundle.synthetic):
         refuse_release_blind_checks(policy_model, where=where)
+        refuse_unchecked_training_data(policy_model, bundle, where=where)
     children = np.random.SeedSequence(root_seed).spawn(len(enabled))
     outcomes: dict[str, AuditOutcome] = {}
     with nullcontext(engine) if engine is not None else create_engine(policy_model.engine) as used:

@@ -200,7 +200,7 @@ def split_warnings(bundle: Bundle, membership: MembershipPolicy) -> tuple[str, .
 def training_data_warnings(trained_on: TrainingDataCheck | None) -> tuple[str, ...]:
     """What a user must know of a training-data check that refused nothing: it compared
     nothing the generator saw, or the training data holds holdout-only texts too weak to
-    refuse it (short, or shared by several holdout users)."""
+    refuse it (short, or several holdout users wrote them)."""
     if trained_on is None:
         return ()
     found: tuple[str, ...] = ()
@@ -209,21 +209,34 @@ def training_data_warnings(trained_on: TrainingDataCheck | None) -> tuple[str, .
             f"the training data {trained_on.path} holds no text that only train holds"
             + ("" if trained_on.user_column is None else " and no train user")
             + ": the check that it holds no holdout user compared nothing the generator saw; "
-            "give the records as the generator read them (a `text` column, each record as "
-            "train holds it, and the split's user column)",
+            "give each record's text as the split holds it, before any prompt template (a "
+            "`text` column), and the split's user column",
         )
     if trained_on.weak_holdout_records_found:
         found += (
             f"the training data {trained_on.path} holds the text of "
             f"{trained_on.weak_holdout_records_found} of the "
             f"{trained_on.weak_holdout_records} holdout records whose text no train record "
-            f"holds but is short (under {DISTINCTIVE_WORDS} words) or several holdout users "
-            f"wrote (the first at line {trained_on.weak_holdout_first_line}): such a text "
-            "may come from any public corpus, so it is not taken as proof that the generator "
-            "saw a holdout user; if these are holdout records, the split came after training "
-            "and no statement of this report holds",
+            f"holds but is too weak to refuse it: under {DISTINCTIVE_WORDS} words, or "
+            f"written by several holdout users (the first at line "
+            f"{trained_on.weak_holdout_first_line}). Such text may come from any public "
+            "corpus, so it is not taken as proof that the generator saw a holdout user; if "
+            "these rows are holdout records, the split came after training and no statement "
+            "of this report holds",
         )
     return found
+
+
+def refuse_unchecked_training_data(policy: Policy, bundle: Bundle, *, where: str) -> None:
+    """Refuse a release gated without the training-data check under a policy that requires
+    it (``membership.training_data: required``): the bundle was loaded without
+    ``training_data``."""
+    if policy.membership.training_data == "required" and bundle.membership.training_data is None:
+        raise InputError(
+            f"{where}: membership.training_data is required, but the bundle was loaded "
+            "without the generator's training data (load_bundle(training_data=...), or "
+            "--training-data)"
+        )
 
 
 AUDITS_WITHOUT_P = frozenset({"canary", "distinguishability"})

@@ -122,6 +122,14 @@ def remediate_release(
                 canary_source=canary_source,
             )
         require_canary_source(loaded, records.canary_source)
+        # the generator is trained here, on the manifest's train records: a policy that
+        # requires the training-data check gets it against that file
+        trained_on = (
+            Path(manifest).parent / records.manifest.train.path
+            if records.manifest is not None
+            and loaded.policy.membership.training_data == "required"
+            else None
+        )
         users = setup.train_users(records.frame)
         run_policy = with_feature_caches(loaded, Path(feature_caches))
         out.mkdir(parents=True)
@@ -140,6 +148,7 @@ def remediate_release(
                 text=loaded.policy.text,
                 manifest=manifest,
                 canary_source=canary_source,
+                training_data=trained_on,
             )
             round_policy = setup.canary_round_policy(run_policy, plan, train_users=len(users))
             result = run_gate(round_policy, bundle, seed=root_seed, progress=progress)

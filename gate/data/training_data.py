@@ -29,8 +29,8 @@ from gate.policy.models import TextPolicy
 
 DISTINCTIVE_WORDS = 8
 """Words a holdout text needs to be taken as proof that the generator saw its writer: runs
-of letters, digits and marks, each character of a script written without spaces (Han,
-kana, Thai, Lao, Khmer, Myanmar) a word of its own."""
+of letters, digits and marks; in a script written without spaces (Han, kana, Thai, Lao,
+Khmer, Myanmar) every two letters count as a word."""
 
 _SPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE) + "]"
 _SPACES = _SPACE_CLASS + "+"
@@ -44,6 +44,7 @@ _NOT_WORD = r"[^\p{L}\p{N}\p{M}]"
 # a text that has its first DISTINCTIVE_WORDS runs of letters, digits and marks
 _FIRST_WORDS = f"^{_NOT_WORD}*(?:{_WORD}{_NOT_WORD}+){{{DISTINCTIVE_WORDS - 1}}}{_WORD_CHARACTER}"
 _UNSPACED = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]"
+_MARKUP = "[<&]"  # a text that may hold HTML
 _REMEDY = (
     "holdout users must be users the generator never saw: draw the split before training "
     "(`gate split`) and train the generator on train only"
@@ -54,24 +55,24 @@ _REMEDY = (
 class TrainingDataCheck:
     """What the generator's training data holds of the split, in records of the source
     and distinct users. Texts are compared as the bundle reads them (the policy's ``text``
-    reading; under ``markup: html`` also as the gate's HTML reader shows them, and the
-    training texts also as written), users by the split's user column when both the
-    source and the training data have it."""
+    reading), and, where a text may hold HTML, also as the gate's HTML reader shows it and
+    as written; ids by the split's user column (and ``user_id`` under a split by another
+    column) where both the source and the training data have it."""
 
     path: str
     sha256: str
     records: int
     user_column: str | None  # the first id column compared; None: no column compared
     id_columns: tuple[str, ...]  # every id column compared (the split's, then user_id)
-    users: int | None  # distinct users of the training data, None without a user column
+    users: int | None  # distinct ids of the first column in the training data
     train_only_records: int  # train records whose text no holdout record holds
     train_only_records_found: int
-    distinctive_holdout_records: int  # the texts that refuse the file: none found
+    distinctive_holdout_records: int  # the records that refuse the file: none found
     weak_holdout_records: int  # holdout-only texts, but short or of several holdout users
     weak_holdout_records_found: int
     weak_holdout_first_line: int | None  # where the training data holds the first
     train_users: int
-    train_users_found: int | None  # None without a user column
+    train_users_found: int | None  # None without an id column compared
 
     def saw_nothing_of_train(self) -> bool:
         """Neither a text only train holds nor a train user is in the training data: it is
@@ -82,7 +83,7 @@ class TrainingDataCheck:
     def summary(self) -> str:
         """One line for the report: what was compared and found."""
         users = (
-            "no user column compared"
+            "no id column compared"
             if self.user_column is None
             else f"no holdout user by {', '.join(self.id_columns)} ({self.train_users_found} "
             f"of {self.train_users} train users)"
@@ -90,16 +91,17 @@ class TrainingDataCheck:
         weak = (
             ""
             if not self.weak_holdout_records_found
-            else f" (but {self.weak_holdout_records_found} short or shared ones)"
+            else f" (but {self.weak_holdout_records_found} of short or shared text)"
         )
         return (
             f"{self.path}, {self.records} records: none of the "
-            f"{self.distinctive_holdout_records} holdout records of distinctive text{weak}, "
+            f"{self.distinctive_holdout_records} holdout records of distinctive text{weak}; "
             f"{self.train_only_records_found} of the {self.train_only_records} train records "
-            f"of text only train holds; {users}"
+            f"whose text only train holds; {users}"
         )
 
     def as_dict(self) -> dict[str, object]:
+        """The check for report.json (counts, the rule's word count, no value)."""
         return {
             "path": self.path,
             "sha256": self.sha256,
@@ -114,6 +116,7 @@ class TrainingDataCheck:
             "distinctive_words": DISTINCTIVE_WORDS,
             "weak_holdout_records": self.weak_holdout_records,
             "weak_holdout_records_found": self.weak_holdout_records_found,
+            "weak_holdout_first_line": self.weak_holdout_first_line,
             "train_users": self.train_users,
             "train_users_found": self.train_users_found,
             "holdout_users_found": None if self.user_column is None else 0,
@@ -137,7 +140,7 @@ def check_training_data(
             ``split``), row for row the records of ``sides``.
         sides: the source's tables as read (train and holdout, or the one source file).
         user_column: the column that defines the split's users; it, and ``user_id`` under a
-            split by another column (users nested in its groups), is compared when every
+            split by another column (users nested in its groups), is compared where every
             one of ``sides`` and ``table`` have it (without, users are records or lines,
             which a training file's own ids would meet by chance).
         text: how the bundle read its texts; the training texts are read the same way.
@@ -146,120 +149,135 @@ def check_training_data(
         What the training data holds of the split.
 
     Raises:
-        BundleError: a training record holds a holdout user's id or a distinctive holdout
-            text (the first such line is named, never its value), or the training data
-            cannot be read as a table of texts.
+        BundleError: a training record holds a distinctive holdout text or a holdout
+            user's id (the first such line is named, never its value), or the training
+            data cannot be read as a table of texts.
     """
     is_train = (source["split"] == "train").to_numpy()
     written = require_text(table)
-    source_readings, found_readings = [source["text"]], [normalize_text(written, text)]
-    if text.markup == "html":  # a pipeline that extracts the text of HTML trains on it
-        raw = pd.concat([require_text(side) for side in sides], ignore_index=True)
-        source_readings.append(normalize_shown_text(raw, text))
-        # and a text that writes markup literally ("a <b> tag") is no HTML to the pipeline
-        found_readings.append(normalize_text(written, text.model_copy(update={"markup": "none"})))
-    texts = _Matched(
-        [_matched_form(reading) for reading in source_readings],
-        [_matched_form(reading) for reading in found_readings],
+    source_written = pd.concat([require_text(side) for side in sides], ignore_index=True)
+    texts = _CodedValues(
+        _readings(source["text"], source_written, text),
+        _readings(normalize_text(written, text), written, text),
         is_train,
-    )
-    users_of = pc.dictionary_encode(_arrow(source["user_id"])).indices.to_numpy(
-        zero_copy_only=False
     )
     holdout_only = texts.holdout & ~texts.train  # a text train holds too is no evidence
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
-    distinctive = (
-        holdout_only & texts.distinctive_length() & (texts.holders(users_of, ~is_train) == 1)
-    )
-    found = texts.rows_found(distinctive)
-    if found.any():
-        records = texts.source_records(distinctive) & ~is_train
-        held = texts.source_records(distinctive & texts.held) & ~is_train
-        raise BundleError(
-            f"{table.path}: line {_line(table, found)} holds the text of a holdout record "
-            f"that one holdout user wrote and no train user ({held.sum()} of the "
-            f"{records.sum()} such holdout records of {DISTINCTIVE_WORDS} words or more are "
-            "in this training data): the generator was trained on holdout users, whose "
-            f"disclosures then pass for chance; {_REMEDY}"
-        )
+    users = pc.dictionary_encode(_arrow(source["user_id"])).indices.to_numpy(zero_copy_only=False)
+    distinctive = holdout_only & texts.distinctive_length() & (texts.holders(users, ~is_train) == 1)
+    _refuse_distinctive_texts(table, texts, distinctive, is_train)
+    ids, id_columns = _refuse_holdout_ids(table, source, sides, user_column, is_train)
     weak = holdout_only & ~distinctive
-    weak_rows = texts.rows_found(weak)
+    weak_rows = texts.rows_holding(weak)
     train_only = texts.train & ~texts.holdout
     train_only[texts.code_of("")] = False
+    return TrainingDataCheck(
+        path=table.path,
+        sha256=table.sha256,
+        records=len(written),
+        user_column=id_columns[0] if id_columns else None,
+        id_columns=id_columns,
+        users=ids.distinct_in_training() if ids is not None else None,
+        train_only_records=int((texts.records_holding(train_only) & is_train).sum()),
+        train_only_records_found=int(
+            (texts.records_holding(train_only & texts.in_training) & is_train).sum()
+        ),
+        distinctive_holdout_records=int((texts.records_holding(distinctive) & ~is_train).sum()),
+        weak_holdout_records=int((texts.records_holding(weak) & ~is_train).sum()),
+        weak_holdout_records_found=int(
+            (texts.records_holding(weak & texts.in_training) & ~is_train).sum()
+        ),
+        weak_holdout_first_line=_line(table, weak_rows) if weak_rows.any() else None,
+        train_users=(
+            int(ids.train.sum()) if ids is not None else int(source["user_id"][is_train].nunique())
+        ),
+        train_users_found=ids.count_in_training(ids.train) if ids is not None else None,
+    )
+
+
+def _refuse_distinctive_texts(
+    table: RawTable, texts: _CodedValues, distinctive: np.ndarray, is_train: np.ndarray
+) -> None:
+    rows = texts.rows_holding(distinctive)
+    if not rows.any():
+        return
+    records = texts.records_holding(distinctive) & ~is_train
+    found = texts.records_holding(distinctive & texts.in_training) & ~is_train
+    raise BundleError(
+        f"{table.path}: line {_line(table, rows)} holds the text of a holdout record that "
+        f"one holdout user wrote and no train user, of {DISTINCTIVE_WORDS} words or more "
+        f"(this training data holds {found.sum()} of the {records.sum()} such holdout "
+        "records): evidence that the generator was trained on holdout users, whose "
+        f"disclosures would pass for chance; {_REMEDY}"
+    )
+
+
+def _refuse_holdout_ids(
+    table: RawTable,
+    source: pd.DataFrame,
+    sides: Sequence[RawTable],
+    user_column: str,
+    is_train: np.ndarray,
+) -> tuple[_CodedValues | None, tuple[str, ...]]:
+    """Compare the training data's ids with the holdout's in every id column that it and
+    the source have; the ids of the first column compared, and the columns compared."""
+    first: _CodedValues | None = None
     compared: list[str] = []
-    counted: _Matched | None = None  # the users of the first column compared
     for column in dict.fromkeys((user_column, "user_id")):
         if column not in table.frame.columns or any(
             column not in side.frame.columns for side in sides
         ):
             continue
-        held, held_train = (
+        source_ids, source_train = (
             (source["user_id"], is_train)
             if column == user_column
             else _side_ids(sides, column, is_train)
         )
-        ids = given_ids(table, column)
-        users = _Matched([_arrow(held)], [_arrow(ids)], held_train)
-        seen = users.rows_found(users.holdout)
-        if seen.any():
-            line = int(table.frame.loc[ids.index[np.argmax(seen)], "__line__"])
+        found = given_ids(table, column)
+        ids = _CodedValues([_arrow(source_ids)], [_arrow(found)], source_train)
+        rows = ids.rows_holding(ids.holdout)
+        if rows.any():
+            line = int(table.frame.loc[found.index[np.argmax(rows)], "__line__"])
             raise BundleError(
-                f"{table.path}: line {line}: the {column!r} is a holdout user's "
-                f"({users.distinct_found_of(users.holdout)} of the {users.holdout.sum()} "
-                "holdout users are in this training data): the generator was trained on "
-                f"holdout users, whose disclosures then pass for chance; {_REMEDY} (rows of "
-                "public text must carry no id, or none of the split's)"
+                f"{table.path}: line {line}: the {column!r} is one of the holdout's (this "
+                f"training data holds {ids.count_in_training(ids.holdout)} of the "
+                f"{ids.holdout.sum()} holdout {column} values): the generator was trained "
+                f"on holdout users, whose disclosures would pass for chance; {_REMEDY} "
+                "(rows of public text must carry no id, or none of the split's)"
             )
         compared.append(column)
-        counted = counted or users
-    return TrainingDataCheck(
-        path=table.path,
-        sha256=table.sha256,
-        records=len(written),
-        user_column=compared[0] if compared else None,
-        id_columns=tuple(compared),
-        users=counted.distinct_found() if counted else None,
-        train_only_records=int((texts.source_records(train_only) & is_train).sum()),
-        train_only_records_found=int(
-            (texts.source_records(train_only & texts.held) & is_train).sum()
-        ),
-        distinctive_holdout_records=int((texts.source_records(distinctive) & ~is_train).sum()),
-        weak_holdout_records=int((texts.source_records(weak) & ~is_train).sum()),
-        weak_holdout_records_found=int((texts.source_records(weak & texts.held) & ~is_train).sum()),
-        weak_holdout_first_line=_line(table, weak_rows) if weak_rows.any() else None,
-        train_users=(
-            int(counted.train.sum()) if counted else int(source["user_id"][is_train].nunique())
-        ),
-        train_users_found=counted.distinct_found_of(counted.train) if counted else None,
-    )
+        if first is None:
+            first = ids
+    return first, tuple(compared)
 
 
-class _Matched:
+class _CodedValues:
     """Values of the source and of the training data coded alike, each in one or more
     readings (row for row): which codes train and holdout hold, which the training data
-    holds, and each training reading's code (``-1``: a value the source lacks, which
-    indexes the extra last cell of every mask over codes, always False)."""
+    holds, and each training reading's code per row (``-1``: a value the source lacks,
+    which indexes the extra last cell of every mask over codes, always False)."""
 
     def __init__(
-        self, source: Sequence[pa.Array], found: Sequence[pa.Array], is_train: np.ndarray
+        self, source: Sequence[pa.Array], training: Sequence[pa.Array], is_train: np.ndarray
     ) -> None:
         encoded = pc.dictionary_encode(pa.concat_arrays(list(source)))
         self.dictionary = encoded.dictionary
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        self._source_codes = codes.reshape(len(source), -1)  # one row per reading
-        values = pa.concat_arrays([f.cast(self.dictionary.type) for f in found])
+        self.source_codes = codes.reshape(len(source), -1)  # one row per reading
+        values = pa.concat_arrays([t.cast(self.dictionary.type) for t in training])
         in_source = pc.index_in(values, value_set=self.dictionary).fill_null(-1)
-        self.found = in_source.to_numpy(zero_copy_only=False).reshape(len(found), -1)
-        self._found_values = found[0]
+        self.training_codes = in_source.to_numpy(zero_copy_only=False).reshape(len(training), -1)
+        self._training_values = training[0]
         size = len(self.dictionary) + 1
-        self.train = np.bincount(self._source_codes[:, is_train].ravel(), minlength=size) > 0
-        self.holdout = np.bincount(self._source_codes[:, ~is_train].ravel(), minlength=size) > 0
-        self.held = np.bincount(self.found[self.found >= 0], minlength=size) > 0
+        self.train = np.bincount(self.source_codes[:, is_train].ravel(), minlength=size) > 0
+        self.holdout = np.bincount(self.source_codes[:, ~is_train].ravel(), minlength=size) > 0
+        held = self.training_codes[self.training_codes >= 0]
+        self.in_training = np.bincount(held, minlength=size) > 0
 
     def distinctive_length(self) -> np.ndarray:
         """Whether each code's value has :data:`DISTINCTIVE_WORDS` words: found by an
-        anchored match that stops at the last word it needs; a value holding characters of
-        a script written without spaces is counted in full."""
+        anchored match that stops at the last word it needs; a value holding a script
+        written without spaces is counted in full."""
         values = self.dictionary
         long = pc.match_substring_regex(values, _FIRST_WORDS).to_numpy(zero_copy_only=False)
         unspaced = pc.match_substring_regex(values, _UNSPACED)
@@ -267,47 +285,66 @@ class _Matched:
             at = np.flatnonzero(unspaced.to_numpy(zero_copy_only=False))
             some = values.take(pa.array(at))
 
-            def count(pattern: str) -> np.ndarray:
-                return pc.count_substring_regex(some, pattern).to_numpy(zero_copy_only=False)
+            def count(texts: pa.Array, pattern: str) -> np.ndarray:
+                return pc.count_substring_regex(texts, pattern).to_numpy(zero_copy_only=False)
 
-            # each character of such a run a word, not the run
-            words = count(_WORD) - count(_UNSPACED + "+") + count(_UNSPACED)
-            long[at] |= words >= DISTINCTIVE_WORDS
+            others = pc.replace_substring_regex(some, pattern=_UNSPACED + "+", replacement=" ")
+            letters = count(some, _UNSPACED) - count(some, r"\p{M}")
+            long[at] = count(others, _WORD) + letters // 2 >= DISTINCTIVE_WORDS
         return np.append(long, False)
 
     def holders(self, users: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Distinct users of ``rows`` (source rows; ``users`` their user codes) that hold
-        each code's value in a reading."""
-        codes = self._source_codes[:, rows].ravel()
-        pairs = np.unique(codes * (users.max() + 1) + np.tile(users[rows], len(self._source_codes)))
-        return np.bincount(pairs // (users.max() + 1), minlength=len(self.dictionary) + 1)
+        """Distinct users of the source ``rows`` (``users``: every row's user code) that
+        hold each code's value in one of its readings."""
+        span = int(users.max()) + 1
+        codes = self.source_codes[:, rows].ravel()
+        pairs = np.unique(codes * span + np.tile(users[rows], len(self.source_codes)))
+        return np.bincount(pairs // span, minlength=len(self.dictionary) + 1)
 
     def code_of(self, value: str) -> np.ndarray:
         """The code of ``value`` (none, an empty array, if the source lacks it)."""
         at = pc.index(self.dictionary, value).as_py()
         return np.array([], dtype=np.int64) if at < 0 else np.array([at])
 
-    def rows_found(self, codes: np.ndarray) -> np.ndarray:
+    def rows_holding(self, codes: np.ndarray) -> np.ndarray:
         """Training rows that hold one of ``codes`` (a mask over codes) in a reading."""
-        return codes[self.found].any(axis=0)
+        return codes[self.training_codes].any(axis=0)
 
-    def source_records(self, codes: np.ndarray) -> np.ndarray:
+    def records_holding(self, codes: np.ndarray) -> np.ndarray:
         """Source records that hold one of ``codes`` (a mask over codes) in a reading."""
-        return codes[self._source_codes].any(axis=0)
+        return codes[self.source_codes].any(axis=0)
 
-    def distinct_found_of(self, codes: np.ndarray) -> int:
+    def count_in_training(self, codes: np.ndarray) -> int:
         """Distinct values among ``codes`` (a mask over codes) that the training data holds."""
-        return int((codes & self.held).sum())
+        return int((codes & self.in_training).sum())
 
-    def distinct_found(self) -> int:
-        """Distinct values of the training data."""
-        return int(pc.count_distinct(self._found_values).as_py())
+    def distinct_in_training(self) -> int:
+        """Distinct values of the training data (its first reading)."""
+        return int(pc.count_distinct(self._training_values).as_py())
 
 
-def _arrow(values: pd.Series) -> pa.Array:
-    """A column of strings as one Arrow array."""
-    array = pa.array(values.astype("string[pyarrow]").array)
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+def _readings(read: pd.Series, written: pd.Series, text: TextPolicy) -> list[pa.Array]:
+    """The texts as compared: ``read`` (as the policy reads ``written``, the texts as
+    written), and where a text may hold HTML also as the gate's HTML reader shows it (a
+    pipeline that extracts the text of HTML, or a source whose records are escaped HTML,
+    under any ``markup``) and, under ``markup: html``, as written (a text that writes
+    ``<b>`` literally is no HTML to the pipeline)."""
+    readings = [read.reset_index(drop=True)]
+    marked = written.str.contains(_MARKUP, regex=True).to_numpy(dtype=bool, na_value=False)
+    if marked.any():
+        other = [text.model_copy(update={"markup": "html"})]
+        if text.markup == "html":
+            other.append(text.model_copy(update={"markup": "none"}))
+        for policy in other:
+            reading = readings[0].copy()
+            read_marked = (
+                normalize_shown_text(written[marked], policy)
+                if policy.markup == "html"
+                else normalize_text(written[marked], policy)
+            )
+            reading[marked] = read_marked.to_numpy()
+            readings.append(reading)
+    return [_matched_form(reading) for reading in readings]
 
 
 def _side_ids(
@@ -322,6 +359,12 @@ def _side_ids(
         train.append(is_train[start + side.frame.index.get_indexer(given.index)])
         start += len(side.frame)
     return pd.concat(ids, ignore_index=True), np.concatenate(train)
+
+
+def _arrow(values: pd.Series) -> pa.Array:
+    """A column of strings as one Arrow array."""
+    array = pa.array(values.astype("string[pyarrow]").array)
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
 
 
 def _matched_form(texts: pd.Series) -> pa.Array:
