@@ -310,6 +310,14 @@ def test_a_policy_can_require_the_training_data(
     args = check_args(files, out, "--no-mlflow", **{"training-data": str(files["train"])})
     assert main(args) in (0, 1)
     assert read_report(out)["policy"]["effective"]["membership"]["training_data"] == "required"
+    # a file in which the check compares nothing would satisfy any requirement: refused
+    unrelated = write_jsonl(tmp_path / "unrelated.jsonl", [{"text": "a public text"}])
+    capsys.readouterr()
+    args = check_args(files, out, "--no-mlflow", **{"training-data": str(unrelated)})
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "membership.training_data is required, but the training data" in err
+    assert "compared nothing the generator saw" in err and not (out / "report.json").exists()
 
 
 @pytest.mark.parametrize(

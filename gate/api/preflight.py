@@ -205,13 +205,7 @@ def training_data_warnings(trained_on: TrainingDataCheck | None) -> tuple[str, .
         return ()
     found: tuple[str, ...] = ()
     if trained_on.saw_nothing_of_train():
-        found += (
-            f"the training data {trained_on.path} holds no text that only train holds"
-            + ("" if trained_on.user_column is None else " and no train user")
-            + ": the check that it holds no holdout user compared nothing the generator saw; "
-            "give each record's text as the split holds it, before any prompt template (a "
-            "`text` column), and the split's user column",
-        )
+        found += (_compared_nothing(trained_on),)
     if trained_on.weak_holdout_records_found:
         found += (
             f"the training data {trained_on.path} holds the text of "
@@ -230,13 +224,31 @@ def training_data_warnings(trained_on: TrainingDataCheck | None) -> tuple[str, .
 def refuse_unchecked_training_data(policy: Policy, bundle: Bundle, *, where: str) -> None:
     """Refuse a release gated without the training-data check under a policy that requires
     it (``membership.training_data: required``): the bundle was loaded without
-    ``training_data``."""
-    if policy.membership.training_data == "required" and bundle.membership.training_data is None:
+    ``training_data``, or with a file in which the check compared nothing (no text only
+    train holds, no train user), which any unrelated file would satisfy."""
+    if policy.membership.training_data != "required":
+        return
+    trained_on = bundle.membership.training_data
+    if trained_on is None:
         raise InputError(
             f"{where}: membership.training_data is required, but the bundle was loaded "
             "without the generator's training data (load_bundle(training_data=...), or "
             "--training-data)"
         )
+    if trained_on.saw_nothing_of_train():
+        raise InputError(
+            f"{where}: membership.training_data is required, but " + _compared_nothing(trained_on)
+        )
+
+
+def _compared_nothing(trained_on: TrainingDataCheck) -> str:
+    return (
+        f"the training data {trained_on.path} holds no text that only train holds"
+        + ("" if trained_on.user_column is None else " and no train user")
+        + ": the check that it holds no holdout user compared nothing the generator saw; "
+        "give each record's text as the split holds it, before any prompt template (a "
+        "`text` column), and the split's user column"
+    )
 
 
 AUDITS_WITHOUT_P = frozenset({"canary", "distinguishability"})

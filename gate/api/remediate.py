@@ -126,8 +126,7 @@ def remediate_release(
         # requires the training-data check gets it against that file
         trained_on = (
             Path(manifest).parent / records.manifest.train.path
-            if records.manifest is not None
-            and loaded.policy.membership.training_data == "required"
+            if records.manifest is not None and loaded.policy.membership.training_data == "required"
             else None
         )
         users = setup.train_users(records.frame)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -115,16 +116,18 @@ def normalize_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
 
 
 def normalize_shown_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
-    """:func:`normalize_text`, but under ``markup: html`` of each text only what its HTML
-    shows (:func:`gate.data.markup.html_shown_text`), as a pipeline that extracts the text
-    of HTML reads it; under ``markup: none`` the same as :func:`normalize_text`."""
-    if policy.markup != "html":
-        return normalize_text(texts, policy)
+    """:func:`normalize_text` of what each text's HTML shows, whatever ``policy.markup``
+    says (:func:`gate.data.markup.html_shown_text`: without the link addresses and other
+    hidden content ``markup: html`` reads after it), as a pipeline that extracts the text
+    of HTML reads it."""
     html_parser()
-    marked = texts.str.contains("[<&]", regex=True).to_numpy(dtype=bool, na_value=False)
-    shown = texts.copy()
-    shown[marked] = [html_shown_text(text) for text in texts[marked]]
+    shown = _html_read(texts, html_shown_text)
     return normalize_text(shown, policy.model_copy(update={"markup": "none"}))
+
+
+def may_hold_markup(texts: pd.Series) -> np.ndarray:
+    """Whether each text may hold HTML markup (a ``<`` or an ``&``)."""
+    return texts.str.contains("[<&]", regex=True).to_numpy(dtype=bool, na_value=False)
 
 
 def _normalized(texts: pd.Series, policy: TextPolicy, *, invisible_as_joiners: bool) -> pd.Series:
@@ -284,14 +287,15 @@ def _at_rows(readings: pd.Series, rows: np.ndarray, dtype: object) -> pd.Series:
     )
 
 
-def _html_read(texts: pd.Series) -> pd.Series:
-    """``texts`` with each that may hold markup (a ``<`` or an ``&``) replaced by the text
-    it shows and holds (:func:`gate.data.markup.html_as_text`); the others as they are."""
-    marked = texts.str.contains("[<&]", regex=True).to_numpy(dtype=bool, na_value=False)
+def _html_read(texts: pd.Series, read_html: Callable[[str], str] = html_as_text) -> pd.Series:
+    """``texts`` with each that may hold markup (:func:`may_hold_markup`) replaced by
+    ``read_html`` of it (by default the text it shows and holds,
+    :func:`gate.data.markup.html_as_text`); the others as they are."""
+    marked = may_hold_markup(texts)
     if not marked.any():
         return texts
     read = texts.copy()
-    read[marked] = [html_as_text(text) for text in texts[marked]]
+    read[marked] = [read_html(text) for text in texts[marked]]
     return read
 
 
@@ -356,9 +360,16 @@ WHITE_SPACE = (
     "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
     "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
+
+
+def re2_characters(characters: str) -> str:
+    """``characters`` escaped for a class of RE2's syntax (``[...]``: ``\\x{...}`` each)."""
+    return "".join(f"\\x{{{ord(c):X}}}" for c in characters)
+
+
 # A character that ``str.strip()`` keeps, in RE2's syntax (whose ``\\S`` knows ASCII white
 # space only).
-_NOT_SPACE = "[^" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE) + "]"
+_NOT_SPACE = f"[^{re2_characters(WHITE_SPACE)}]"
 
 
 def visible_texts(texts: pd.Series) -> pd.Series:

@@ -15,7 +15,7 @@ and warned of, not refused.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gate.data.io import RawTable, first_line, given_ids, require_text
-from gate.data.normalize import WHITE_SPACE, normalize_shown_text, normalize_text
+from gate.data.normalize import (
+    WHITE_SPACE,
+    may_hold_markup,
+    normalize_shown_text,
+    normalize_text,
+    re2_characters,
+)
 from gate.errors import BundleError
 from gate.policy.models import TextPolicy
 
@@ -32,19 +38,15 @@ DISTINCTIVE_WORDS = 8
 of letters, digits and marks; in a script written without spaces (Han, kana, Thai, Lao,
 Khmer, Myanmar) every two letters count as a word."""
 
-_SPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE) + "]"
-_SPACES = _SPACE_CLASS + "+"
+_SPACES = f"[{re2_characters(WHITE_SPACE)}]+"
 # a text whose white space is not single spaces between words (RE2's syntax)
-_UNMATCHED_SPACE = (
-    "[" + "".join(f"\\x{{{ord(c):X}}}" for c in WHITE_SPACE if c != " ") + "]|  |^ | $"
-)
+_UNMATCHED_SPACE = f"[{re2_characters(WHITE_SPACE.replace(' ', ''))}]|  |^ | $"
 _WORD_CHARACTER = r"[\p{L}\p{N}\p{M}]"
 _WORD = _WORD_CHARACTER + "+"
 _NOT_WORD = r"[^\p{L}\p{N}\p{M}]"
 # a text that has its first DISTINCTIVE_WORDS runs of letters, digits and marks
 _FIRST_WORDS = f"^{_NOT_WORD}*(?:{_WORD}{_NOT_WORD}+){{{DISTINCTIVE_WORDS - 1}}}{_WORD_CHARACTER}"
 _UNSPACED = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]"
-_MARKUP = "[<&]"  # a text that may hold HTML
 _REMEDY = (
     "holdout users must be users the generator never saw: draw the split before training "
     "(`gate split`) and train the generator on train only"
@@ -103,22 +105,9 @@ class TrainingDataCheck:
     def as_dict(self) -> dict[str, object]:
         """The check for report.json (counts, the rule's word count, no value)."""
         return {
-            "path": self.path,
-            "sha256": self.sha256,
-            "records": self.records,
-            "user_column": self.user_column,
-            "id_columns": list(self.id_columns),
-            "users": self.users,
-            "train_only_records": self.train_only_records,
-            "train_only_records_found": self.train_only_records_found,
-            "distinctive_holdout_records": self.distinctive_holdout_records,
+            **asdict(self),
             "distinctive_holdout_records_found": 0,
             "distinctive_words": DISTINCTIVE_WORDS,
-            "weak_holdout_records": self.weak_holdout_records,
-            "weak_holdout_records_found": self.weak_holdout_records_found,
-            "weak_holdout_first_line": self.weak_holdout_first_line,
-            "train_users": self.train_users,
-            "train_users_found": self.train_users_found,
             "holdout_users_found": None if self.user_column is None else 0,
         }
 
@@ -163,10 +152,11 @@ def check_training_data(
     )
     holdout_only = texts.holdout & ~texts.train  # a text train holds too is no evidence
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
-    users = pc.dictionary_encode(_arrow(source["user_id"])).indices.to_numpy(zero_copy_only=False)
+    source_users = _arrow(source["user_id"])
+    users = pc.dictionary_encode(source_users).indices.to_numpy(zero_copy_only=False)
     distinctive = holdout_only & texts.distinctive_length() & (texts.holders(users, ~is_train) == 1)
     _refuse_distinctive_texts(table, texts, distinctive, is_train)
-    ids, id_columns = _refuse_holdout_ids(table, source, sides, user_column, is_train)
+    ids, id_columns = _refuse_holdout_ids(table, source_users, sides, user_column, is_train)
     weak = holdout_only & ~distinctive
     weak_rows = texts.rows_holding(weak)
     train_only = texts.train & ~texts.holdout
@@ -214,13 +204,14 @@ def _refuse_distinctive_texts(
 
 def _refuse_holdout_ids(
     table: RawTable,
-    source: pd.DataFrame,
+    source_users: pa.Array,
     sides: Sequence[RawTable],
     user_column: str,
     is_train: np.ndarray,
 ) -> tuple[_CodedValues | None, tuple[str, ...]]:
     """Compare the training data's ids with the holdout's in every id column that it and
-    the source have; the ids of the first column compared, and the columns compared."""
+    the source have (``source_users``: the source's users, by ``user_column``); the ids of
+    the first column compared, and the columns compared."""
     first: _CodedValues | None = None
     compared: list[str] = []
     for column in dict.fromkeys((user_column, "user_id")):
@@ -228,13 +219,13 @@ def _refuse_holdout_ids(
             column not in side.frame.columns for side in sides
         ):
             continue
-        source_ids, source_train = (
-            (source["user_id"], is_train)
-            if column == user_column
-            else _side_ids(sides, column, is_train)
-        )
+        if column == user_column:
+            source_ids, source_train = source_users, is_train
+        else:
+            side_ids, source_train = _side_ids(sides, column, is_train)
+            source_ids = _arrow(side_ids)
         found = given_ids(table, column)
-        ids = _CodedValues([_arrow(source_ids)], [_arrow(found)], source_train)
+        ids = _CodedValues([source_ids], [_arrow(found)], source_train)
         rows = ids.rows_holding(ids.holdout)
         if rows.any():
             line = int(table.frame.loc[found.index[np.argmax(rows)], "__line__"])
@@ -329,22 +320,23 @@ def _readings(read: pd.Series, written: pd.Series, text: TextPolicy) -> list[pa.
     pipeline that extracts the text of HTML, or a source whose records are escaped HTML,
     under any ``markup``) and, under ``markup: html``, as written (a text that writes
     ``<b>`` literally is no HTML to the pipeline)."""
-    readings = [read.reset_index(drop=True)]
-    marked = written.str.contains(_MARKUP, regex=True).to_numpy(dtype=bool, na_value=False)
+    first = read.reset_index(drop=True)
+    readings = [first]
+    marked = may_hold_markup(written)
     if marked.any():
-        other = [text.model_copy(update={"markup": "html"})]
+        some = written[marked]
+        readings.append(_replaced(first, marked, normalize_shown_text(some, text)))
         if text.markup == "html":
-            other.append(text.model_copy(update={"markup": "none"}))
-        for policy in other:
-            reading = readings[0].copy()
-            read_marked = (
-                normalize_shown_text(written[marked], policy)
-                if policy.markup == "html"
-                else normalize_text(written[marked], policy)
-            )
-            reading[marked] = read_marked.to_numpy()
-            readings.append(reading)
+            literal = text.model_copy(update={"markup": "none"})
+            readings.append(_replaced(first, marked, normalize_text(some, literal)))
     return [_matched_form(reading) for reading in readings]
+
+
+def _replaced(texts: pd.Series, rows: np.ndarray, values: pd.Series) -> pd.Series:
+    """``texts`` with the ``rows`` (a mask) holding ``values`` instead."""
+    replaced = texts.copy()
+    replaced[rows] = values.to_numpy()
+    return replaced
 
 
 def _side_ids(
