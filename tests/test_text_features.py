@@ -3,6 +3,7 @@ audits that use them, with the real components."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -1011,17 +1012,80 @@ def test_a_retrained_pipeline_under_the_same_name_is_another_detector(
     ],
 )
 def test_a_cached_row_that_is_not_a_detection_of_its_text_is_an_error(tmp_path, spans) -> None:
-    import sqlite3
-
+    """Rows sealed for their texts (written by someone who holds them) are still read as
+    detections of them, not trusted."""
     from gate.errors import InputError
+    from gate.features.pii_cache import DetectionCache, detector_key
+    from gate.features.sqlite_cache import text_keys
 
     kwargs = patterns_options(["EMAIL_ADDRESS"], processes=1)
     detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)
-    (path,) = tmp_path.iterdir()
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE detections SET spans = ?", (spans,))
-    with pytest.raises(InputError, match=rf"cache file {re.escape(str(path))}: holds a row"):
+    key = detector_key(
+        engine="patterns", spacy_model=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
+    )
+    cache = DetectionCache(tmp_path, key)
+    cache._store.put([(k, spans) for k in text_keys(TEXTS)])
+    with pytest.raises(InputError, match=rf"cache file {re.escape(str(cache.path))}: holds a row"):
         detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)
+
+
+def test_a_cached_row_not_sealed_for_its_text_is_an_error(tmp_path: Path) -> None:
+    """Whoever can write the cache but does not hold the text (it has only the text's
+    sha256) cannot shift, empty or move a row: a review had hidden detections by shifting
+    their spans in the file."""
+    import sqlite3
+
+    from gate.errors import InputError
+    from gate.features.pii_cache import DetectionCache, detector_key
+    from gate.features.sqlite_cache import text_keys
+
+    texts = ["mail jane.doe@example.org today", "or john@example.net"]
+    kwargs = patterns_options(["EMAIL_ADDRESS"], processes=1)
+    first = detect_pii(texts, cache_dir=str(tmp_path / "a"), **kwargs)
+    key = detector_key(
+        engine="patterns", spacy_model=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
+    )
+    path = DetectionCache(tmp_path / "a", key).path
+    original = path.read_bytes()
+    lookups = [k.lookup for k in text_keys(texts)]
+    edits = {
+        "shifted": (
+            "UPDATE detections SET spans = ? WHERE key = ?",
+            ('[["EMAIL_ADDRESS", 0, 4]]', lookups[0]),
+        ),
+        "emptied": ("UPDATE detections SET spans = '[]' WHERE key = ?", (lookups[0],)),
+        "moved from another text": (
+            "UPDATE detections SET spans = (SELECT spans FROM detections WHERE key = ?), "
+            "seal = (SELECT seal FROM detections WHERE key = ?) WHERE key = ?",
+            (lookups[1], lookups[1], lookups[0]),
+        ),
+        "unsealed": ("UPDATE detections SET seal = NULL WHERE key = ?", (lookups[0],)),
+    }
+    for statement, parameters in edits.values():  # each one refused
+        path.write_bytes(original)
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
+            db.execute(statement, parameters)
+        with pytest.raises(InputError, match="not sealed for its text in this file"):
+            detect_pii(texts, cache_dir=str(tmp_path / "a"), **kwargs)
+    # a row of another detector's file (another entity list) moved into this one
+    other = DetectionCache(
+        tmp_path / "a",
+        detector_key(
+            engine="patterns",
+            spacy_model=None,
+            entities=["EMAIL_ADDRESS", "URL"],
+            score_threshold=0.35,
+        ),
+    )
+    other._store.put([(text_keys(texts)[0], "[]")])
+    path.write_bytes(original)
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("ATTACH DATABASE ? AS other", (str(other.path),))
+        db.execute("INSERT OR REPLACE INTO detections SELECT * FROM other.detections")
+    with pytest.raises(InputError, match="not sealed for its text in this file"):
+        detect_pii(texts, cache_dir=str(tmp_path / "a"), **kwargs)
+    path.write_bytes(original)
+    assert detect_pii(texts, cache_dir=str(tmp_path / "a"), **kwargs).values == first.values
 
 
 def test_an_unreadable_or_locked_cache_is_an_error_naming_the_file(tmp_path, monkeypatch) -> None:
@@ -1371,8 +1435,15 @@ def test_a_cached_row_that_is_not_an_embedding_is_an_error(tmp_path, blob) -> No
     texts = ["the parcel was left at the door", "my card was charged twice"]
     encode(texts, cache_dir=str(tmp_path))
     store = EmbeddingCache(tmp_path, None)
-    with sqlite3.connect(store.path) as db:
-        db.execute("UPDATE vectors SET vector = ? WHERE key = ?", (blob, store.keys(texts)[0]))
+    original = store.path.read_bytes()
+    with contextlib.closing(sqlite3.connect(store.path)) as db, db:  # not sealed
+        db.execute(
+            "UPDATE vectors SET vector = ? WHERE key = ?", (blob, store.keys(texts)[0].lookup)
+        )
+    with pytest.raises(InputError, match="holds a row that is not sealed for its text"):
+        encode(texts, cache_dir=str(tmp_path))
+    store.path.write_bytes(original)
+    store._store.put([(store.keys(texts)[0], blob)])  # sealed by one who holds the text
     with pytest.raises(InputError, match=rf"cache file {re.escape(str(store.path))}: holds"):
         encode(texts, cache_dir=str(tmp_path))
 

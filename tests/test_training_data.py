@@ -129,6 +129,40 @@ def test_a_holdout_user_is_refused_at_its_line_without_the_id(tmp_path: Path) ->
     assert "'d'" not in message
 
 
+NUMBERED = [  # users numbered; "007" and "7" are two users of the source
+    ("11", "Thanks!", "train"),
+    ("007", "a short note", "train"),
+    ("12", "Thanks!", "holdout"),
+    ("7", "another short note", "holdout"),
+]
+
+
+@pytest.mark.parametrize("written", ["12.0", "+012", "12.", 12, 12.0, "7.00"])
+def test_a_holdout_id_written_as_another_form_of_its_number_is_refused(
+    tmp_path: Path, written: object
+) -> None:
+    """A pipeline that read the ids as numbers writes ``12.0``; one that padded them,
+    ``012``. Where two users write one number (``007`` and ``7``), the holdout's is
+    taken: the check must not miss a holdout user."""
+    rows = [{"user_id": "11", "text": "x"}, {"user_id": written, "text": "y"}]
+    with pytest.raises(BundleError, match="line 2: the 'user_id' is one of the holdout's"):
+        _check(tmp_path, rows, source_rows=NUMBERED)
+
+
+def test_ids_are_matched_as_written_first_then_as_numbers(tmp_path: Path) -> None:
+    found = _check(
+        tmp_path,
+        [
+            {"user_id": "007", "text": "x"},  # the train user as written
+            {"user_id": "11.0", "text": "y"},  # the train user 11
+            {"user_id": "1.2e1", "text": "z"},  # no plain decimal integer: no user's
+            {"user_id": "12.5", "text": "z"},
+        ],
+        source_rows=NUMBERED,
+    )
+    assert (found.users, found.train_users, found.train_users_found) == (4, 2, 2)
+
+
 def test_users_of_train_are_counted_and_rows_without_one_are_public(tmp_path: Path) -> None:
     found = _check(
         tmp_path,

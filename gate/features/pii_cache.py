@@ -4,13 +4,15 @@ A release is gated against the same train and holdout again and again (each cand
 release in CI, each round of ``gate remediate``); with a cache their detections are
 computed once. The cache holds no text and no entity: each row is a text's sha256 and
 its spans (entity type, start, end), which mean something only next to the text (they
-do tell each record's entity types and lengths). It is derived from private records (a
-guessed text can be confirmed by its hash), and whoever can write it can hide a detection,
-so it belongs where the corpus is kept.
+do tell each record's entity types and lengths), sealed for the text and the file
+(:mod:`gate.features.sqlite_cache`). It is derived from private records (a guessed text
+can be confirmed by its hash), and whoever holds the records can write a row that hides
+a detection, so it belongs where the corpus is kept.
 
 One SQLite file per detector (:func:`detector_key`): a change to anything the detections
-depend on starts an empty file. A row that is not a detection of its text (malformed, out
-of the text, an entity type not searched) is an error naming the file, never a silent miss.
+depend on starts an empty file. A row not sealed for its text, or not a detection of it
+(malformed, out of the text, an entity type not searched), is an error naming the file,
+never a silent miss.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from gate._version import __version__
 from gate.digests import sha256_tree
 from gate.environment import distribution_version
-from gate.features.sqlite_cache import SqliteCache, text_keys
+from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey, text_keys
 
 Detection = tuple[str, int, int]  # entity type, start, end
 # the gate's own detection code: Presidio's recognizers subclassed to scan windows, the
@@ -80,12 +82,14 @@ def detector_key(
         entities: the entity types searched, in the policy's order.
         score_threshold: the minimum Presidio score.
 
-    The identity also holds the versions of Presidio, phonenumbers, spaCy, thinc,
-    tldextract and regex, the gate's version and a digest of its detection code, and the
+    The identity also holds the cache's row format, the versions of Presidio,
+    phonenumbers, spaCy, thinc, tldextract and regex, the gate's version and a digest of
+    its detection code, and the
     Public Suffix List source Presidio's e-mail recognizer is given
     (``TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS``: its URLs, not the contents they serve).
     """
     identity = {
+        "format": CACHE_FORMAT,
         "engine": engine,
         "pipeline": None
         if spacy_model is None
@@ -139,7 +143,8 @@ class DetectionCache:
         """The cached detections of each text, None where the cache has none.
 
         Raises:
-            InputError: a row for one of ``texts`` is not a detection of it.
+            InputError: a row for one of ``texts`` is not sealed for it in this file, or
+                is not a detection of it.
         """
         keys = text_keys(texts)
         rows = self._store.get(keys)
@@ -151,7 +156,7 @@ class DetectionCache:
                 continue
             try:
                 spans = json.loads(rows[key])
-            except (TypeError, ValueError, RecursionError):
+            except (ValueError, RecursionError):
                 spans = None
             detections = _detections(spans, text, searched)
             if detections is None:
@@ -169,7 +174,7 @@ class DetectionCache:
                 f"texts and detections must have one entry each; found {len(texts)} and "
                 f"{len(detections)}"
             )
-        rows = [
+        rows: list[tuple[TextKey, bytes | str]] = [
             (key, json.dumps([list(d) for d in found]))
             for key, found in zip(text_keys(texts), detections, strict=True)
         ]

@@ -2,33 +2,57 @@
 the PII detection caches.
 
 What such a cache holds is derived from private records, so a new file is created
-readable by its owner only (a new directory too). Any failure of the file is one
-:class:`~gate.errors.InputError` naming it, never a silent miss.
+readable by its owner only (a new directory too). Every row is sealed for its text and
+its file: an HMAC-SHA256 of the file's name and the value, keyed by a second digest of the
+text that the row's key does not give away. A row altered, moved from another text or
+another cache file, or written by anyone who does not hold the text is refused; whoever
+holds the private records can still write rows, so the file stays as private as they are.
+Any failure of the file is one :class:`~gate.errors.InputError` naming it, never a
+silent miss.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gate.errors import InputError
 
+CACHE_FORMAT = 2  # rows sealed for their text (1: unsealed); in the caches' file names
 LOCK_TIMEOUT = 60.0  # seconds to wait for another process writing the same file
 _BATCH = 900  # keys per query (SQLite's default limit of host parameters is 999)
+_SEAL_DOMAIN = b"gate cache seal\x00"
 
 
-def text_keys(texts: Sequence[str]) -> list[bytes]:
-    """sha256 of each text's UTF-8 bytes (an unpaired surrogate encoded as it stands)."""
-    return [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+class TextKey(NamedTuple):
+    """A text's row key and the key that seals its row."""
+
+    lookup: bytes  # sha256 of the text: the row's key
+    seal: bytes  # sha256 of a fixed prefix and the text: no function of ``lookup``
+
+
+def text_keys(texts: Sequence[str]) -> list[TextKey]:
+    """The :class:`TextKey` of each text, from its UTF-8 bytes (an unpaired surrogate
+    encoded as it stands)."""
+    keys = []
+    sealing = hashlib.sha256(_SEAL_DOMAIN)
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        seal = sealing.copy()
+        seal.update(data)
+        keys.append(TextKey(hashlib.sha256(data).digest(), seal.digest()))
+    return keys
 
 
 class SqliteCache:
-    """A table ``key BLOB PRIMARY KEY, <column> <column_type>`` in the file ``path``."""
+    """A table ``key BLOB PRIMARY KEY, <column> <column_type>, seal BLOB`` in the file
+    ``path``; values are ``bytes`` or ``str``."""
 
     def __init__(self, path: Path, *, table: str, column: str, column_type: str) -> None:
         self.path = path
@@ -39,7 +63,8 @@ class SqliteCache:
             os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
         with self._connect() as db, db:
             db.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} (key BLOB PRIMARY KEY, {column} {column_type})"
+                f"CREATE TABLE IF NOT EXISTS {table} "
+                f"(key BLOB PRIMARY KEY, {column} {column_type}, seal BLOB)"
             )
 
     def unusable(
@@ -69,20 +94,48 @@ class SqliteCache:
         with self._errors(), closing(sqlite3.connect(self.path, timeout=LOCK_TIMEOUT)) as db:
             yield db
 
-    def get(self, keys: Sequence[bytes]) -> dict[bytes, Any]:
-        """The stored value of each of ``keys`` the file holds."""
-        found: dict[bytes, Any] = {}
+    def get(self, keys: Sequence[TextKey]) -> dict[TextKey, bytes | str]:
+        """The stored value of each of ``keys`` the file holds.
+
+        Raises:
+            InputError: a row of one of ``keys`` is not sealed for its text in this file.
+        """
+        by_lookup = {key.lookup: key for key in keys}
+        rows: list[tuple[bytes, Any, Any]] = []
         with self._connect() as db:
-            for start in range(0, len(keys), _BATCH):
-                chunk = list(keys[start : start + _BATCH])
+            lookups = list(by_lookup)
+            for start in range(0, len(lookups), _BATCH):
+                chunk = lookups[start : start + _BATCH]
                 marks = ",".join("?" * len(chunk))
-                query = f"SELECT key, {self._column} FROM {self._table} WHERE key IN ({marks})"
-                found.update(db.execute(query, chunk).fetchall())
+                query = (
+                    f"SELECT key, {self._column}, seal FROM {self._table} WHERE key IN ({marks})"
+                )
+                rows.extend(db.execute(query, chunk).fetchall())
+        found: dict[TextKey, bytes | str] = {}
+        for lookup, value, seal in rows:
+            key = by_lookup[lookup]
+            if not (
+                isinstance(value, bytes | str)
+                and isinstance(seal, bytes)
+                and hmac.compare_digest(seal, self._seal(key, value))
+            ):
+                raise self.unusable(
+                    "holds a row that is not sealed for its text in this file (altered, "
+                    "moved from another text or cache file, or written by another program)"
+                )
+            found[key] = value
         return found
 
-    def put(self, rows: Sequence[tuple[bytes, Any]]) -> None:
-        """Store ``(key, value)`` rows in one transaction."""
+    def put(self, rows: Sequence[tuple[TextKey, bytes | str]]) -> None:
+        """Store ``(key, value)`` rows, each sealed, in one transaction."""
         if not rows:
             return
+        sealed = [(key.lookup, value, self._seal(key, value)) for key, value in rows]
         with self._connect() as db, db:
-            db.executemany(f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?)", rows)
+            db.executemany(f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?, ?)", sealed)
+
+    def _seal(self, key: TextKey, value: bytes | str) -> bytes:
+        """HMAC-SHA256 of this file's name and ``value``, keyed by the text's seal key."""
+        data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+        message = self.path.name.encode("utf-8", "surrogatepass") + b"\x00" + data
+        return hmac.new(key.seal, message, hashlib.sha256).digest()
