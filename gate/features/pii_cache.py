@@ -28,7 +28,7 @@ from pathlib import Path
 from gate._version import __version__
 from gate.digests import sha256_tree
 from gate.environment import distribution_version
-from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey, text_keys
+from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey
 
 Detection = tuple[str, int, int]  # entity type, start, end
 # the gate's own detection code: Presidio's recognizers subclassed to scan windows, the
@@ -146,7 +146,7 @@ class DetectionCache:
             InputError: a row for one of ``texts`` is not sealed for it in this file, or
                 is not a detection of it.
         """
-        keys = text_keys(texts)
+        keys = self._store.keys(texts)
         rows = self._store.get(keys)
         searched = frozenset(entities)
         found: list[list[Detection] | None] = []
@@ -176,6 +176,6 @@ class DetectionCache:
             )
         rows: list[tuple[TextKey, bytes | str]] = [
             (key, json.dumps([list(d) for d in found]))
-            for key, found in zip(text_keys(texts), detections, strict=True)
+            for key, found in zip(self._store.keys(texts), detections, strict=True)
         ]
         self._store.put(rows)

@@ -4,10 +4,12 @@ the PII detection caches.
 What such a cache holds is derived from private records, so a new file is created
 readable by its owner only (a new directory too). Every row is sealed for its text and
 its file: an HMAC-SHA256 of the file's name and the value, keyed by a second digest of the
-text that the row's key does not give away. A row altered, moved from another text or
-another cache file, or written by anyone who does not hold the text is refused; whoever
-holds the private records can still write rows, so the file stays as private as they are.
-Any failure of the file is one :class:`~gate.errors.InputError` naming it, never a
+text that the row's key does not give away, under ``GATE_CACHE_KEY`` if it is set (a
+secret; the file's name then carries an id of the key). Without the key, a row altered,
+moved from another text or another cache file, or written by anyone who does not hold
+the text is refused, but whoever holds a text (the release's author holds the release's,
+and any source record it copies) can seal a row for it; with the key, only its holder
+can. Any failure of the file is one :class:`~gate.errors.InputError` naming it, never a
 silent miss.
 """
 
@@ -34,14 +36,25 @@ class TextKey(NamedTuple):
     """A text's row key and the key that seals its row."""
 
     lookup: bytes  # sha256 of the text: the row's key
-    seal: bytes  # sha256 of a fixed prefix and the text: no function of ``lookup``
+    seal: bytes  # a digest of a fixed prefix and the text (keyed by the cache key, if any)
 
 
-def text_keys(texts: Sequence[str]) -> list[TextKey]:
+def cache_key() -> bytes | None:
+    """The secret that keys the rows' seals: ``GATE_CACHE_KEY`` if set (and not empty)."""
+    env = os.environ.get("GATE_CACHE_KEY")
+    return env.encode("utf-8", "surrogatepass") if env else None
+
+
+def text_keys(texts: Sequence[str], *, secret: bytes | None = None) -> list[TextKey]:
     """The :class:`TextKey` of each text, from its UTF-8 bytes (an unpaired surrogate
-    encoded as it stands)."""
+    encoded as it stands); the seal keys are HMAC-SHA256 under ``secret`` if given, else
+    SHA-256."""
     keys = []
-    sealing = hashlib.sha256(_SEAL_DOMAIN)
+    sealing = (
+        hmac.new(secret, _SEAL_DOMAIN, hashlib.sha256)
+        if secret is not None
+        else hashlib.sha256(_SEAL_DOMAIN)
+    )
     for text in texts:
         data = text.encode("utf-8", "surrogatepass")
         seal = sealing.copy()
@@ -55,6 +68,10 @@ class SqliteCache:
     ``path``; values are ``bytes`` or ``str``."""
 
     def __init__(self, path: Path, *, table: str, column: str, column_type: str) -> None:
+        self._secret = cache_key()
+        if self._secret is not None:  # rows sealed under another key are another file's
+            key_id = hmac.new(self._secret, b"gate cache key id", hashlib.sha256).hexdigest()
+            path = path.with_name(f"{path.stem}-k{key_id[:12]}{path.suffix}")
         self.path = path
         self._table, self._column = table, column
         with self._errors():
@@ -66,6 +83,10 @@ class SqliteCache:
                 f"CREATE TABLE IF NOT EXISTS {table} "
                 f"(key BLOB PRIMARY KEY, {column} {column_type}, seal BLOB)"
             )
+
+    def keys(self, texts: Sequence[str]) -> list[TextKey]:
+        """The :class:`TextKey` of each text, sealed as this file's rows are."""
+        return text_keys(texts, secret=self._secret)
 
     def unusable(
         self, reason: str, *, advice: str = "delete the file or set another cache_dir"
