@@ -77,3 +77,22 @@ def test_agrees_with_a_plain_python_search_on_random_texts() -> None:
         expected |= {(c, r) for r, row in enumerate(rows) if pattern.search(" ".join(row))}
     found = _pairs([" ".join(c) for c in candidates], [" ".join(r) for r in rows], min_words=8)
     assert found == expected and len(expected) >= 15
+
+
+def test_records_of_one_template_are_paired_with_their_own_rows_only() -> None:
+    """A review: records that differ in one word none of a few evenly spaced anchors
+    covered paired every row with every record (10k records: 8 GB); each record's anchor
+    is now its rarest n-gram, which holds the word that tells it apart."""
+    template = [f"w{i}" for i in range(48)]
+
+    def record(i: int) -> str:
+        return " ".join([*template[:8], f"id{i}", *template[9:]])
+
+    candidates = [record(i) for i in range(300)] + [record(7).replace("w30", "w30,")]
+    rows = [f"### Response: {record(i)}</s>" for i in range(0, 300, 3)] + [record(7)]
+    expected = {(i, i // 3) for i in range(0, 300, 3)} | {(7, 100), (300, 100)}
+    assert _pairs(candidates, rows, min_words=16) == expected  # 300: 7's words
+
+
+def test_an_opening_of_long_words_in_a_short_text_is_not_looked_for() -> None:
+    assert _pairs(["x" * 200 + " a b"], ["q " + "x" * 200 + " a b c"], min_words=8) == set()

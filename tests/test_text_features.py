@@ -1129,8 +1129,12 @@ def test_under_a_cache_key_only_its_holder_can_seal_a_row(
     forge(keyed)
     with pytest.raises(InputError, match="not sealed for its text in this file"):
         detect_pii(release, cache_dir=str(tmp_path), **kwargs)
-    monkeypatch.setenv("GATE_CACHE_KEY", "another key")
+    monkeypatch.setenv("GATE_CACHE_KEY", "another key of the owner's")
     assert DetectionCache(tmp_path, key).path not in (keyed, tmp_path / f"pii-{key}.sqlite")
+    for unusable in ("", " " * 20, "short secret"):  # a CI system's unavailable secret: ""
+        monkeypatch.setenv("GATE_CACHE_KEY", unusable)
+        with pytest.raises(InputError, match="GATE_CACHE_KEY must be a random secret of at"):
+            detect_pii(release, cache_dir=str(tmp_path), **kwargs)
 
 
 def test_an_unreadable_or_locked_cache_is_an_error_naming_the_file(tmp_path, monkeypatch) -> None:

@@ -528,16 +528,18 @@ def test_a_holdout_text_another_user_quoted_or_a_short_one_is_no_proof_within(
     tmp_path: Path,
 ) -> None:
     """A train record that quotes a holdout record holds its text: a template around that
-    train record is no evidence. A holdout text under 16 words inside a longer public text
-    is not looked for (a phrase is found in long texts by chance)."""
+    train record is no evidence, but the holdout record in a row without the quote is (a
+    review: any quote anywhere in the source had excused every row). A holdout text under
+    16 words inside a longer public text is not looked for (a phrase is found in long
+    texts by chance)."""
     short = " ".join(LONG_HOLDOUT.split()[:15])
     source = [*LONG, ("j", short, "holdout")]
     rows = [
         {"text": f"### Response: i replied: {QUOTED}</s>"},
-        {"text": f"public: {QUOTED}, and more"},
         {"text": f"a public page that says {short} and goes on"},
     ]
     found = _check(tmp_path, rows, source_rows=source)
     assert (found.train_only_records_found, found.train_only_records_within) == (1, 1)
-    with pytest.raises(BundleError, match="line 1 holds, within a longer text"):
-        _check(tmp_path, [{"text": f"{LONG_HOLDOUT} and so on"}], source_rows=source)
+    for row in (f"public: {QUOTED}, and more", f"{LONG_HOLDOUT} and so on"):
+        with pytest.raises(BundleError, match="line 2 holds, within a longer text"):
+            _check(tmp_path, [rows[0], {"text": row}], source_rows=source)

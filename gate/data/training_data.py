@@ -254,35 +254,54 @@ def _refuse_holdout_texts_within(
     is_train: np.ndarray,
 ) -> None:
     """Refuse training rows that hold, within a longer text, a holdout text that one
-    holdout user wrote and no record of another user holds (``found``: the (code, row)
-    pairs of such texts, but for that last condition; a train record that quotes a
-    holdout text is no evidence)."""
+    holdout user wrote (``found``: the (code, row) pairs of such texts), unless the row
+    holds it as part of another user's record that quotes it (a train record that quotes
+    a holdout record, inside a template, is no evidence; a review had let any quote by
+    another user, anywhere in the source, excuse every row)."""
     codes, rows = found
     if not codes.size:
         return
     distinct = np.unique(codes)
-    source_texts = texts.dictionary.take(pa.array(texts.source_codes[0]))
+    source_codes = texts.source_codes[0]
     quoted, records = containing_rows(
-        texts.dictionary.take(pa.array(distinct)), source_texts, min_words=CONTAINED_WORDS
+        texts.dictionary.take(pa.array(distinct)),
+        texts.dictionary.take(pa.array(source_codes)),
+        min_words=CONTAINED_WORDS,
     )
     writer = np.full(len(texts.dictionary) + 1, -1, dtype=np.int64)
     holdout_rows = np.flatnonzero(~is_train)
     for reading in texts.source_codes:  # one holdout user holds each of these codes
         writer[reading[holdout_rows]] = users[holdout_rows]
-    proof = np.zeros(len(texts.dictionary) + 1, dtype=bool)
-    proof[distinct] = True
-    proof[distinct[quoted[users[records] != writer[distinct[quoted]]]]] = False
-    at = np.zeros(len(table.frame), dtype=bool)
-    at[rows[proof[codes]]] = True
-    if not at.any():
+    by_other = users[records] != writer[distinct[quoted]]
+    quotes = pd.DataFrame(
+        {"code": distinct[quoted[by_other]], "quote": source_codes[records[by_other]]}
+    ).drop_duplicates()
+    pairs = pd.DataFrame({"code": codes, "row": rows})
+    if len(quotes):
+        quote_codes = np.unique(quotes["quote"].to_numpy())
+        row_numbers = np.unique(rows)
+        held, in_rows = containing_rows(
+            texts.dictionary.take(pa.array(quote_codes)),
+            texts.training_reading().take(pa.array(row_numbers)),
+            min_words=CONTAINED_WORDS,
+        )
+        quoted_in = pd.DataFrame({"quote": quote_codes[held], "row": row_numbers[in_rows]})
+        excused = quotes.merge(quoted_in, on="quote")[["code", "row"]].drop_duplicates()
+        pairs = pairs.merge(excused, on=["code", "row"], how="left", indicator=True)
+        pairs = pairs[pairs["_merge"] == "left_only"]
+    if pairs.empty:
         return
+    at = np.zeros(len(table.frame), dtype=bool)
+    at[pairs["row"].to_numpy()] = True
+    proof = np.zeros(len(texts.dictionary) + 1, dtype=bool)
+    proof[pairs["code"].to_numpy()] = True
     holding = _many(int((texts.records_holding(proof) & ~is_train).sum()), "such holdout record")
     raise BundleError(
         f"{table.path}: line {_line(table, at)} holds, within a longer text, the text of a "
-        "holdout record that one holdout user wrote and no record of another user holds, "
-        f"of {CONTAINED_WORDS} words or more (this training data holds {holding} in "
-        f"{_many(int(at.sum()), 'row')}): evidence that the generator was trained on holdout "
-        f"users, whose disclosures would pass for chance; {_REMEDY}"
+        f"holdout record that one holdout user wrote, of {CONTAINED_WORDS} words or more, "
+        "and not as part of another user's record that quotes it (this training data holds "
+        f"{holding} in {_many(int(at.sum()), 'row')}): evidence that the generator was "
+        f"trained on holdout users, whose disclosures would pass for chance; {_REMEDY}"
     )
 
 

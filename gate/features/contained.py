@@ -25,7 +25,7 @@ from gate.features.tokenize import tokenize
 
 ANCHOR_WORDS = 8
 PREFIX_CHARACTERS = 160  # a candidate's opening, read for its first ``anchor`` words
-_ANCHORS_TRIED = 5  # n-grams per candidate, evenly spaced, from which its anchor is chosen
+_PAIRS_PER_BLOCK = 1 << 21  # (row position, candidate) pairs checked at a time
 
 
 class _Tokens:
@@ -76,20 +76,14 @@ def containing_rows(
     lengths = np.diff(starts)
     hasher = NgramHasher(tokens, starts)
 
-    # each candidate's anchor: of a few of its n-grams, the one fewest candidates share
-    long_enough = np.flatnonzero(lengths[:n_looked] >= min_words)
-    span = lengths[long_enough] - anchor
-    step = np.arange(_ANCHORS_TRIED, dtype=np.int64)
-    offsets = (span[:, None] * step[None, :]) // (_ANCHORS_TRIED - 1)
-    tried = (starts[long_enough][:, None] + offsets).ravel()
-    grams = hasher.hashes(tried, anchor)
-    _, inverse, counts = np.unique(grams, return_inverse=True, return_counts=True)
-    shared = counts[inverse.ravel()].reshape(-1, _ANCHORS_TRIED)
-    choice = np.argmin(shared, axis=1)
-    candidate = long_enough
-    at_in_candidate = tried.reshape(-1, _ANCHORS_TRIED)[np.arange(choice.size), choice]
-    offset = at_in_candidate - starts[candidate]
-    anchor_hash = grams.reshape(-1, _ANCHORS_TRIED)[np.arange(choice.size), choice]
+    looked_for = np.flatnonzero(lengths[:n_looked] >= min_words)
+    if not looked_for.size:  # openings cut in long words, but the texts are short
+        return empty, empty
+    representative = _first_of_equal(hasher, starts, lengths, looked_for)
+    anchor_at = _rarest_ngrams(hasher, starts, lengths, np.unique(representative), anchor)
+    candidate = hasher.doc_of(anchor_at)  # the representatives, in order
+    offset = anchor_at - starts[candidate]
+    anchor_hash = hasher.hashes(anchor_at, anchor)
 
     # the rows' n-grams that are some candidate's anchor, paired with those candidates
     in_rows = row_positions + looked.starts[-1]
@@ -100,25 +94,100 @@ def containing_rows(
     at, at_hash = in_rows[hit], row_hashes[hit]
     low = np.searchsorted(sorted_anchors, at_hash, side="left")
     many = np.searchsorted(sorted_anchors, at_hash, side="right") - low
+    found_rows, found_candidates = [], []
+    ends = np.cumsum(many)
+    cuts = np.searchsorted(
+        ends,
+        np.arange(_PAIRS_PER_BLOCK, int(ends[-1]) if ends.size else 0, _PAIRS_PER_BLOCK),
+        side="right",
+    )
+    for block in np.split(np.arange(at.size), cuts):
+        pair, start = _confirmed_pairs(
+            hasher, tokens, by_anchor, low[block], many[block], at[block], offset, candidate
+        )
+        found_rows.append(hasher.doc_of(start) - n_looked)
+        found_candidates.append(candidate[pair])
+    rows_found = np.concatenate([empty, *found_rows])
+    by_representative = np.concatenate([empty, *found_candidates])
+    # every candidate whose words are its representative's
+    members_of = np.argsort(representative, kind="stable")
+    group_start = np.searchsorted(representative[members_of], by_representative, side="left")
+    group_size = (
+        np.searchsorted(representative[members_of], by_representative, side="right") - group_start
+    )
+    step = np.arange(int(group_size.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(group_size) - group_size, group_size
+    )
+    expanded = looked_for[members_of[np.repeat(group_start, group_size) + step]]
+    found = np.unique(
+        np.stack([np.repeat(rows_found, group_size), kept[expanded]], axis=1).reshape(-1, 2),
+        axis=0,
+    )
+    return found[:, 1].astype(np.int64), found[:, 0].astype(np.int64)
+
+
+def _first_of_equal(
+    hasher: NgramHasher, starts: np.ndarray, lengths: np.ndarray, docs: np.ndarray
+) -> np.ndarray:
+    """For each of ``docs``, the first of them with the same words (by their whole
+    hash): texts that differ only in punctuation are looked for once."""
+    whole = hasher.hashes(starts[docs], lengths[docs])
+    key = np.stack([lengths[docs].astype(np.uint64), whole], axis=1)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return docs[first[inverse.ravel()]]
+
+
+def _rarest_ngrams(
+    hasher: NgramHasher, starts: np.ndarray, lengths: np.ndarray, docs: np.ndarray, n: int
+) -> np.ndarray:
+    """For each of ``docs`` (sorted), the position of its n-gram that the fewest of
+    ``docs`` share (the first such): a row pairs with every candidate whose anchor it
+    holds, so an anchor many candidates share (a template's words) would pair each row
+    with them all."""
+    positions = hasher.fitting(np.arange(starts[docs[-1] + 1], dtype=np.int64), n)
+    positions = positions[np.isin(hasher.doc_of(positions), docs)]
+    grams = hasher.hashes(positions, n)
+    order = np.argsort(grams, kind="stable")
+    ordered = grams[order]
+    new_run = np.ones(ordered.size, dtype=bool)
+    new_run[1:] = ordered[1:] != ordered[:-1]
+    run = np.cumsum(new_run) - 1
+    shared = np.empty(ordered.size, dtype=np.int64)
+    shared[order] = np.bincount(run)[run]
+    doc = hasher.doc_of(positions)
+    first = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
+    fewest = np.minimum.reduceat(shared, first)
+    rarest = np.flatnonzero(shared == np.repeat(fewest, np.diff(np.r_[first, doc.size])))
+    return positions[rarest[np.r_[True, doc[rarest][1:] != doc[rarest][:-1]]]]
+
+
+def _confirmed_pairs(
+    hasher: NgramHasher,
+    tokens: np.ndarray,
+    by_anchor: np.ndarray,
+    low: np.ndarray,
+    many: np.ndarray,
+    at: np.ndarray,
+    offset: np.ndarray,
+    candidate: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of the row positions ``at`` that hold an anchor (``many`` candidates' from ``low``
+    in ``by_anchor``'s order), the (candidate, start) pairs whose candidate the row holds
+    whole from ``start``: its window fits in the row, hashes alike and has its tokens."""
     total = int(many.sum())
-    if not total:
-        return empty, empty
     within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(many) - many, many)
     pair = by_anchor[np.repeat(low, many) + within]
     found_at = np.repeat(at, many)
     start = found_at - offset[pair]
-    size = lengths[candidate[pair]]
+    starts = hasher.starts
+    size = np.diff(starts)[candidate[pair]]
     fits = (start >= starts[hasher.doc_of(found_at)]) & (start + size <= hasher.doc_end(found_at))
     pair, start, size = pair[fits], start[fits], size[fits]
     origin = starts[candidate[pair]]
     same = hasher.hashes(start, size) == hasher.hashes(origin, size)
     pair, start, size, origin = pair[same], start[same], size[same], origin[same]
     confirmed = _same_tokens(tokens, start, origin, size)
-    pair, start = pair[confirmed], start[confirmed]
-    found = np.unique(
-        np.stack([hasher.doc_of(start) - n_looked, kept[candidate[pair]]], axis=1), axis=0
-    )
-    return found[:, 1].astype(np.int64), found[:, 0].astype(np.int64)
+    return pair[confirmed], start[confirmed]
 
 
 def _openings_held(

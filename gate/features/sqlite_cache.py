@@ -39,10 +39,28 @@ class TextKey(NamedTuple):
     seal: bytes  # a digest of a fixed prefix and the text (keyed by the cache key, if any)
 
 
+KEY_CHARACTERS = 16  # the fewest characters of a cache key
+
+
 def cache_key() -> bytes | None:
-    """The secret that keys the rows' seals: ``GATE_CACHE_KEY`` if set (and not empty)."""
+    """The secret that keys the rows' seals: ``GATE_CACHE_KEY``, None if unset.
+
+    Raises:
+        InputError: the variable is set but holds fewer than :data:`KEY_CHARACTERS`
+            characters (not white space): a CI system sets an unavailable secret to an
+            empty string, and the unkeyed file, which the release's author can write,
+            must not be read instead.
+    """
     env = os.environ.get("GATE_CACHE_KEY")
-    return env.encode("utf-8", "surrogatepass") if env else None
+    if env is None:
+        return None
+    if len(env.strip()) < KEY_CHARACTERS:
+        raise InputError(
+            f"GATE_CACHE_KEY must be a random secret of at least {KEY_CHARACTERS} characters "
+            f"(not white space); found {len(env.strip())}: set it to the data owner's "
+            "secret, or unset it to read the cache unkeyed"
+        )
+    return env.encode("utf-8", "surrogatepass")
 
 
 def text_keys(texts: Sequence[str], *, secret: bytes | None = None) -> list[TextKey]:
