@@ -8,10 +8,11 @@ punctuation and white space between them are not compared. Tokens are compared b
 call), so that the rows and the candidates are tokenised apart. A candidate can only be
 held by a row that holds its first ``anchor`` words: only the candidates whose opening
 (their first :data:`PREFIX_CHARACTERS` characters) passes that test are tokenised whole.
-Each of those is looked for through one of a few of its ``anchor``-word n-grams, the one
-fewest candidates share (a common opening must not pair every row that has it with every
-candidate), with the polynomial hashes of :mod:`gate.features.ngram`; a pair whose whole
-windows hash alike is confirmed token by token. No Python loop runs over tokens or rows.
+Texts of the same words are looked for once. Each is looked for through its
+``anchor``-word n-gram that the fewest candidates share (a template's words must not pair
+every row that has them with every candidate), with the polynomial hashes of
+:mod:`gate.features.ngram`; a pair whose whole windows hash alike is confirmed token by
+token, in blocks of pairs. No Python loop runs over tokens or rows.
 """
 
 from __future__ import annotations

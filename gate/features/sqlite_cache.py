@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from gate.errors import InputError
 
 CACHE_FORMAT = 2  # rows sealed for their text (1: unsealed); in the caches' file names
+KEY_CHARACTERS = 16  # the fewest characters of a cache key
 LOCK_TIMEOUT = 60.0  # seconds to wait for another process writing the same file
 _BATCH = 900  # keys per query (SQLite's default limit of host parameters is 999)
 _SEAL_DOMAIN = b"gate cache seal\x00"
@@ -37,9 +38,6 @@ class TextKey(NamedTuple):
 
     lookup: bytes  # sha256 of the text: the row's key
     seal: bytes  # a digest of a fixed prefix and the text (keyed by the cache key, if any)
-
-
-KEY_CHARACTERS = 16  # the fewest characters of a cache key
 
 
 def cache_key() -> bytes | None:
