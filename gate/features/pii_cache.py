@@ -6,8 +6,9 @@ computed once. The cache holds no text and no entity: each row is a text's sha25
 its spans (entity type, start, end), which mean something only next to the text (they
 do tell each record's entity types and lengths), sealed for the text and the file
 (:mod:`gate.features.sqlite_cache`). It is derived from private records (a guessed text
-can be confirmed by its hash), and whoever holds the records can write a row that hides
-a detection, so it belongs where the corpus is kept.
+can be confirmed by its hash), and whoever holds a text (the release's author holds the
+release's) can write a row that hides its detections unless ``GATE_CACHE_KEY`` keys the
+seals, so it belongs where the corpus is kept.
 
 One SQLite file per detector (:func:`detector_key`): a change to anything the detections
 depend on starts an empty file. A row not sealed for its text, or not a detection of it
