@@ -185,6 +185,7 @@ def test_an_unusable_pii_detection_cache_is_an_audit_error_naming_it(
     bundle_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], fault: str
 ) -> None:
     from gate.features.pii_cache import detector_key
+    from gate.features.sqlite_cache import cache_file
     from gate.policy.models import DEFAULT_PII_ENTITIES, NLP_ONLY_ENTITIES
 
     caches = tmp_path / "caches"
@@ -197,7 +198,7 @@ def test_an_unusable_pii_detection_cache_is_an_audit_error_naming_it(
         key = detector_key(
             engine="patterns", spacy_model=None, entities=entities, score_threshold=0.35
         )
-        named = caches / f"pii-{key}.sqlite"
+        named = cache_file(caches, f"pii-{key}")
         named.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
     policy = MINIMAL_POLICY.replace(
         "        n_max: 4\n",

@@ -896,7 +896,7 @@ def test_detection_cache_analyses_each_text_once_and_holds_no_text(tmp_path, mon
 
     key = detector_key(engine="patterns", spacy_model=None, entities=entities, score_threshold=0.35)
     (store,) = tmp_path.iterdir()
-    assert store.name == f"pii-{key}.sqlite" and store.stat().st_mode & 0o777 == 0o600
+    assert store.name == f"pii-{key}-v2.sqlite" and store.stat().st_mode & 0o777 == 0o600
     stored = store.read_bytes()
     for raw in cold.raw + warm.raw:
         assert raw.encode() not in stored and raw.lower().encode() not in stored
@@ -925,7 +925,7 @@ def test_detection_cache_of_the_spacy_engine_is_named_by_its_pipeline(tmp_path) 
         entities=["PERSON", "EMAIL_ADDRESS"],
         score_threshold=0.35,
     )
-    assert [p.name for p in (tmp_path / "c").iterdir()] == [f"pii-{key}.sqlite"]
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [f"pii-{key}-v2.sqlite"]
     assert (tmp_path / "c").stat().st_mode & 0o777 == 0o700
 
 
@@ -1124,13 +1124,13 @@ def test_under_a_cache_key_only_its_holder_can_seal_a_row(
 
     monkeypatch.setenv("GATE_CACHE_KEY", "a secret of the data owner's CI")
     keyed = DetectionCache(tmp_path, key).path
-    assert keyed.name.startswith(f"pii-{key}-k") and keyed.exists()
+    assert keyed.name.startswith(f"pii-{key}-v2-k") and keyed.exists()
     assert detect_pii(release, cache_dir=str(tmp_path), **kwargs).values == found
     forge(keyed)
     with pytest.raises(InputError, match="not sealed for its text in this file"):
         detect_pii(release, cache_dir=str(tmp_path), **kwargs)
     monkeypatch.setenv("GATE_CACHE_KEY", "another key of the owner's")
-    assert DetectionCache(tmp_path, key).path not in (keyed, tmp_path / f"pii-{key}.sqlite")
+    assert DetectionCache(tmp_path, key).path not in (keyed, tmp_path / f"pii-{key}-v2.sqlite")
     for unusable in ("", " " * 20, "short secret"):  # a CI system's unavailable secret: ""
         monkeypatch.setenv("GATE_CACHE_KEY", unusable)
         with pytest.raises(InputError, match="GATE_CACHE_KEY must be a random secret of at"):
@@ -1143,12 +1143,13 @@ def test_an_unreadable_or_locked_cache_is_an_error_naming_the_file(tmp_path, mon
     from gate.errors import InputError
     from gate.features import sqlite_cache
     from gate.features.pii_cache import DetectionCache, detector_key
+    from gate.features.sqlite_cache import cache_file
 
     kwargs = patterns_options(["EMAIL_ADDRESS"], processes=1)
     key = detector_key(
         engine="patterns", spacy_model=None, entities=["EMAIL_ADDRESS"], score_threshold=0.35
     )
-    path = tmp_path / f"pii-{key}.sqlite"
+    path = cache_file(tmp_path, f"pii-{key}")
     path.write_bytes(b"not a database, " * 512)
     with pytest.raises(InputError, match=rf"cache file {re.escape(str(path))}: not a usable"):
         detect_pii(TEXTS, cache_dir=str(tmp_path), **kwargs)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.features.ngram import NgramHasher, hash_key, members, token_hashes
+from gate.features.ngram import NgramHasher, hash_key, members, sorted_runs, token_hashes
 from gate.features.tokenize import tokenize
 
 ANCHOR_WORDS = 8
@@ -66,7 +66,7 @@ def containing_rows(
         return empty, empty
     row_hasher = NgramHasher(held.values, held.starts)
     row_positions = row_hasher.positions(anchor)
-    row_grams = _sorted_distinct(row_hasher.hashes(row_positions, anchor))
+    row_grams, _ = sorted_runs(np.sort(row_hasher.hashes(row_positions, anchor)))
     kept = _openings_held(candidates, row_grams, key=key, min_words=min_words, anchor=anchor)
     if not kept.size:
         return empty, empty
@@ -91,7 +91,7 @@ def containing_rows(
     row_hashes = hasher.hashes(in_rows, anchor)
     by_anchor = np.argsort(anchor_hash, kind="stable")
     sorted_anchors = anchor_hash[by_anchor]
-    hit = members(_sorted_distinct(sorted_anchors), row_hashes)
+    hit = members(sorted_runs(sorted_anchors)[0], row_hashes)
     at, at_hash = in_rows[hit], row_hashes[hit]
     low = np.searchsorted(sorted_anchors, at_hash, side="left")
     many = np.searchsorted(sorted_anchors, at_hash, side="right") - low
@@ -116,10 +116,7 @@ def containing_rows(
     group_size = (
         np.searchsorted(representative[members_of], by_representative, side="right") - group_start
     )
-    step = np.arange(int(group_size.sum()), dtype=np.int64) - np.repeat(
-        np.cumsum(group_size) - group_size, group_size
-    )
-    expanded = looked_for[members_of[np.repeat(group_start, group_size) + step]]
+    expanded = looked_for[members_of[np.repeat(group_start, group_size) + _steps(group_size)]]
     found = np.unique(
         np.stack([np.repeat(rows_found, group_size), kept[expanded]], axis=1).reshape(-1, 2),
         axis=0,
@@ -149,12 +146,9 @@ def _rarest_ngrams(
     positions = positions[np.isin(hasher.doc_of(positions), docs)]
     grams = hasher.hashes(positions, n)
     order = np.argsort(grams, kind="stable")
-    ordered = grams[order]
-    new_run = np.ones(ordered.size, dtype=bool)
-    new_run[1:] = ordered[1:] != ordered[:-1]
-    run = np.cumsum(new_run) - 1
-    shared = np.empty(ordered.size, dtype=np.int64)
-    shared[order] = np.bincount(run)[run]
+    _, counts = sorted_runs(grams[order])
+    shared = np.empty(grams.size, dtype=np.int64)
+    shared[order] = np.repeat(counts, counts)
     doc = hasher.doc_of(positions)
     first = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
     fewest = np.minimum.reduceat(shared, first)
@@ -175,9 +169,7 @@ def _confirmed_pairs(
     """Of the row positions ``at`` that hold an anchor (``many`` candidates' from ``low``
     in ``by_anchor``'s order), the (candidate, start) pairs whose candidate the row holds
     whole from ``start``: its window fits in the row, hashes alike and has its tokens."""
-    total = int(many.sum())
-    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(many) - many, many)
-    pair = by_anchor[np.repeat(low, many) + within]
+    pair = by_anchor[np.repeat(low, many) + _steps(many)]
     found_at = np.repeat(at, many)
     start = found_at - offset[pair]
     starts = hasher.starts
@@ -211,13 +203,9 @@ def _openings_held(
     return np.flatnonzero(held & ((opening.lengths >= min_words) | cut))
 
 
-def _sorted_distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values, sorted (a sort: numpy's hash-based ``unique`` of 64-bit keys
-    had taken 1.5 s per 5M)."""
-    ordered = np.sort(values)
-    keep = np.ones(ordered.size, dtype=bool)
-    keep[1:] = ordered[1:] != ordered[:-1]
-    return ordered[keep]
+def _steps(sizes: np.ndarray) -> np.ndarray:
+    """``0 .. size - 1`` for each of ``sizes``, end to end (the offsets of ragged runs)."""
+    return np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
 
 
 def _same_tokens(
@@ -226,8 +214,7 @@ def _same_tokens(
     """Row-wise: do the ``sizes`` tokens at ``starts`` equal those at ``origins``?"""
     if not sizes.size:
         return np.zeros(0, dtype=bool)
-    total = int(sizes.sum())
-    step = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    step = _steps(sizes)
     equal = tokens[np.repeat(starts, sizes) + step] == tokens[np.repeat(origins, sizes) + step]
     pair = np.repeat(np.arange(sizes.size), sizes)
     return np.bincount(pair, weights=~equal, minlength=sizes.size) == 0

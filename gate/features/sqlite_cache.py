@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from gate.errors import InputError
 
-CACHE_FORMAT = 2  # rows sealed for their text (1: unsealed); in the caches' file names
+CACHE_FORMAT = 2  # rows sealed for their text (1: unsealed, no version in the file name)
 KEY_CHARACTERS = 16  # the fewest characters of a cache key
 LOCK_TIMEOUT = 60.0  # seconds to wait for another process writing the same file
 _BATCH = 900  # keys per query (SQLite's default limit of host parameters is 999)
@@ -79,15 +79,30 @@ def text_keys(texts: Sequence[str], *, secret: bytes | None = None) -> list[Text
     return keys
 
 
+def cache_file(directory: str | Path, stem: str) -> Path:
+    """The file of the cache named ``stem`` in ``directory``, under the current
+    ``GATE_CACHE_KEY``."""
+    return Path(directory) / _file_name(stem, cache_key())
+
+
+def _file_name(stem: str, secret: bytes | None) -> str:
+    """``stem``, the row format and, under a key, an id of the key: a file of another
+    format, or of rows sealed under another key (or none), is another file."""
+    if secret is None:
+        return f"{stem}-v{CACHE_FORMAT}.sqlite"
+    key_id = hmac.new(secret, b"gate cache key id", hashlib.sha256).hexdigest()[:12]
+    return f"{stem}-v{CACHE_FORMAT}-k{key_id}.sqlite"
+
+
 class SqliteCache:
     """A table ``key BLOB PRIMARY KEY, <column> <column_type>, seal BLOB`` in the file
-    ``path``; values are ``bytes`` or ``str``."""
+    :func:`cache_file` names; values are ``bytes`` or ``str``."""
 
-    def __init__(self, path: Path, *, table: str, column: str, column_type: str) -> None:
+    def __init__(
+        self, directory: str | Path, stem: str, *, table: str, column: str, column_type: str
+    ) -> None:
         self._secret = cache_key()
-        if self._secret is not None:  # rows sealed under another key are another file's
-            key_id = hmac.new(self._secret, b"gate cache key id", hashlib.sha256).hexdigest()
-            path = path.with_name(f"{path.stem}-k{key_id[:12]}{path.suffix}")
+        path = Path(directory) / _file_name(stem, self._secret)
         self.path = path
         self._table, self._column = table, column
         with self._errors():
