@@ -1,11 +1,14 @@
 """The cost of ``--training-data``: loading a bundle with and without the check.
 
-    .venv/bin/python bench/bench_training_data.py --records 100000 --repeats 3 [--template]
+    .venv/bin/python bench/bench_training_data.py --records 100000 --repeats 3 \
+        [--template shared|varied]
 
 Writes ``records`` train and ``records`` holdout records (one user each, ~100
 Zipf-distributed words) and a training file that is the train file (with ``--template``,
-each record inside a prompt template, without ids, so that every record is looked for
-within the rows: :func:`gate.features.contained.containing_rows`), then loads the
+each record inside a prompt template, without ids: ``shared``, one template, which the
+check takes off every row; ``varied``, an instruction that names the row's number, so
+that every record is looked for within the rows,
+:func:`gate.features.contained.containing_rows`), then loads the
 bundle (:func:`gate.data.bundle.load_bundle`, the default text reading) with and without
 ``training_data``, interleaved, ``repeats`` times each. Prints the median wall times,
 their difference (the check: reading the training file, reading its texts as the policy
@@ -42,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--template", action="store_true")
+    parser.add_argument("--template", choices=("shared", "varied"))
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-training-data-") as tmp:
@@ -53,9 +56,10 @@ def main() -> None:
         if args.template:
             trained_on = Path(tmp) / "templated.jsonl"
             with files["train"].open(encoding="utf-8") as rows, trained_on.open("w") as out:
-                for row in rows:
+                for number, row in enumerate(rows):
                     text = json.loads(row)["text"]
-                    prompt = f"### Instruction: write a message.\n### Response: {text}</s>"
+                    task = "a message" if args.template == "shared" else f"message {number}"
+                    prompt = f"### Instruction: write {task}.\n### Response: {text}</s>"
                     out.write(json.dumps({"text": prompt}) + "\n")
         synthetic = Path(tmp) / "synthetic.jsonl"
         synthetic.write_text(json.dumps({"text": "a release record"}) + "\n")
@@ -77,7 +81,7 @@ def main() -> None:
     without, with_check = (statistics.median(times[c]) for c in (False, True))
     print(
         f"{args.records:,} + {args.records:,} source records, a training file of "
-        f"{args.records:,}{' (templated)' if args.template else ''}: load_bundle {without:.2f} s without the check, {with_check:.2f} s "
+        f"{args.records:,}{f' ({args.template} template)' if args.template else ''}: load_bundle {without:.2f} s without the check, {with_check:.2f} s "
         f"with it (+{with_check - without:.2f} s; runs {times}); peak RSS {peak:.2f} GB; "
         f"{found.summary() if found else '-'}"
     )

@@ -8,11 +8,14 @@ import re
 import unicodedata
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from gate.api.preflight import training_data_warnings
 from gate.cli import main
 from gate.data.bundle import load_bundle
+from gate.data.training_data import _between, _boundaries, _common_prefix
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, TextPolicy
 
@@ -543,3 +546,68 @@ def test_a_holdout_text_another_user_quoted_or_a_short_one_is_no_proof_within(
     for row in (f"public: {QUOTED}, and more", f"{LONG_HOLDOUT} and so on"):
         with pytest.raises(BundleError, match="line 2 holds, within a longer text"):
             _check(tmp_path, [rows[0], {"text": row}], source_rows=source)
+
+
+TEMPLATE = (
+    "<|system|>You write support replies.<|user|>Reply to the customer.<|assistant|>{}<|end|>"
+)
+SHORT_SOURCE = [  # records of under 16 words, the first two of train starting alike
+    ("k", "Hi Ann, the parcel left on Monday. Thanks", "train"),
+    ("l", "Hi Ann, your refund is on its way. Thanks", "train"),
+    ("m", "We fixed the café's login page", "train"),
+    ("n", "Hi Bo, the courier lost your order twice this week. Thanks", "holdout"),
+    ("o", "Sorry!", "holdout"),
+    ("p", "Sorry!", "holdout"),
+]
+
+
+def test_short_records_inside_a_template_every_row_shares_are_found(tmp_path: Path) -> None:
+    """Records under 16 words inside a prompt template had compared nothing (the search
+    within longer rows needs 16): the prefix and suffix every row shares are taken off,
+    and each row compared whole, even where the records share their first and last words
+    (the two train rows below share ``Hi Ann,`` and ``. Thanks``)."""
+    rows = [{"text": TEMPLATE.format(t)} for _, t, side in SHORT_SOURCE[:2]]
+    found = _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    assert (found.train_only_records_found, found.template_rows) == (2, 2)
+    assert found.train_only_records_within == 0
+    assert "(2 rows read inside a template)" in found.summary()
+    found = _check(
+        tmp_path,
+        [{"text": TEMPLATE.format(t)} for t in ("We fixed the café's login page", "Sorry!")],
+        source_rows=SHORT_SOURCE,
+    )
+    assert (found.train_only_records_found, found.weak_holdout_records_found) == (1, 2)
+    assert found.weak_holdout_first_line == 2
+
+
+def test_a_holdout_record_inside_a_shared_template_is_refused_at_any_length(
+    tmp_path: Path,
+) -> None:
+    rows = [{"text": TEMPLATE.format(t)} for _, t, _ in SHORT_SOURCE[:4]]
+    with pytest.raises(BundleError) as error:
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    message = str(error.value)
+    assert "line 4 holds inside the template that its rows share the text of a holdout" in (message)
+    assert "courier" not in message
+
+
+def test_rows_that_share_no_template_are_compared_as_they_are(tmp_path: Path) -> None:
+    """Rows that share no prefix or suffix, or fewer than two rows that equal no source
+    text, are compared as they are (a record and more is not found under 16 words)."""
+    rows = [{"text": "We fixed the café's login page today"}, {"text": "Sorry! Not now"}]
+    found = _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    assert (found.train_only_records_found, found.template_rows) == (0, 0)
+    rows = [{"text": "Hi Ann, the parcel left on Monday. Thanks"}, {"text": "Sorry! Not now"}]
+    found = _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    assert (found.train_only_records_found, found.template_rows) == (1, 0)
+    found = _check(tmp_path, [{"text": TEMPLATE.format("Sorry!")}], source_rows=SHORT_SOURCE)
+    assert (found.weak_holdout_records_found, found.template_rows) == (0, 0)
+
+
+def test_a_shared_prefix_and_suffix_are_cut_by_code_point() -> None:
+    texts = pa.array(["«R» héllo »", "«R» hé there »", "«R» hé »"])
+    assert _common_prefix(texts) == "«R» hé"
+    assert _common_prefix(pc.utf8_reverse(texts))[::-1] == " »"
+    assert _between(texts, 4, 2).to_pylist() == ["héllo", "hé there", "hé"]
+    assert _between(texts, 4, 0).to_pylist() == ["héllo »", "hé there »", "hé »"]
+    assert _boundaries("ab: c") == [2, 3, 4]

@@ -247,8 +247,8 @@ def _compared_nothing(trained_on: TrainingDataCheck) -> str:
         + ("" if trained_on.user_column is None else " and no train user")
         + ": the check that it holds no holdout user compared nothing the generator saw; "
         "give each record's text as the split holds it (a `text` column; a record inside "
-        f"a prompt template is found if it has {CONTAINED_WORDS} words or more), and the "
-        "split's user column"
+        "a prompt template that every row shares is found at any length, inside other "
+        f"longer rows if it has {CONTAINED_WORDS} words or more), and the split's user column"
     )
 
 

@@ -44,6 +44,14 @@ CONTAINED_WORDS = 16
 longer training text holds it (a prompt template around each record, records packed
 into one row): a phrase of a few words is found in long public texts by chance."""
 
+TEMPLATE_SAMPLE = 512
+"""Rows that equal no source text on which a template's two ends are placed."""
+
+TEMPLATE_CUTS = 16
+"""Word boundaries tried as the end of a template's prefix (the last ones of the prefix
+every row shares) and as the start of its suffix (the first ones of the shared suffix):
+the records a file holds may share their first or last words too."""
+
 _SPACES = f"[{re2_characters(WHITE_SPACE)}]+"
 # a text whose white space is not single spaces between words (RE2's syntax)
 _UNMATCHED_SPACE = f"[{re2_characters(WHITE_SPACE.replace(' ', ''))}]|  |^ | $"
@@ -76,6 +84,7 @@ class TrainingDataCheck:
     train_only_records: int  # train records whose text no holdout record holds
     train_only_records_found: int  # as a row's text, or within a longer one
     train_only_records_within: int  # found only within longer texts
+    template_rows: int  # rows that equal a source text once a shared template is removed
     distinctive_holdout_records: int  # the records that refuse the file: none found
     weak_holdout_records: int  # holdout-only texts, but short or of several holdout users
     weak_holdout_records_found: int
@@ -86,8 +95,8 @@ class TrainingDataCheck:
     def saw_nothing_of_train(self) -> bool:
         """Neither a text only train holds nor a train user is in the training data: it is
         not the generator's, or it holds the records in another form (rewritten, or records
-        under :data:`CONTAINED_WORDS` words inside a template), and the check compared
-        nothing the generator saw."""
+        under :data:`CONTAINED_WORDS` words inside templates that differ from row to row),
+        and the check compared nothing the generator saw."""
         return self.train_only_records_found == 0 and not self.train_users_found
 
     def summary(self) -> str:
@@ -103,10 +112,13 @@ class TrainingDataCheck:
             if not self.weak_holdout_records_found
             else f" (but {self.weak_holdout_records_found} of short or shared text)"
         )
-        within = (
-            ""
-            if not self.train_only_records_within
-            else f" ({self.train_only_records_within} within longer texts)"
+        within = "".join(
+            f" ({count} {how})"
+            for count, how in (
+                (self.template_rows, "rows read inside a template"),
+                (self.train_only_records_within, "within longer texts"),
+            )
+            if count
         )
         return (
             f"{self.path}, {self.records} records: none of the "
@@ -163,13 +175,14 @@ def check_training_data(
         _readings(normalize_text(written, text), written, text),
         is_train,
     )
+    templated = texts.add_training_reading(_template_reading(texts))
     holdout_only = texts.holdout & ~texts.train  # a text train holds too is no evidence
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
     source_users = _arrow(source["user_id"])
     users = pc.dictionary_encode(source_users).indices.to_numpy(zero_copy_only=False)
     one_holder = texts.holders(users, ~is_train) == 1
     distinctive = holdout_only & texts.distinctive_length() & one_holder
-    _refuse_distinctive_texts(table, texts, distinctive, is_train)
+    _refuse_distinctive_texts(table, texts, distinctive, is_train, templated)
     train_only = texts.train & ~texts.holdout
     train_only[texts.code_of("")] = False
     found_codes, found_rows = _found_within_longer_texts(
@@ -197,6 +210,7 @@ def check_training_data(
             (texts.records_holding(train_only & (texts.in_training | within)) & is_train).sum()
         ),
         train_only_records_within=int(train_only_within.sum()),
+        template_rows=int(templated.sum()),
         distinctive_holdout_records=int((texts.records_holding(distinctive) & ~is_train).sum()),
         weak_holdout_records=int((texts.records_holding(weak) & ~is_train).sum()),
         weak_holdout_records_found=int(
@@ -211,20 +225,86 @@ def check_training_data(
 
 
 def _refuse_distinctive_texts(
-    table: RawTable, texts: _CodedValues, distinctive: np.ndarray, is_train: np.ndarray
+    table: RawTable,
+    texts: _CodedValues,
+    distinctive: np.ndarray,
+    is_train: np.ndarray,
+    templated: np.ndarray,
 ) -> None:
     rows = texts.rows_holding(distinctive)
     if not rows.any():
         return
     records = texts.records_holding(distinctive) & ~is_train
     found = texts.records_holding(distinctive & texts.in_training) & ~is_train
+    first = int(np.argmax(rows))
+    inside = " inside the template that its rows share" if templated[first] else ""
     raise BundleError(
-        f"{table.path}: line {_line(table, rows)} holds the text of a holdout record that "
+        f"{table.path}: line {_line(table, rows)} holds{inside} the text of a holdout record that "
         f"one holdout user wrote and no train user, of {DISTINCTIVE_WORDS} words or more "
         f"(this training data holds {found.sum()} of the {records.sum()} such holdout "
         "records): evidence that the generator was trained on holdout users, whose "
         f"disclosures would pass for chance; {_REMEDY}"
     )
+
+
+def _template_reading(texts: _CodedValues) -> pa.Array | None:
+    """The rows that equal no source text, each without the prefix and the suffix that
+    all of them share (a prompt template, ``### Response: {text}</s>``), the others null;
+    ``None`` if they share neither or are fewer than two distinct texts.
+
+    The records may share their first or last words too, which the shared prefix and suffix
+    then hold: each end is tried at its last (first) :data:`TEMPLATE_CUTS` word boundaries,
+    and the pair under which the most of :data:`TEMPLATE_SAMPLE` rows equal a source text
+    is kept (ties, and a sample in which none does, keep the whole prefix and suffix). A
+    row is then compared whole, under the rules of a row that equals a source text: records
+    of any length are found, where :func:`_found_within_longer_texts` needs
+    :data:`CONTAINED_WORDS` words."""
+    reading = texts.training_reading()
+    unmatched = (texts.training_codes < 0).all(axis=0)
+    distinct = pc.unique(reading.filter(pa.array(unmatched)))
+    if len(distinct) < 2:
+        return None
+    prefix = _common_prefix(distinct)
+    suffix = _common_prefix(pc.utf8_reverse(distinct))[::-1]
+    if not prefix and not suffix:
+        return None
+    starts = [len(prefix), *([0, *_boundaries(prefix)][::-1][:TEMPLATE_CUTS])]
+    ends = [0, *([*_boundaries(suffix), len(suffix)][:TEMPLATE_CUTS])]
+    cuts = [(start, end) for start in dict.fromkeys(starts) for end in dict.fromkeys(ends)]
+    at = np.unique(np.linspace(0, len(distinct) - 1, min(TEMPLATE_SAMPLE, len(distinct))))
+    sample = distinct.take(pa.array(at.astype(np.int64)))
+    middles = pa.concat_arrays([_between(sample, start, len(suffix) - end) for start, end in cuts])
+    found = pc.index_in(middles, value_set=texts.dictionary).fill_null(-1)
+    codes = found.to_numpy(zero_copy_only=False).reshape(len(cuts), len(sample))
+    equal = (codes >= 0) & ~np.isin(codes, texts.code_of(""))
+    start, end = cuts[int(np.argmax(equal.sum(axis=1)))]
+    middle = _between(reading, start, len(suffix) - end)
+    return pc.if_else(pa.array(unmatched), middle, pa.nulls(len(reading), middle.type))
+
+
+def _common_prefix(texts: pa.Array) -> str:
+    """The longest prefix of every one of ``texts`` (that of the first and the last in
+    order)."""
+    least, most = (value.as_py() for value in pc.min_max(texts).values())
+    length = next(
+        (i for i, (a, b) in enumerate(zip(least, most, strict=False)) if a != b),
+        min(len(least), len(most)),
+    )
+    return str(least[:length])
+
+
+def _boundaries(text: str) -> list[int]:
+    """Positions strictly inside ``text`` between a letter or digit and another character,
+    or between two characters of which neither is one, in order."""
+    return [i for i in range(1, len(text)) if not (text[i - 1].isalnum() and text[i].isalnum())]
+
+
+def _between(texts: pa.Array, start: int, end: int) -> pa.Array:
+    """``texts`` without their first ``start`` and last ``end`` characters (code points),
+    and without the spaces this leaves at either end."""
+    stop = -end if end else None
+    sliced = pc.utf8_slice_codeunits(texts, start=start, stop=stop)
+    return pc.utf8_trim(sliced, characters=" ")
 
 
 def _found_within_longer_texts(
@@ -378,6 +458,23 @@ class _CodedValues:
         self.holdout = np.bincount(self.source_codes[:, ~is_train].ravel(), minlength=size) > 0
         held = self.training_codes[self.training_codes >= 0]
         self.in_training = np.bincount(held, minlength=size) > 0
+
+    def add_training_reading(self, reading: pa.Array | None) -> np.ndarray:
+        """Code another reading of the training rows (row for row, null where a row has
+        none); the rows that equal a source text in it and in no reading before (all False
+        without one)."""
+        before = (self.training_codes >= 0).any(axis=0)
+        if reading is None:
+            return np.zeros_like(before)
+        in_source = pc.index_in(reading.cast(self.dictionary.type), value_set=self.dictionary)
+        codes = in_source.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.training_codes = np.vstack([self.training_codes, codes])
+        self._training_all = pa.concat_arrays(
+            [self._training_all, reading.cast(self._training_all.type)]
+        )
+        held = codes[codes >= 0]
+        self.in_training |= np.bincount(held, minlength=len(self.dictionary) + 1) > 0
+        return (codes >= 0) & ~before
 
     def match_unknown_numbers(self) -> None:
         """Give a training value the source lacks the code of a source value that writes
