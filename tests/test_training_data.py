@@ -15,7 +15,7 @@ import pytest
 from gate.api.preflight import training_data_warnings
 from gate.cli import main
 from gate.data.bundle import load_bundle
-from gate.data.training_data import _between, _boundaries, _common_prefix
+from gate.data.training_data import _between, _boundaries, _shared_prefixes
 from gate.errors import BundleError
 from gate.policy.models import MembershipPolicy, TextPolicy
 
@@ -551,6 +551,7 @@ def test_a_holdout_text_another_user_quoted_or_a_short_one_is_no_proof_within(
 TEMPLATE = (
     "<|system|>You write support replies.<|user|>Reply to the customer.<|assistant|>{}<|end|>"
 )
+ALPACA = "### Instruction: write a message.\n### Response: {}</s>"
 SHORT_SOURCE = [  # records of under 16 words, the first two of train starting alike
     ("k", "Hi Ann, the parcel left on Monday. Thanks", "train"),
     ("l", "Hi Ann, your refund is on its way. Thanks", "train"),
@@ -559,13 +560,14 @@ SHORT_SOURCE = [  # records of under 16 words, the first two of train starting a
     ("o", "Sorry!", "holdout"),
     ("p", "Sorry!", "holdout"),
 ]
+HOLDOUT_SHORT = SHORT_SOURCE[3][1]
 
 
 def test_short_records_inside_a_template_every_row_shares_are_found(tmp_path: Path) -> None:
     """Records under 16 words inside a prompt template had compared nothing (the search
-    within longer rows needs 16): the prefix and suffix every row shares are taken off,
-    and each row compared whole, even where the records share their first and last words
-    (the two train rows below share ``Hi Ann,`` and ``. Thanks``)."""
+    within longer rows needs 16): the template the rows share is taken off, and each row
+    compared whole, even where the records share their first and last words (the two
+    train rows below share ``Hi Ann,`` and ``. Thanks``)."""
     rows = [{"text": TEMPLATE.format(t)} for _, t, side in SHORT_SOURCE[:2]]
     found = _check(tmp_path, rows, source_rows=SHORT_SOURCE)
     assert (found.train_only_records_found, found.template_rows) == (2, 2)
@@ -580,15 +582,68 @@ def test_short_records_inside_a_template_every_row_shares_are_found(tmp_path: Pa
     assert found.weak_holdout_first_line == 2
 
 
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [TEMPLATE.format(t) for _, t, _ in SHORT_SOURCE[:4]],
+        # the template from half the rows: a blank row, one written otherwise, rows
+        # without the end token; and rows that equal a source text left as they are
+        [
+            SHORT_SOURCE[0][1],
+            "",
+            ALPACA.format(SHORT_SOURCE[1][1]),
+            "README: support replies, one per row",
+            ALPACA.format(SHORT_SOURCE[2][1])[:-4],
+            ALPACA.format(HOLDOUT_SHORT),
+        ],
+        # escaped HTML: compared as the HTML reader shows it
+        [ALPACA.format(t.replace("'", "&#39;")) for _, t, _ in SHORT_SOURCE[1:4]],
+    ],
+)
 def test_a_holdout_record_inside_a_shared_template_is_refused_at_any_length(
+    tmp_path: Path, rows: list[str]
+) -> None:
+    with pytest.raises(BundleError) as error:
+        _check(tmp_path, [{"text": row} for row in rows], source_rows=SHORT_SOURCE)
+    message = str(error.value)
+    line = 1 + next(i for i, row in enumerate(rows) if "courier" in row)
+    assert f"line {line} holds inside the template that its rows share the text of a" in (message)
+    assert "courier" not in message
+
+
+def test_records_that_share_many_first_words_and_many_rows_are_read_inside_the_template(
     tmp_path: Path,
 ) -> None:
-    rows = [{"text": TEMPLATE.format(t)} for _, t, _ in SHORT_SOURCE[:4]]
-    with pytest.raises(BundleError) as error:
-        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
-    message = str(error.value)
-    assert "line 4 holds inside the template that its rows share the text of a holdout" in (message)
-    assert "courier" not in message
+    """A greeting of ten words that every record starts with (22 word boundaries), and a
+    template found on a sample of the rows (1,200 rows, the holdout record the last)."""
+    greeting = "Thank you for contacting Acme support, my name is Sam and"
+    source = [(f"t{i}", f"{greeting} {unique_text(i, 3)}", "train") for i in range(1_200)]
+    source.append(("h", f"{greeting} {unique_text(9_999, 3)}", "holdout"))
+    rows = [{"text": ALPACA.format(t)} for _, t, _ in source]
+    with pytest.raises(BundleError, match="line 1201 holds inside the template"):
+        _check(tmp_path, rows, source_rows=source)
+    found = _check(tmp_path, rows[:-1], source_rows=source)
+    assert (found.train_only_records_found, found.template_rows) == (1_200, 1_200)
+
+
+QUOTING = f'Bo wrote: "{HOLDOUT_SHORT}"'
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        # a signature or a frame that a public row shares with a holdout text, and no train text
+        [f"{HOLDOUT_SHORT} -- sent from my phone", "ok see you -- sent from my phone"],
+        ["Forwarded message:", f"Forwarded message: {HOLDOUT_SHORT}"],
+        # a train record that quotes the holdout one, in a frame: the cut is chosen by
+        # the train text, never by a holdout one
+        [f"{QUOTING} (via forum)", 'Bo wrote: "hello there" (via forum)'],
+    ],
+)
+def test_a_template_is_placed_by_train_texts_only(tmp_path: Path, rows: list[str]) -> None:
+    source = [*SHORT_SOURCE, ("q", QUOTING, "train")]
+    found = _check(tmp_path, [{"text": row} for row in rows], source_rows=source)
+    assert found.template_rows == int("via forum" in rows[0])
 
 
 def test_rows_that_share_no_template_are_compared_as_they_are(tmp_path: Path) -> None:
@@ -605,9 +660,27 @@ def test_rows_that_share_no_template_are_compared_as_they_are(tmp_path: Path) ->
 
 
 def test_a_shared_prefix_and_suffix_are_cut_by_code_point() -> None:
-    texts = pa.array(["«R» héllo »", "«R» hé there »", "«R» hé »"])
-    assert _common_prefix(texts) == "«R» hé"
-    assert _common_prefix(pc.utf8_reverse(texts))[::-1] == " »"
-    assert _between(texts, 4, 2).to_pylist() == ["héllo", "hé there", "hé"]
-    assert _between(texts, 4, 0).to_pylist() == ["héllo »", "hé there »", "hé »"]
+    texts = pa.array(["«R» héllo »", "«R» hé there »", "«R» hé »", "other"])
+    assert _shared_prefixes(texts, 4) == ["«R» hé ", "«R» hé", "", ""]
+    assert _shared_prefixes(texts[:3], 2) == ["«R» hé", "«R» hé", "«R» hé", "«R» hé"]
+    ends = [text[::-1] for text in _shared_prefixes(pc.utf8_reverse(texts), 4)]
+    assert ends == [" »", " »", "", ""]
+    assert _shared_prefixes(pa.array(["ab", "cd"]), 512) == ["", "", "", ""]
+    assert _between(texts, "«R» ", " »").to_pylist() == ["héllo", "hé there", "hé", None]
+    assert _between(texts, "«R» ", "").to_pylist() == ["héllo »", "hé there »", "hé »", None]
+    assert _between(pa.array(["«R» »"]), "«R» »", " »").to_pylist() == [None]
     assert _boundaries("ab: c") == [2, 3, 4]
+
+
+def test_a_few_records_among_many_public_rows_in_one_template_are_found(
+    tmp_path: Path,
+) -> None:
+    """The cut is scored on every row while they are few enough (a sample of 512 rows
+    had missed the 3 train rows among 3,000 public ones, and so the holdout row)."""
+    public = [{"text": ALPACA.format(f"Hi {unique_text(i, 6)}")} for i in range(3_000)]
+    ours = [{"text": ALPACA.format(t)} for _, t, _ in SHORT_SOURCE[:4]]
+    rows = public[:1_500] + ours + public[1_500:]
+    with pytest.raises(BundleError, match="line 1504 holds inside the template"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    found = _check(tmp_path, rows[:1_503] + public, source_rows=SHORT_SOURCE)
+    assert (found.train_only_records_found, found.template_rows) == (3, 3)

@@ -14,6 +14,7 @@ and warned of, not refused.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -45,12 +46,17 @@ longer training text holds it (a prompt template around each record, records pac
 into one row): a phrase of a few words is found in long public texts by chance."""
 
 TEMPLATE_SAMPLE = 512
-"""Rows that equal no source text on which a template's two ends are placed."""
+"""Rows (that equal no source text) on which a template is found and its ends placed."""
 
-TEMPLATE_CUTS = 16
+TEMPLATE_CUTS = 64
 """Word boundaries tried as the end of a template's prefix (the last ones of the prefix
-every row shares) and as the start of its suffix (the first ones of the shared suffix):
-the records a file holds may share their first or last words too."""
+half the rows share) and as the start of its suffix (the first ones of the suffix): the
+records may share their first or last words too (a greeting, a signature)."""
+
+_SHARED_BY = (1 / 2, 3 / 4, 15 / 16)  # shares of the rows whose common prefix is tried
+_BOUNDS_KEPT = 8  # of those, the boundaries at which source texts start (end) kept
+_SCORED_CHARACTERS = 1 << 26  # characters of rows cut, over all cuts, to score them
+_CUT_CHARACTERS = 1 << 24  # characters of rows cut at once when cuts are scored
 
 _SPACES = f"[{re2_characters(WHITE_SPACE)}]+"
 # a text whose white space is not single spaces between words (RE2's syntax)
@@ -170,12 +176,12 @@ def check_training_data(
     is_train = (source["split"] == "train").to_numpy()
     written = require_text(table)
     source_written = pd.concat([require_text(side) for side in sides], ignore_index=True)
-    texts = _CodedValues(
-        _readings(source["text"], source_written, text),
-        _readings(normalize_text(written, text), written, text),
-        is_train,
-    )
-    templated = texts.add_training_reading(_template_reading(texts))
+    training = _readings(normalize_text(written, text), written, text)
+    texts = _CodedValues(_readings(source["text"], source_written, text), training, is_train)
+    templated = np.zeros(len(written), dtype=bool)
+    for reading in [_template_reading(texts, reading) for reading in training]:
+        if reading is not None:
+            templated |= texts.add_training_reading(reading)
     holdout_only = texts.holdout & ~texts.train  # a text train holds too is no evidence
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
     source_users = _arrow(source["user_id"])
@@ -247,50 +253,135 @@ def _refuse_distinctive_texts(
     )
 
 
-def _template_reading(texts: _CodedValues) -> pa.Array | None:
-    """The rows that equal no source text, each without the prefix and the suffix that
-    all of them share (a prompt template, ``### Response: {text}</s>``), the others null;
-    ``None`` if they share neither or are fewer than two distinct texts.
+def _template_reading(texts: _CodedValues, reading: pa.Array) -> pa.Array | None:
+    """``reading`` (the training rows in one reading) where the rows that equal no source
+    text in any reading are read without a template they share, the others null; ``None``
+    without such a template.
 
-    The records may share their first or last words too, which the shared prefix and suffix
-    then hold: each end is tried at its last (first) :data:`TEMPLATE_CUTS` word boundaries,
-    and the pair under which the most of :data:`TEMPLATE_SAMPLE` rows equal a source text
-    is kept (ties, and a sample in which none does, keep the whole prefix and suffix). A
-    row is then compared whole, under the rules of a row that equals a source text: records
-    of any length are found, where :func:`_found_within_longer_texts` needs
+    The template is a prefix and a suffix that half the distinct non-blank rows or more
+    share (in :data:`TEMPLATE_SAMPLE` of them evenly spaced), or all of them: one blank or
+    differently written row does not hide it. The records may share their first or last
+    words too, which the prefix and suffix half the rows share then hold: each end is
+    tried where those that more rows share end (:func:`_shared_prefixes`), and at its last
+    (first) :data:`TEMPLATE_CUTS` word boundaries where a source text starts (ends). The
+    cut under which the most rows equal a text that only train holds is kept, if one does
+    (every distinct row, or as many evenly spaced as :data:`_SCORED_CHARACTERS` allows;
+    ties keep the longest template). A holdout text never places a cut: a frame or a
+    signature that a public row shares with it would make it proof, as would a cut that
+    leaves a train record quoting it. Each row that starts and ends as the template does
+    is then compared whole, under the rules of a row that equals a source text: records of
+    any length are found, where :func:`_found_within_longer_texts` needs
     :data:`CONTAINED_WORDS` words."""
-    reading = texts.training_reading()
     unmatched = (texts.training_codes < 0).all(axis=0)
     distinct = pc.unique(reading.filter(pa.array(unmatched)))
+    distinct = distinct.filter(pc.not_equal(distinct, ""))
     if len(distinct) < 2:
         return None
-    prefix = _common_prefix(distinct)
-    suffix = _common_prefix(pc.utf8_reverse(distinct))[::-1]
+    prefixes = _shared_prefixes(distinct, TEMPLATE_SAMPLE)
+    backwards = _shared_prefixes(pc.utf8_reverse(distinct), TEMPLATE_SAMPLE)
+    suffixes = [text[::-1] for text in backwards]
+    prefix, suffix = prefixes[0], suffixes[0]
     if not prefix and not suffix:
         return None
-    starts = [len(prefix), *([0, *_boundaries(prefix)][::-1][:TEMPLATE_CUTS])]
-    ends = [0, *([*_boundaries(suffix), len(suffix)][:TEMPLATE_CUTS])]
-    cuts = [(start, end) for start in dict.fromkeys(starts) for end in dict.fromkeys(ends)]
-    at = np.unique(np.linspace(0, len(distinct) - 1, min(TEMPLATE_SAMPLE, len(distinct))))
-    sample = distinct.take(pa.array(at.astype(np.int64)))
-    middles = pa.concat_arrays([_between(sample, start, len(suffix) - end) for start, end in cuts])
-    found = pc.index_in(middles, value_set=texts.dictionary).fill_null(-1)
-    codes = found.to_numpy(zero_copy_only=False).reshape(len(cuts), len(sample))
-    equal = (codes >= 0) & ~np.isin(codes, texts.code_of(""))
-    start, end = cuts[int(np.argmax(equal.sum(axis=1)))]
-    middle = _between(reading, start, len(suffix) - end)
-    return pc.if_else(pa.array(unmatched), middle, pa.nulls(len(reading), middle.type))
-
-
-def _common_prefix(texts: pa.Array) -> str:
-    """The longest prefix of every one of ``texts`` (that of the first and the last in
-    order)."""
-    least, most = (value.as_py() for value in pc.min_max(texts).values())
-    length = next(
-        (i for i, (a, b) in enumerate(zip(least, most, strict=False)) if a != b),
-        min(len(least), len(most)),
+    starts = _record_bounds(
+        prefix, texts.dictionary, at_start=True, more_rows=[len(p) for p in prefixes]
     )
-    return str(least[:length])
+    ends = _record_bounds(
+        suffix, texts.dictionary, at_start=False, more_rows=[len(suffix) - len(s) for s in suffixes]
+    )
+    cuts = [(prefix[:start], suffix[end:]) for start in starts for end in ends]
+    characters = max(1, pc.sum(pc.utf8_length(distinct)).as_py())
+    scored = _evenly_spaced(
+        distinct,
+        max(TEMPLATE_SAMPLE, len(distinct) * _SCORED_CHARACTERS // (characters * len(cuts))),
+    )
+    train_only = texts.dictionary.filter(pa.array((texts.train & ~texts.holdout)[:-1]))
+    scores = _cut_scores(scored, cuts, train_only.filter(pc.not_equal(train_only, "")))
+    best = int(np.argmax(scores))
+    if not scores[best]:
+        return None
+    middle = _between(reading, *cuts[best])
+    kept = pc.and_(pa.array(unmatched), pc.not_equal(middle, ""))
+    return pc.if_else(kept, middle, pa.scalar(None, middle.type))
+
+
+def _evenly_spaced(texts: pa.Array, count: int) -> pa.Array:
+    """``count`` of ``texts`` evenly spaced (all of them if fewer)."""
+    if count >= len(texts):
+        return texts
+    return texts.take(pa.array(np.linspace(0, len(texts) - 1, count).astype(np.int64)))
+
+
+def _cut_scores(rows: pa.Array, cuts: list[tuple[str, str]], wanted: pa.Array) -> list[int]:
+    """For each (prefix, suffix) of ``cuts``, how many ``rows`` equal one of ``wanted``
+    once cut there (:func:`_between`); several cuts are looked up at once, up to
+    :data:`_CUT_CHARACTERS` characters of rows."""
+    per_call = max(1, _CUT_CHARACTERS // max(1, pc.sum(pc.utf8_length(rows)).as_py()))
+    scores: list[int] = []
+    for first in range(0, len(cuts), per_call):
+        some = cuts[first : first + per_call]
+        middles = pa.concat_arrays([_between(rows, *cut) for cut in some])
+        equal = pc.is_in(middles, value_set=wanted).fill_null(False)
+        counts = np.add.reduceat(
+            equal.to_numpy(zero_copy_only=False).astype(np.int64),
+            np.arange(len(some)) * len(rows),
+        )
+        scores.extend(int(count) for count in counts)
+    return scores
+
+
+def _shared_prefixes(texts: pa.Array, sample: int) -> list[str]:
+    """The longest prefixes that half, three quarters and fifteen sixteenths of ``sample``
+    of ``texts`` evenly spaced (two at least) share, then the one all ``texts`` share,
+    each a prefix of the one before (a prefix that three quarters share and one that half
+    share have a text in common): in sorted order, the texts that share a prefix are
+    consecutive."""
+    ordered = sorted(_evenly_spaced(texts, sample).to_pylist())
+    least, most = (value.as_py() for value in pc.min_max(texts).values())
+    shared = []
+    for fraction in _SHARED_BY:
+        span = max(2, math.ceil(len(ordered) * fraction))
+        ends = range(span - 1, len(ordered))
+        shared.append(
+            max((_common_prefix(ordered[i - span + 1], ordered[i]) for i in ends), key=len)
+        )
+    return [*shared, _common_prefix(least, most)]
+
+
+def _common_prefix(a: str, b: str) -> str:
+    """The longest prefix of ``a`` and ``b`` (a binary search on slices)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return a[:low]
+
+
+def _record_bounds(
+    shared: str, dictionary: pa.Array, *, at_start: bool, more_rows: list[int]
+) -> list[int]:
+    """Where, in a ``shared`` prefix (``at_start``) or suffix, records may start (end): its
+    end (start); where the ones more rows share end (start), ``more_rows``; and the last
+    (first) :data:`TEMPLATE_CUTS` word boundaries at which a source text starts (ends)
+    with the rest of it, at most :data:`_BOUNDS_KEPT` of these."""
+    inside = [0, *_boundaries(shared), len(shared)]
+    tried = (inside[::-1] if at_start else inside)[:TEMPLATE_CUTS]
+    bounds = list(dict.fromkeys([len(shared) if at_start else 0, *more_rows]))
+    kept = 0
+    for bound in tried:
+        if bound in bounds:
+            continue
+        rest = shared[bound:] if at_start else shared[:bound]
+        found = pc.starts_with if at_start else pc.ends_with
+        if pc.any(found(dictionary, pattern=rest)).as_py():
+            bounds.append(bound)
+            kept += 1
+            if kept == _BOUNDS_KEPT:
+                break
+    return bounds
 
 
 def _boundaries(text: str) -> list[int]:
@@ -299,12 +390,16 @@ def _boundaries(text: str) -> list[int]:
     return [i for i in range(1, len(text)) if not (text[i - 1].isalnum() and text[i].isalnum())]
 
 
-def _between(texts: pa.Array, start: int, end: int) -> pa.Array:
-    """``texts`` without their first ``start`` and last ``end`` characters (code points),
-    and without the spaces this leaves at either end."""
-    stop = -end if end else None
-    sliced = pc.utf8_slice_codeunits(texts, start=start, stop=stop)
-    return pc.utf8_trim(sliced, characters=" ")
+def _between(texts: pa.Array, prefix: str, suffix: str) -> pa.Array:
+    """Each of ``texts`` that starts with ``prefix`` and ends with ``suffix`` (apart), without
+    them and the spaces this leaves at either end; null for the others."""
+    fits = pc.and_(
+        pc.and_(pc.starts_with(texts, pattern=prefix), pc.ends_with(texts, pattern=suffix)),
+        pc.greater_equal(pc.utf8_length(texts), len(prefix) + len(suffix)),
+    )
+    stop = -len(suffix) if suffix else None
+    sliced = pc.utf8_slice_codeunits(texts, start=len(prefix), stop=stop)
+    return pc.if_else(fits, pc.utf8_trim(sliced, characters=" "), pa.scalar(None, sliced.type))
 
 
 def _found_within_longer_texts(
@@ -450,7 +545,7 @@ class _CodedValues:
         values = pa.concat_arrays([t.cast(self.dictionary.type) for t in training])
         in_source = pc.index_in(values, value_set=self.dictionary).fill_null(-1)
         self.training_codes = in_source.to_numpy(zero_copy_only=False).reshape(len(training), -1)
-        self._training_all = values
+        self._training_readings = list(training)
         self.by_number = np.zeros(self.training_codes.shape[1], dtype=bool)  # rows matched so
         self._training_values = training[0]
         size = len(self.dictionary) + 1
@@ -459,19 +554,14 @@ class _CodedValues:
         held = self.training_codes[self.training_codes >= 0]
         self.in_training = np.bincount(held, minlength=size) > 0
 
-    def add_training_reading(self, reading: pa.Array | None) -> np.ndarray:
+    def add_training_reading(self, reading: pa.Array) -> np.ndarray:
         """Code another reading of the training rows (row for row, null where a row has
-        none); the rows that equal a source text in it and in no reading before (all False
-        without one)."""
+        none); the rows that equal a source text in it and in no reading before."""
         before = (self.training_codes >= 0).any(axis=0)
-        if reading is None:
-            return np.zeros_like(before)
         in_source = pc.index_in(reading.cast(self.dictionary.type), value_set=self.dictionary)
         codes = in_source.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         self.training_codes = np.vstack([self.training_codes, codes])
-        self._training_all = pa.concat_arrays(
-            [self._training_all, reading.cast(self._training_all.type)]
-        )
+        self._training_readings.append(reading)
         held = codes[codes >= 0]
         self.in_training |= np.bincount(held, minlength=len(self.dictionary) + 1) > 0
         return (codes >= 0) & ~before
@@ -492,7 +582,8 @@ class _CodedValues:
         holdout_first = numeric[np.argsort(~self.holdout[numeric], kind="stable")]
         known = forms.take(pa.array(holdout_first)).to_numpy(zero_copy_only=False)
         unique, first = np.unique(known, return_index=True)
-        candidates = _integer_forms(self._training_all.filter(pa.array(unknown)))
+        every = pa.concat_arrays([t.cast(self.dictionary.type) for t in self._training_readings])
+        candidates = _integer_forms(every.filter(pa.array(unknown)))
         at = pc.index_in(candidates, value_set=pa.array(unique, pa.string()))
         found = at.fill_null(-1).to_numpy(zero_copy_only=False)
         codes[unknown] = np.where(found >= 0, holdout_first[first[found]], -1)
