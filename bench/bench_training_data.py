@@ -1,14 +1,16 @@
 """The cost of ``--training-data``: loading a bundle with and without the check.
 
     .venv/bin/python bench/bench_training_data.py --records 100000 --repeats 3 \
-        [--template shared|varied]
+        [--template shared|varied|chat]
 
 Writes ``records`` train and ``records`` holdout records (one user each, ~100
 Zipf-distributed words) and a training file that is the train file (with ``--template``,
 each record inside a prompt template, without ids: ``shared``, one template, which the
 check takes off every row; ``varied``, an instruction that names the row's number, so
 that every record is looked for within the rows,
-:func:`gate.features.contained.containing_rows`), then loads the
+:func:`gate.features.contained.containing_rows`; ``chat``, a ``messages`` list of a
+system, a user and an assistant turn, read by
+:func:`gate.data.record_texts.texts_of_records`), then loads the
 bundle (:func:`gate.data.bundle.load_bundle`, the default text reading) with and without
 ``training_data``, interleaved, ``repeats`` times each. Prints the median wall times,
 their difference (the check: reading the training file, reading its texts as the policy
@@ -45,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--template", choices=("shared", "varied"))
+    parser.add_argument("--template", choices=("shared", "varied", "chat"))
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-training-data-") as tmp:
@@ -58,6 +60,12 @@ def main() -> None:
             with files["train"].open(encoding="utf-8") as rows, trained_on.open("w") as out:
                 for number, row in enumerate(rows):
                     text = json.loads(row)["text"]
+                    if args.template == "chat":
+                        turns = [("system", "You write messages."), ("user", "Write one.")]
+                        messages = [{"role": r, "content": c} for r, c in turns]
+                        messages.append({"role": "assistant", "content": text})
+                        out.write(json.dumps({"messages": messages}) + "\n")
+                        continue
                     task = "a message" if args.template == "shared" else f"message {number}"
                     prompt = f"### Instruction: write {task}.\n### Response: {text}</s>"
                     out.write(json.dumps({"text": prompt}) + "\n")

@@ -8,6 +8,7 @@ import re
 import unicodedata
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -684,3 +685,86 @@ def test_a_few_records_among_many_public_rows_in_one_template_are_found(
         _check(tmp_path, rows, source_rows=SHORT_SOURCE)
     found = _check(tmp_path, rows[:1_503] + public, source_rows=SHORT_SOURCE)
     assert (found.train_only_records_found, found.template_rows) == (3, 3)
+
+
+CHAT_ROWS = [
+    {
+        "messages": [
+            {"role": "system", "content": "You write support replies."},
+            {"role": "user", "content": "Reply to the customer."},
+            {"role": "assistant", "content": text},
+        ]
+    }
+    for _, text, _ in SHORT_SOURCE[:3]
+]
+
+
+def test_a_chat_file_is_read_as_the_strings_its_records_hold(tmp_path: Path) -> None:
+    """A fine-tuning file in a chat format (no ``text`` column) had been refused as
+    unreadable: each string of its records is a text of its own, at the record's line."""
+    found = _check(tmp_path, CHAT_ROWS, source_rows=SHORT_SOURCE)
+    assert (found.records, found.texts, found.train_only_records_found) == (3, 18, 3)
+    assert "3 records (18 strings in their fields)" in found.summary()
+    conversation = [{"from": "human", "value": "Reply."}, {"from": "gpt", "value": HOLDOUT_SHORT}]
+    rows = [*CHAT_ROWS, {"conversations": conversation, "id": 7}]  # ShareGPT's format
+    with pytest.raises(BundleError, match="line 4 holds the text of a holdout record"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+
+
+def test_instruction_columns_in_csv_and_nested_parquet_are_read(tmp_path: Path) -> None:
+    source = write_jsonl(
+        tmp_path / "source.jsonl",
+        [{"user_id": u, "text": t, "split": side} for u, t, side in SHORT_SOURCE],
+    )
+
+    def check(trained_on: Path):
+        return load_bundle(
+            source=source,
+            synthetic=None,
+            membership=MembershipPolicy(split_check={"action": "warn"}),
+            text=TextPolicy(),
+            training_data=trained_on,
+        ).membership.training_data
+
+    alpaca = pd.DataFrame(
+        {
+            "instruction": ["Reply.", "Reply.", "Reply."],
+            "input": ["", "an order", ""],
+            "output": [t for _, t, _ in SHORT_SOURCE[1:4]],
+        }
+    )
+    alpaca.to_csv(tmp_path / "alpaca.csv", index=False)
+    with pytest.raises(BundleError, match=r"alpaca\.csv: line 3 holds the text of a holdout"):
+        check(tmp_path / "alpaca.csv")
+    nested = pd.DataFrame(
+        {"messages": [[{"role": "assistant", "content": t}] for _, t, _ in SHORT_SOURCE[:3]]}
+    )
+    nested.loc[1, "messages"] = None
+    nested.to_parquet(tmp_path / "chat.parquet")
+    found = check(tmp_path / "chat.parquet")
+    assert (found.records, found.texts, found.train_only_records_found) == (3, 4, 2)
+
+
+def test_a_holdout_id_beside_no_string_is_still_refused(tmp_path: Path) -> None:
+    rows = [*CHAT_ROWS, {"user_id": "n", "messages": []}]
+    with pytest.raises(BundleError, match="line 4: the 'user_id' is one of the holdout's"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+
+
+@pytest.mark.parametrize(
+    "rows, expected",
+    [
+        ([{"completion": "a text"}, {"completion": 3}], "'completion' mixes kinds of values"),
+        (  # a name that may be data is not shown
+            [{"jill@example.org": "a text"}, {"jill@example.org": [1]}],
+            "trained-on.jsonl: a column mixes kinds of values",
+        ),
+        ([{"n": 1}, {"n": 2.5}], "no 'text' column and no string in its records to compare"),
+    ],
+)
+def test_records_whose_texts_cannot_be_told_apart_are_refused(
+    tmp_path: Path, rows: list[dict], expected: str
+) -> None:
+    with pytest.raises(BundleError, match=re.escape(expected)) as error:
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    assert "jill" not in str(error.value)

@@ -246,8 +246,9 @@ def _compared_nothing(trained_on: TrainingDataCheck) -> str:
         f"the training data {trained_on.path} holds no text that only train holds"
         + ("" if trained_on.user_column is None else " and no train user")
         + ": the check that it holds no holdout user compared nothing the generator saw; "
-        "give each record's text as the split holds it (a `text` column; a record inside "
-        "a prompt template that every row shares is found at any length, inside other "
+        "give each record's text as the split holds it (a `text` column, or a field of a "
+        "chat or instruction format; a record inside "
+        "a prompt template that the rows share is found at any length, inside other "
         f"longer rows if it has {CONTAINED_WORDS} words or more), and the split's user column"
     )
 

@@ -31,6 +31,7 @@ from gate.data.normalize import (
     normalize_text,
     re2_characters,
 )
+from gate.data.record_texts import texts_of_records
 from gate.errors import BundleError
 from gate.features.contained import containing_rows
 from gate.policy.models import TextPolicy
@@ -84,6 +85,7 @@ class TrainingDataCheck:
     path: str
     sha256: str
     records: int
+    texts: int  # the records' texts: one each, or every string of a chat or instruction format
     user_column: str | None  # the first id column compared; None: no column compared
     id_columns: tuple[str, ...]  # every id column compared (the split's, then user_id)
     users: int | None  # distinct ids of the first column in the training data
@@ -126,8 +128,9 @@ class TrainingDataCheck:
             )
             if count
         )
+        fields = "" if self.texts == self.records else f" ({self.texts} strings in their fields)"
         return (
-            f"{self.path}, {self.records} records: none of the "
+            f"{self.path}, {self.records} records{fields}: none of the "
             f"{self.distinctive_holdout_records} holdout records of distinctive text{weak}; "
             f"{self.train_only_records_found} of the {self.train_only_records} train records "
             f"whose text only train holds{within}; {users}"
@@ -154,8 +157,10 @@ def check_training_data(
     """Check that the generator's training data holds no holdout user.
 
     Args:
-        table: the training data as read (a ``text`` column; ``user_column`` if it has one;
-            rows without an id in it are no user's, public text).
+        table: the training data as read (a ``text`` column, or records in a chat or
+            instruction format, read as every string they hold:
+            :func:`gate.data.record_texts.texts_of_records`; ``user_column`` if it has
+            one; rows without an id in it are no user's, public text).
         source: the bundle's source records (``user_id``, ``text`` read under ``text``,
             ``split``), row for row the records of ``sides``.
         sides: the source's tables as read (train and holdout, or the one source file).
@@ -174,6 +179,8 @@ def check_training_data(
             data cannot be read as a table of texts.
     """
     is_train = (source["split"] == "train").to_numpy()
+    records = table
+    table = texts_of_records(records, id_columns=(user_column, "user_id"))
     written = require_text(table)
     source_written = pd.concat([require_text(side) for side in sides], ignore_index=True)
     training = _readings(normalize_text(written, text), written, text)
@@ -200,14 +207,15 @@ def check_training_data(
     )
     within = np.zeros_like(train_only)
     within[found_codes] = True
-    ids, id_columns = _refuse_holdout_ids(table, source_users, sides, user_column, is_train)
+    ids, id_columns = _refuse_holdout_ids(records, source_users, sides, user_column, is_train)
     weak = holdout_only & ~distinctive
     weak_rows = texts.rows_holding(weak)
     train_only_within = texts.records_holding(train_only & within) & is_train
     return TrainingDataCheck(
         path=table.path,
         sha256=table.sha256,
-        records=len(written),
+        records=len(records.frame),
+        texts=len(written),
         user_column=id_columns[0] if id_columns else None,
         id_columns=id_columns,
         users=ids.distinct_in_training() if ids is not None else None,
