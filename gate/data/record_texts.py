@@ -3,62 +3,94 @@ chat or instruction format (``messages: [{role, content}]``, ShareGPT's
 ``conversations: [{from, value}]``, ``prompt``/``completion``,
 ``instruction``/``input``/``output``) read as one row per string it holds.
 
-Strings are found by Arrow's types, not by a walk over records: a column is read as an
-Arrow array, and lists and objects are flattened level by level, each string keeping the
-row (and so the line) it came from.
+A column is read as one Arrow array, :data:`_ROWS_PER_ARRAY` records at a time, and its
+lists and objects flattened by their types, with no loop over records. Values Arrow
+cannot give one type (a string in one record and a list of parts in the next, integers
+beyond 64 bits) and objects keyed by data (which Arrow would widen to every key for
+every record) are walked record by record instead, as the JSON reader reads them. Each
+string keeps its record's row and its *field*: the keys that lead to it, with the
+speaker (``role``, ``from``) of the turn it is in, so that a template one field shares
+(a user turn ``Message: {text}``) can be told from the other fields' texts. Strings that
+write a JSON array or object (a chat exported to CSV or Parquet as a JSON string) are
+read for what they hold too.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.io import RawTable, column_names, refuse_lookalike_columns
+from gate.data.io import RawTable, refuse_lookalike_columns
 from gate.errors import BundleError
 
 NOT_TEXT_COLUMNS = frozenset({"record_id", "user_id", "split", "source_id", "label"})
 """Columns of the gate's formats that hold no record's text."""
 
+FIELD_COLUMN = "__field__"
+"""The column of a read table that names each text's field (internal, never shown)."""
+
+SPEAKER_KEYS = ("role", "from")
+"""Keys that name the speaker of a chat turn (OpenAI's, ShareGPT's)."""
+
+_ROWS_PER_ARRAY = 10_000  # records typed at once (the strings of a chunk stay under 2 GiB)
+_PROBED_ROWS = 256
+_MAX_KEYS = 64  # keys of an object typed by Arrow; wider ones (keyed by data) are walked
+_MAX_DEPTH = 1_000  # nested values (and JSON read inside strings) walked at most
+
 
 def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTable:
     """``table`` itself if it has a ``text`` column; otherwise a table of one row per
-    string value its records hold (nested in lists and objects too), in the order of the
-    records and, within one, of its columns, each with its record's ``__line__`` and
-    ``id_columns``.
+    string its records hold (nested in lists and objects, and in strings that are JSON
+    arrays or objects, as chat exports to CSV write them), in the order of the records,
+    each with its record's ``__line__``, ``id_columns`` and field (:data:`FIELD_COLUMN`).
 
     Args:
         table: a table as read.
         id_columns: columns that hold ids, not texts (kept beside each text).
 
     Raises:
-        BundleError: the table has neither a ``text`` column nor a string, or a column
-            whose values Arrow cannot read as one type (named, with its line).
+        BundleError: the table has neither a ``text`` column nor a string, or a value
+            nested deeper than :data:`_MAX_DEPTH`, or bytes that are not UTF-8 (named by
+            line, never by value).
     """
     refuse_lookalike_columns(table)
     frame = table.frame
     if "text" in frame.columns:
         return table
     skipped = {"__line__", "__file__", *NOT_TEXT_COLUMNS, *id_columns}
-    parts: list[tuple[pa.Array, np.ndarray]] = []
-    rows = np.arange(len(frame))
-    for column in frame.columns:
-        if column not in skipped:
-            parts.extend(_strings(_arrow_column(table, column), rows))
-    if not parts or not sum(len(values) for values, _ in parts):
-        raise BundleError(
-            f"{table.path}: no 'text' column and no string in its records to compare; "
-            f"columns found: {column_names(table)}"
-        )
-    of_row = np.concatenate([at for _, at in parts])
-    order = np.argsort(of_row, kind="stable")
-    texts = pa.concat_arrays([values.cast(pa.large_string()) for values, _ in parts])
+    lines = frame["__line__"].to_numpy()
+    parts: list[_Strings] = []
+    for column in (c for c in frame.columns if c not in skipped):
+        values = frame[column]
+        for first in range(0, len(values), _ROWS_PER_ARRAY):
+            chunk = values.iloc[first : first + _ROWS_PER_ARRAY]
+            rows = np.arange(first, first + len(chunk))
+            typed = _typed(chunk)
+            if typed is None:  # kinds that vary from record to record: walked
+                for row, value in zip(rows, chunk.to_list(), strict=True):
+                    parts.append(_walked(value, str(column), int(row), table.path, int(lines[row])))
+            else:
+                labels = pa.array(np.full(len(chunk), str(column), dtype=object), pa.string())
+                parts.extend(_typed_strings(typed, labels, rows, table.path, lines))
+    parts = [part for part in parts if len(part.texts)]
+    if not parts:
+        raise BundleError(f"{table.path}: no 'text' column and no string in its records to compare")
+    parts.extend(_json_written(parts, table.path, lines))
+    texts = pa.concat_arrays([part.texts.cast(pa.large_string()) for part in parts])
+    fields = pa.concat_arrays([part.fields.cast(pa.large_string()) for part in parts])
+    rows = np.concatenate([part.rows for part in parts]).astype(np.int64)
+    order = np.argsort(rows, kind="stable")
     kept = [c for c in ("__line__", *id_columns) if c in frame.columns]
-    expanded = frame[kept].iloc[of_row[order]].reset_index(drop=True)
-    expanded.insert(0, "text", pd.array(texts.take(pa.array(order)), dtype="str"))
+    expanded = frame[kept].iloc[rows[order]].reset_index(drop=True)
+    at = pa.array(order)
+    expanded.insert(0, "text", pd.array(texts.take(at), dtype="str"))
+    expanded[FIELD_COLUMN] = pd.array(fields.take(at), dtype="str")
     return RawTable(
         path=table.path,
         format=table.format,
@@ -68,31 +100,163 @@ def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTabl
     )
 
 
-def _arrow_column(table: RawTable, column: str) -> pa.Array:
-    values = table.frame[column]
-    try:
-        array = pa.array(values.to_list(), from_pandas=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # a name that may be data (a file keyed by its values) is not shown
-        shown = repr(column) if repr(column) in column_names(table) else "a column"
-        raise BundleError(
-            f"{table.path}: {shown} mixes kinds of values (strings with numbers, lists or "
-            "objects of different shapes), so its texts cannot be told apart; give each "
-            "record's text in a 'text' column"
-        ) from None
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+@dataclass(frozen=True)
+class _Strings:
+    """Strings found in a table's records: each with its field and its record's row."""
+
+    texts: pa.Array
+    fields: pa.Array
+    rows: np.ndarray
 
 
-def _strings(array: pa.Array, rows: np.ndarray) -> list[tuple[pa.Array, np.ndarray]]:
-    """The strings of ``array``, lists and objects flattened, each with the entry of
-    ``rows`` (one per element of ``array``) it came from; nulls left out."""
+def _typed(values: pd.Series) -> pa.Array | None:
+    """``values`` as one Arrow array, or None where Arrow cannot give them one type (a
+    string in one record, a list in the next; integers beyond 64 bits) or types them as
+    objects of more than :data:`_MAX_KEYS` keys (objects keyed by data, which Arrow would
+    widen to every key for every record: its first :data:`_PROBED_ROWS` records are typed
+    first, for the time such widening takes grows with the square of the records)."""
+    for some in (values.iloc[:_PROBED_ROWS], values):
+        try:
+            array = pa.array(some.to_list(), from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            return None
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        if _widest_object(array.type) > _MAX_KEYS:
+            return None
+        if len(some) == len(values):
+            break
+    return array
+
+
+def _widest_object(kind: pa.DataType) -> int:
+    if pa.types.is_struct(kind):
+        inner = max((_widest_object(kind.field(i).type) for i in range(kind.num_fields)), default=0)
+        return max(kind.num_fields, inner)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _widest_object(kind.value_type)
+    return 0
+
+
+def _typed_strings(
+    array: pa.Array, fields: pa.Array, rows: np.ndarray, path: str, lines: np.ndarray
+) -> list[_Strings]:
+    """The strings of a typed ``array`` (lists flattened, objects field by field), each
+    with its field (``fields``: of each element so far) and the row it came from."""
     kind = array.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        try:
+            array = array.cast(pa.string())
+        except pa.ArrowInvalid:
+            first = next(i for i, v in enumerate(array.to_pylist()) if not _is_utf8(v))
+            line = int(lines[rows[first]])
+            raise BundleError(
+                f"{path}: line {line}: bytes that are not UTF-8 text; give the texts as strings"
+            ) from None
+        kind = array.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         valid = pc.is_valid(array)
-        return [(array.filter(valid), rows[valid.to_numpy(zero_copy_only=False)])]
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
-        return _strings(pc.list_flatten(array), rows[parents])
+        mask = valid.to_numpy(zero_copy_only=False)
+        return [_Strings(array.filter(valid), fields.filter(valid), rows[mask])]
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        parents = pc.list_parent_indices(array)
+        at = parents.to_numpy(zero_copy_only=False)
+        flat = pc.list_flatten(array)
+        return _typed_strings(flat, fields.take(parents), rows[at], path, lines)
     if pa.types.is_struct(kind):
-        return [part for field in array.flatten() for part in _strings(field, rows)]
+        names = [kind.field(i).name for i in range(kind.num_fields)]
+        children = array.flatten()
+        speaker = next(
+            (
+                child
+                for name, child in zip(names, children, strict=True)
+                if name in SPEAKER_KEYS and pa.types.is_string(child.type)
+            ),
+            None,
+        )
+        if speaker is not None:
+            spoken = pc.binary_join_element_wise(fields, speaker, "\x1e")
+            fields = pc.if_else(pc.is_valid(speaker), spoken, fields)
+        found = []
+        for name, child in zip(names, children, strict=True):
+            named = pc.binary_join_element_wise(fields, pa.scalar(name), "\x1f")
+            found.extend(_typed_strings(child, named, rows, path, lines))
+        return found
     return []
+
+
+def _is_utf8(value: bytes | None) -> bool:
+    if value is None:
+        return True
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _walked(value: object, field: str, row: int, path: str, line: int) -> _Strings:
+    found = _walk(value, field, path, line)
+    texts = pa.array([text for text, _ in found], pa.string())
+    fields = pa.array([at for _, at in found], pa.string())
+    return _Strings(texts, fields, np.full(len(found), row, dtype=np.int64))
+
+
+def _json_written(parts: list[_Strings], path: str, lines: np.ndarray) -> list[_Strings]:
+    """What the strings of ``parts`` that write a JSON array or object hold (a chat
+    exported to a CSV or Parquet file as a JSON string), field ``…\x1fjson``."""
+    found = []
+    for part in parts:
+        written = pc.match_substring_regex(part.texts, r"^\s*[\[{]")
+        for at in np.flatnonzero(written.to_numpy(zero_copy_only=False)):
+            inner = _json_inside(part.texts[at].as_py())
+            if inner is not None:
+                row = int(part.rows[at])
+                field = f"{part.fields[at].as_py()}\x1fjson"
+                found.append(_walked(inner, field, row, path, int(lines[row])))
+    return [part for part in found if len(part.texts)]
+
+
+def _walk(value: object, field: str, path: str, line: int) -> list[tuple[str, str]]:
+    """Every string in ``value`` with its field: the keys that lead to it from the
+    column ``field``, list positions left out, a turn's speaker added (what
+    :func:`_typed_strings` does for values Arrow could type)."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[object, str, int]] = [(value, field, 0)]
+    while stack:
+        item, at, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            raise BundleError(f"{path}: line {line}: values nested too deeply to be a record")
+        if isinstance(item, bytes):
+            try:
+                item = item.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BundleError(
+                    f"{path}: line {line}: bytes that are not UTF-8 text; give the texts as strings"
+                ) from None
+        if isinstance(item, str):
+            found.append((item, at))
+        elif isinstance(item, dict):
+            speaker = item.get(SPEAKER_KEYS[0])
+            if not isinstance(speaker, str):
+                speaker = item.get(SPEAKER_KEYS[1])
+            turn = f"{at}\x1e{speaker}" if isinstance(speaker, str) else at
+            depth += 1
+            stack.extend((item[key], f"{turn}\x1f{key}", depth) for key in reversed(item))
+        elif isinstance(item, list | tuple | np.ndarray):
+            depth += 1
+            stack.extend((inner, at, depth) for inner in reversed(item))
+    return found
+
+
+def _json_inside(text: str) -> object | None:
+    """The JSON array or object ``text`` writes, if it writes one (a chat exported to a
+    CSV or Parquet file as a JSON string); else None."""
+    start = text.lstrip()[:1]
+    if start not in ("[", "{"):
+        return None
+    try:
+        inner = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return inner if isinstance(inner, list | dict) else None

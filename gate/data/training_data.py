@@ -31,7 +31,7 @@ from gate.data.normalize import (
     normalize_text,
     re2_characters,
 )
-from gate.data.record_texts import texts_of_records
+from gate.data.record_texts import FIELD_COLUMN, texts_of_records
 from gate.errors import BundleError
 from gate.features.contained import containing_rows
 from gate.policy.models import TextPolicy
@@ -53,6 +53,9 @@ TEMPLATE_CUTS = 64
 """Word boundaries tried as the end of a template's prefix (the last ones of the prefix
 half the rows share) and as the start of its suffix (the first ones of the suffix): the
 records may share their first or last words too (a greeting, a signature)."""
+
+TEMPLATE_FIELDS = 16
+"""Fields of a chat or instruction file (the largest) whose own template is looked for."""
 
 _SHARED_BY = (1 / 2, 3 / 4, 15 / 16)  # shares of the rows whose common prefix is tried
 _BOUNDS_KEPT = 8  # of those, the boundaries at which source texts start (end) kept
@@ -185,10 +188,11 @@ def check_training_data(
     source_written = pd.concat([require_text(side) for side in sides], ignore_index=True)
     training = _readings(normalize_text(written, text), written, text)
     texts = _CodedValues(_readings(source["text"], source_written, text), training, is_train)
+    fields = table.frame.get(FIELD_COLUMN)
     templated = np.zeros(len(written), dtype=bool)
-    for reading in [_template_reading(texts, reading) for reading in training]:
-        if reading is not None:
-            templated |= texts.add_training_reading(reading)
+    cut = [reading for each in training for reading in _cut_readings(texts, each, fields)]
+    for reading in cut:  # all cut before any is added: each sees the same rows unmatched
+        templated |= texts.add_training_reading(reading)
     holdout_only = texts.holdout & ~texts.train  # a text train holds too is no evidence
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
     source_users = _arrow(source["user_id"])
@@ -261,10 +265,30 @@ def _refuse_distinctive_texts(
     )
 
 
-def _template_reading(texts: _CodedValues, reading: pa.Array) -> pa.Array | None:
-    """``reading`` (the training rows in one reading) where the rows that equal no source
-    text in any reading are read without a template they share, the others null; ``None``
-    without such a template.
+def _cut_readings(
+    texts: _CodedValues, reading: pa.Array, fields: pd.Series | None
+) -> list[pa.Array]:
+    """``reading`` without the template its rows share (:func:`_template_reading`), and,
+    for a file read by its fields (``fields``: each row's), without the template each of
+    its :data:`TEMPLATE_FIELDS` largest fields shares (a user turn ``Message: {text}``
+    among the replies and system prompts of a chat file), where there is one."""
+    everywhere = np.ones(len(reading), dtype=bool)
+    readings = [_template_reading(texts, reading, everywhere)]
+    if fields is not None:
+        codes, _ = pd.factorize(fields)
+        sizes = np.bincount(codes)
+        largest = np.argsort(-sizes, kind="stable")[:TEMPLATE_FIELDS]
+        of_fields = [_template_reading(texts, reading, codes == f) for f in largest]
+        found = [cut for cut in of_fields if cut is not None]
+        if found:
+            readings.append(pc.coalesce(*found))
+    return [cut for cut in readings if cut is not None]
+
+
+def _template_reading(texts: _CodedValues, reading: pa.Array, rows: np.ndarray) -> pa.Array | None:
+    """``reading`` (the training rows in one reading) where the ``rows`` (a mask) that equal
+    no source text in any reading are read without a template they share, the others
+    null; ``None`` without such a template.
 
     The template is a prefix and a suffix that half the distinct non-blank rows or more
     share (in :data:`TEMPLATE_SAMPLE` of them evenly spaced), or all of them: one blank or
@@ -280,7 +304,7 @@ def _template_reading(texts: _CodedValues, reading: pa.Array) -> pa.Array | None
     is then compared whole, under the rules of a row that equals a source text: records of
     any length are found, where :func:`_found_within_longer_texts` needs
     :data:`CONTAINED_WORDS` words."""
-    unmatched = (texts.training_codes < 0).all(axis=0)
+    unmatched = (texts.training_codes < 0).all(axis=0) & rows
     distinct = pc.unique(reading.filter(pa.array(unmatched)))
     distinct = distinct.filter(pc.not_equal(distinct, ""))
     if len(distinct) < 2:
