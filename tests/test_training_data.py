@@ -774,13 +774,15 @@ def test_records_whose_kinds_vary_are_read_too(tmp_path: Path, last: dict) -> No
 
 def test_a_template_of_one_field_is_found_among_the_others(tmp_path: Path) -> None:
     """A review: a user turn in a template (``Message: {text}``) among distinct replies
-    was under half of the file's strings, so no template was found for it."""
+    was under half of the file's strings, so no template was found for it; it is a third
+    of its key's (``content``), so the turn's speaker tells it apart."""
     source = [(f"t{i}", f"{unique_text(i, 4)} and so on", "train") for i in range(40)]
     source.append(("h", HOLDOUT_SHORT, "holdout"))
 
     def row(text: str, i: int) -> dict:
+        system = {"role": "system", "content": f"context {i}"}
         user = {"role": "user", "content": f"Message: {text}\nWhat is its topic?"}
-        return {"messages": [user, {"role": "assistant", "content": f"topic {i}"}]}
+        return {"messages": [system, user, {"role": "assistant", "content": f"topic {i}"}]}
 
     rows = [row(t, i) for i, (_, t, _) in enumerate(source)]
     with pytest.raises(BundleError, match="line 41 holds inside the template that its rows"):
