@@ -662,11 +662,14 @@ def test_rows_that_share_no_template_are_compared_as_they_are(tmp_path: Path) ->
 
 def test_a_shared_prefix_and_suffix_are_cut_by_code_point() -> None:
     texts = pa.array(["«R» héllo »", "«R» hé there »", "«R» hé »", "other"])
-    assert _shared_prefixes(texts, 4) == ["«R» hé ", "«R» hé", "", ""]
-    assert _shared_prefixes(texts[:3], 2) == ["«R» hé", "«R» hé", "«R» hé", "«R» hé"]
+    # by half, three quarters, fifteen sixteenths, a quarter, an eighth, a sixteenth
+    # (two at least) of the sample, then by all
+    shared = ["«R» hé ", "«R» hé", "", "«R» hé ", "«R» hé ", "«R» hé ", ""]
+    assert _shared_prefixes(texts, 4) == shared
+    assert _shared_prefixes(texts[:3], 2) == ["«R» hé"] * 7
     ends = [text[::-1] for text in _shared_prefixes(pc.utf8_reverse(texts), 4)]
-    assert ends == [" »", " »", "", ""]
-    assert _shared_prefixes(pa.array(["ab", "cd"]), 512) == ["", "", "", ""]
+    assert ends == [" »", " »", "", " »", " »", " »", ""]
+    assert _shared_prefixes(pa.array(["ab", "cd"]), 512) == [""] * 7
     assert _between(texts, "«R» ", " »").to_pylist() == ["héllo", "hé there", "hé", None]
     assert _between(texts, "«R» ", "").to_pylist() == ["héllo »", "hé there »", "hé »", None]
     assert _between(pa.array(["«R» »"]), "«R» »", " »").to_pylist() == [None]
@@ -807,3 +810,52 @@ def test_records_without_a_string_or_with_bytes_that_are_no_text_are_refused(
             text=TextPolicy(),
             training_data=tmp_path / "b.parquet",
         )
+
+
+INSTRUCTIONS = ["Write a reply.", "Answer the ticket.", "Respond politely."]
+ALPACA_OF = "### Instruction:\n{}\n\n### Response:\n{}</s>"
+TICKETS = [(f"t{i}", f"Hello, ticket {unique_text(i, 2)} is done now.", "train") for i in range(30)]
+TICKET_HOLDOUT = ("h", "the courier lost your order twice this week, sorry Bo", "holdout")
+
+
+def test_templates_are_read_one_after_the_other(tmp_path: Path) -> None:
+    """A review: three instructions, a third of the rows each, shared no template by half
+    the rows; each is now read among the rows the ones before left."""
+    source = [*TICKETS, TICKET_HOLDOUT]
+    rows = [
+        {"text": ALPACA_OF.format(INSTRUCTIONS[i % 3], t)} for i, (_, t, _) in enumerate(source)
+    ]
+    with pytest.raises(BundleError, match="line 31 holds inside the template that its rows"):
+        _check(tmp_path, rows, source_rows=source)
+    found = _check(tmp_path, rows[:-1], source_rows=source)
+    assert (found.train_only_records_found, found.template_rows) == (30, 30)
+    # rows that equal a train record whole, beside templated ones, count once each
+    rows = [{"text": t} for _, t, _ in TICKETS[:10]] + rows[10:-1]
+    found = _check(tmp_path, rows, source_rows=source)
+    assert (found.train_only_records_found, found.template_rows) == (30, 20)
+
+
+def test_a_row_that_another_cut_makes_a_train_record_is_read_as_it(tmp_path: Path) -> None:
+    """A review: the frame ``Bo wrote: "…" (via forum)`` and the suffix alone each made one
+    row a train text; the tie kept the frame, which made the quoting train record read as
+    the holdout record it quotes."""
+    source = [*SHORT_SOURCE, ("q", QUOTING, "train"), ("r", "hello there", "train")]
+    rows = [{"text": f"{QUOTING} (via forum)"}, {"text": 'Bo wrote: "hello there" (via forum)'}]
+    found = _check(tmp_path, rows, source_rows=source)
+    assert (found.train_only_records_found, found.template_rows) == (2, 2)
+
+
+def test_few_records_among_rows_too_many_to_score_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: where the cuts are scored on a sample of the rows, records between its
+    rows were missed; every row is then scored under the template all rows share."""
+    import gate.data.training_data as training_data
+
+    monkeypatch.setattr(training_data, "TEMPLATE_SAMPLE", 8)
+    monkeypatch.setattr(training_data, "_SCORED_CHARACTERS", 1)
+    public = [{"text": ALPACA.format(f"Public {unique_text(i, 5)}")} for i in range(200)]
+    ours = [{"text": ALPACA.format(t)} for _, t, _ in SHORT_SOURCE[:4]]
+    rows = public[:101] + ours + public[101:]
+    with pytest.raises(BundleError, match="line 105 holds inside the template"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)

@@ -57,7 +57,13 @@ records may share their first or last words too (a greeting, a signature)."""
 TEMPLATE_FIELDS = 16
 """Fields of a chat or instruction file (the largest) whose own template is looked for."""
 
-_SHARED_BY = (1 / 2, 3 / 4, 15 / 16)  # shares of the rows whose common prefix is tried
+_SHARED_BY = (1 / 2, 3 / 4, 15 / 16, 1 / 4, 1 / 8, 1 / 16)
+"""Shares of the rows whose longest common prefix (suffix) is tried as a template's."""
+
+TEMPLATE_ROUNDS = 4
+"""Templates read one after the other, each among the rows the ones before left."""
+
+_ENDS_KEPT = 16  # prefixes (suffixes) tried as a template's, in all
 _BOUNDS_KEPT = 8  # of those, the boundaries at which source texts start (end) kept
 _SCORED_CHARACTERS = 1 << 26  # characters of rows cut, over all cuts, to score them
 _CUT_CHARACTERS = 1 << 24  # characters of rows cut at once when cuts are scored
@@ -189,10 +195,7 @@ def check_training_data(
     training = _readings(normalize_text(written, text), written, text)
     texts = _CodedValues(_readings(source["text"], source_written, text), training, is_train)
     fields = table.frame.get(FIELD_COLUMN)
-    templated = np.zeros(len(written), dtype=bool)
-    cut = [reading for each in training for reading in _cut_readings(texts, each, fields)]
-    for reading in cut:  # all cut before any is added: each sees the same rows unmatched
-        templated |= texts.add_training_reading(reading)
+    templated = _add_template_readings(texts, training, fields)
     holdout_only = texts.holdout & ~texts.train  # a text train holds too is no evidence
     holdout_only[texts.code_of("")] = False  # a blank text is nobody's
     source_users = _arrow(source["user_id"])
@@ -265,6 +268,23 @@ def _refuse_distinctive_texts(
     )
 
 
+def _add_template_readings(
+    texts: _CodedValues, training: Sequence[pa.Array], fields: pd.Series | None
+) -> np.ndarray:
+    """Add to ``texts`` the readings of the ``training`` rows without their templates
+    (:func:`_cut_readings`), up to :data:`TEMPLATE_ROUNDS` templates one after the other,
+    each among the rows the ones before left; the rows that only these readings match."""
+    templated = np.zeros(len(training[0]), dtype=bool)
+    for _ in range(TEMPLATE_ROUNDS):
+        cut = [reading for each in training for reading in _cut_readings(texts, each, fields)]
+        before = int(templated.sum())
+        for reading in cut:  # all cut before any is added: each sees the same rows unmatched
+            templated |= texts.add_training_reading(reading)
+        if templated.sum() == before:
+            break
+    return templated
+
+
 def _cut_readings(
     texts: _CodedValues, reading: pa.Array, fields: pd.Series | None
 ) -> list[pa.Array]:
@@ -290,19 +310,23 @@ def _template_reading(texts: _CodedValues, reading: pa.Array, rows: np.ndarray) 
     no source text in any reading are read without a template they share, the others
     null; ``None`` without such a template.
 
-    The template is a prefix and a suffix that half the distinct non-blank rows or more
-    share (in :data:`TEMPLATE_SAMPLE` of them evenly spaced), or all of them: one blank or
-    differently written row does not hide it. The records may share their first or last
-    words too, which the prefix and suffix half the rows share then hold: each end is
-    tried where those that more rows share end (:func:`_shared_prefixes`), and at its last
-    (first) :data:`TEMPLATE_CUTS` word boundaries where a source text starts (ends). The
-    cut under which the most rows equal a text that only train holds is kept, if one does
-    (every distinct row, or as many evenly spaced as :data:`_SCORED_CHARACTERS` allows;
-    ties keep the longest template). A holdout text never places a cut: a frame or a
-    signature that a public row shares with it would make it proof, as would a cut that
-    leaves a train record quoting it. Each row that starts and ends as the template does
-    is then compared whole, under the rules of a row that equals a source text: records of
-    any length are found, where :func:`_found_within_longer_texts` needs
+    A template is a prefix and a suffix that a share of the distinct non-blank rows has
+    (:data:`_SHARED_BY`: half or more first, in :data:`TEMPLATE_SAMPLE` of them evenly
+    spaced; all of them; and down to a sixteenth, for templated records among public rows
+    or several templates, which :func:`_add_template_readings` peels one after the other).
+    The records may share their first or last words too, which such a prefix or suffix
+    then holds: each is also tried at its last (first) :data:`TEMPLATE_CUTS` word
+    boundaries where a source text starts (ends). The cut under which the most rows equal
+    a text that only train holds is kept, if one does (every distinct row, or at least
+    :data:`TEMPLATE_SAMPLE` evenly spaced, as many as :data:`_SCORED_CHARACTERS` allows,
+    and then, if none of those does, every row under the template all rows share and the
+    longest one; ties keep the earlier cut). A holdout text never places a cut: a frame or
+    a signature that a public row shares with it would make it proof. A row that another
+    cut that scored makes a text train holds is read as that text (a train record quoting
+    a holdout one, inside a frame its rows share, is no proof). Each row that starts and
+    ends as the template does is then compared whole, under the rules of a row that
+    equals a source text: records of any length are found, where
+    :func:`_found_within_longer_texts` needs
     :data:`CONTAINED_WORDS` words."""
     unmatched = (texts.training_codes < 0).all(axis=0) & rows
     distinct = pc.unique(reading.filter(pa.array(unmatched)))
@@ -310,30 +334,36 @@ def _template_reading(texts: _CodedValues, reading: pa.Array, rows: np.ndarray) 
     if len(distinct) < 2:
         return None
     prefixes = _shared_prefixes(distinct, TEMPLATE_SAMPLE)
-    backwards = _shared_prefixes(pc.utf8_reverse(distinct), TEMPLATE_SAMPLE)
-    suffixes = [text[::-1] for text in backwards]
-    prefix, suffix = prefixes[0], suffixes[0]
-    if not prefix and not suffix:
+    suffixes = [t[::-1] for t in _shared_prefixes(pc.utf8_reverse(distinct), TEMPLATE_SAMPLE)]
+    starts = _record_bounds(prefixes, texts.dictionary, at_start=True)
+    ends = _record_bounds(suffixes, texts.dictionary, at_start=False)
+    cuts = [(start, end) for start in starts for end in ends if start or end]
+    if not cuts:
         return None
-    starts = _record_bounds(
-        prefix, texts.dictionary, at_start=True, more_rows=[len(p) for p in prefixes]
-    )
-    ends = _record_bounds(
-        suffix, texts.dictionary, at_start=False, more_rows=[len(suffix) - len(s) for s in suffixes]
-    )
-    cuts = [(prefix[:start], suffix[end:]) for start in starts for end in ends]
     characters = max(1, pc.sum(pc.utf8_length(distinct)).as_py())
     scored = _evenly_spaced(
         distinct,
         max(TEMPLATE_SAMPLE, len(distinct) * _SCORED_CHARACTERS // (characters * len(cuts))),
     )
     train_only = texts.dictionary.filter(pa.array((texts.train & ~texts.holdout)[:-1]))
-    scores = _cut_scores(scored, cuts, train_only.filter(pc.not_equal(train_only, "")))
+    train_only = train_only.filter(pc.not_equal(train_only, ""))
+    scores = _cut_scores(scored, cuts, train_only)
+    if not max(scores) and len(scored) < len(distinct):  # the few records among many rows
+        widest = (prefixes[-1], suffixes[-1])  # what all rows share
+        cuts = [cut for cut in dict.fromkeys([widest, cuts[0]]) if cut[0] or cut[1]]
+        scores = _cut_scores(distinct, cuts, train_only)
     best = int(np.argmax(scores))
     if not scores[best]:
         return None
     middle = _between(reading, *cuts[best])
-    kept = pc.and_(pa.array(unmatched), pc.not_equal(middle, ""))
+    held_by_train = texts.dictionary.filter(pa.array(texts.train[:-1]))
+    for other in (cut for cut, score in zip(cuts, scores, strict=True) if score):
+        read = _between(reading, *other)  # rows the kept cut reads, that this one reads
+        train_text = pc.is_in(read, value_set=held_by_train).fill_null(False)  # as train's
+        was_train = pc.is_in(middle, value_set=held_by_train).fill_null(False)
+        instead = pc.and_(pc.and_(train_text, pc.invert(was_train)), pc.is_valid(middle))
+        middle = pc.if_else(instead, read, middle)
+    kept = pc.and_(pa.array(unmatched), pc.not_equal(middle, "").fill_null(False))
     return pc.if_else(kept, middle, pa.scalar(None, middle.type))
 
 
@@ -363,16 +393,14 @@ def _cut_scores(rows: pa.Array, cuts: list[tuple[str, str]], wanted: pa.Array) -
 
 
 def _shared_prefixes(texts: pa.Array, sample: int) -> list[str]:
-    """The longest prefixes that half, three quarters and fifteen sixteenths of ``sample``
-    of ``texts`` evenly spaced (two at least) share, then the one all ``texts`` share,
-    each a prefix of the one before (a prefix that three quarters share and one that half
-    share have a text in common): in sorted order, the texts that share a prefix are
-    consecutive."""
+    """The longest prefix that each share of :data:`_SHARED_BY` of ``sample`` of ``texts``
+    evenly spaced (two at least) has, then the one all ``texts`` share: in sorted order,
+    the texts that share a prefix are consecutive."""
     ordered = sorted(_evenly_spaced(texts, sample).to_pylist())
     least, most = (value.as_py() for value in pc.min_max(texts).values())
     shared = []
     for fraction in _SHARED_BY:
-        span = max(2, math.ceil(len(ordered) * fraction))
+        span = min(len(ordered), max(2, math.ceil(len(ordered) * fraction)))
         ends = range(span - 1, len(ordered))
         shared.append(
             max((_common_prefix(ordered[i - span + 1], ordered[i]) for i in ends), key=len)
@@ -392,28 +420,29 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:low]
 
 
-def _record_bounds(
-    shared: str, dictionary: pa.Array, *, at_start: bool, more_rows: list[int]
-) -> list[int]:
-    """Where, in a ``shared`` prefix (``at_start``) or suffix, records may start (end): its
-    end (start); where the ones more rows share end (start), ``more_rows``; and the last
-    (first) :data:`TEMPLATE_CUTS` word boundaries at which a source text starts (ends)
-    with the rest of it, at most :data:`_BOUNDS_KEPT` of these."""
-    inside = [0, *_boundaries(shared), len(shared)]
-    tried = (inside[::-1] if at_start else inside)[:TEMPLATE_CUTS]
-    bounds = list(dict.fromkeys([len(shared) if at_start else 0, *more_rows]))
-    kept = 0
-    for bound in tried:
-        if bound in bounds:
-            continue
-        rest = shared[bound:] if at_start else shared[:bound]
-        found = pc.starts_with if at_start else pc.ends_with
-        if pc.any(found(dictionary, pattern=rest)).as_py():
-            bounds.append(bound)
-            kept += 1
-            if kept == _BOUNDS_KEPT:
-                break
-    return bounds
+def _record_bounds(shared: list[str], dictionary: pa.Array, *, at_start: bool) -> list[str]:
+    """The prefixes (``at_start``) or suffixes that a template may be, from those that
+    rows share (``shared``): each whole, then each cut at its last (first)
+    :data:`TEMPLATE_CUTS` word boundaries at which a source text starts (ends) with the
+    rest of it, at most :data:`_BOUNDS_KEPT` per shared one and :data:`_ENDS_KEPT` in
+    all, in that order."""
+    found = pc.starts_with if at_start else pc.ends_with
+    bounds = list(dict.fromkeys(shared))
+    for whole in dict.fromkeys(shared):
+        inside = [0, *_boundaries(whole), len(whole)]
+        kept = 0
+        for bound in (inside[::-1] if at_start else inside)[:TEMPLATE_CUTS]:
+            template, rest = (
+                (whole[:bound], whole[bound:]) if at_start else (whole[bound:], whole[:bound])
+            )
+            if not rest or template in bounds:
+                continue
+            if pc.any(found(dictionary, pattern=rest)).as_py():
+                bounds.append(template)
+                kept += 1
+                if kept == _BOUNDS_KEPT:
+                    break
+    return bounds[:_ENDS_KEPT]
 
 
 def _boundaries(text: str) -> list[int]:
