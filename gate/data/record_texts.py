@@ -39,7 +39,7 @@ SPEAKER_KEYS = ("role", "from")
 """Keys that name the speaker of a chat turn (OpenAI's, ShareGPT's)."""
 
 _ROWS_PER_ARRAY = 10_000  # records typed at once (the strings of a chunk stay under 2 GiB)
-_PROBED_ROWS = 256
+_PROBED_ROWS = 256  # records typed first, to find objects keyed by data at little cost
 _MAX_KEYS = 64  # keys of an object typed by Arrow; wider ones (keyed by data) are walked
 _MAX_DEPTH = 1_000  # nested values (and JSON read inside strings) walked at most
 

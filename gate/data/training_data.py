@@ -50,9 +50,9 @@ TEMPLATE_SAMPLE = 512
 """Rows (that equal no source text) on which a template is found and its ends placed."""
 
 TEMPLATE_CUTS = 64
-"""Word boundaries tried as the end of a template's prefix (the last ones of the prefix
-half the rows share) and as the start of its suffix (the first ones of the suffix): the
-records may share their first or last words too (a greeting, a signature)."""
+"""Word boundaries tried as the end of a template's prefix (the last ones of each prefix
+that a share of the rows has) and as the start of its suffix (the first ones of each
+suffix): the records may share their first or last words too (a greeting, a signature)."""
 
 TEMPLATE_FIELDS = 16
 """Fields of a chat or instruction file (the largest) whose own template is looked for."""
