@@ -859,3 +859,18 @@ def test_few_records_among_rows_too_many_to_score_are_found(
     rows = public[:101] + ours + public[101:]
     with pytest.raises(BundleError, match="line 105 holds inside the template"):
         _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+
+
+def test_kinds_that_typed_reading_does_not_flatten_are_walked() -> None:
+    """A kind whose strings the typed reading would skip (a map, a union, dictionary-encoded
+    strings) is walked record by record instead: none of its strings is left unread."""
+    from gate.data.record_texts import _flattened_kind
+
+    chat = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+    assert _flattened_kind(chat) and _flattened_kind(pa.int64())
+    for kind in (
+        pa.map_(pa.string(), pa.string()),
+        pa.list_(pa.dictionary(pa.int32(), pa.string())),
+        pa.struct([("parts", pa.dense_union([pa.field("s", pa.string())]))]),
+    ):
+        assert not _flattened_kind(kind)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -91,13 +91,7 @@ def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTabl
     at = pa.array(order)
     expanded.insert(0, "text", pd.array(texts.take(at), dtype="str"))
     expanded[FIELD_COLUMN] = pd.array(fields.take(at), dtype="str")
-    return RawTable(
-        path=table.path,
-        format=table.format,
-        sha256=table.sha256,
-        size_bytes=table.size_bytes,
-        frame=expanded,
-    )
+    return replace(table, frame=expanded)
 
 
 @dataclass(frozen=True)
@@ -110,30 +104,52 @@ class _Strings:
 
 
 def _typed(values: pd.Series) -> pa.Array | None:
-    """``values`` as one Arrow array, or None where Arrow cannot give them one type (a
-    string in one record, a list in the next; integers beyond 64 bits) or types them as
+    """``values`` as one Arrow array whose strings :func:`_typed_strings` reads, or None,
+    for the caller to walk them record by record, where Arrow cannot give them one type
+    (a string in one record, a list in the next; integers beyond 64 bits), types them
+    with a kind :func:`_typed_strings` does not read (:func:`_flattened_kind`), or as
     objects of more than :data:`_MAX_KEYS` keys (objects keyed by data, which Arrow would
     widen to every key for every record: its first :data:`_PROBED_ROWS` records are typed
     first, for the time such widening takes grows with the square of the records)."""
+    not_one_type = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
     for some in (values.iloc[:_PROBED_ROWS], values):
         try:
             array = pa.array(some.to_list(), from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        except not_one_type:  # walked by the caller, every string read
             return None
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
-        if _widest_object(array.type) > _MAX_KEYS:
+        if not _flattened_kind(array.type) or _widest_object(array.type) > _MAX_KEYS:
             return None
         if len(some) == len(values):
             break
     return array
 
 
+def _flattened_kind(kind: pa.DataType) -> bool:
+    """Whether :func:`_typed_strings` reads every string of ``kind``: strings, bytes,
+    lists and objects of them, and kinds that hold no string (a map, a union or a
+    dictionary-encoded kind, which it does not read, is walked instead)."""
+    if _is_list(kind):
+        return _flattened_kind(kind.value_type)
+    if pa.types.is_struct(kind):
+        return all(_flattened_kind(kind.field(i).type) for i in range(kind.num_fields))
+    return not (
+        pa.types.is_map(kind) or pa.types.is_union(kind) or pa.types.is_dictionary(kind)
+    ) and not (pa.types.is_string_view(kind) or pa.types.is_binary_view(kind))
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    )
+
+
 def _widest_object(kind: pa.DataType) -> int:
     if pa.types.is_struct(kind):
         inner = max((_widest_object(kind.field(i).type) for i in range(kind.num_fields)), default=0)
         return max(kind.num_fields, inner)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+    if _is_list(kind):
         return _widest_object(kind.value_type)
     return 0
 
@@ -158,7 +174,7 @@ def _typed_strings(
         valid = pc.is_valid(array)
         mask = valid.to_numpy(zero_copy_only=False)
         return [_Strings(array.filter(valid), fields.filter(valid), rows[mask])]
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+    if _is_list(kind):
         parents = pc.list_parent_indices(array)
         at = parents.to_numpy(zero_copy_only=False)
         flat = pc.list_flatten(array)

@@ -275,8 +275,11 @@ def _add_template_readings(
     (:func:`_cut_readings`), up to :data:`TEMPLATE_ROUNDS` templates one after the other,
     each among the rows the ones before left; the rows that only these readings match."""
     templated = np.zeros(len(training[0]), dtype=bool)
+    held = texts.dictionary.filter(pa.array(texts.train[:-1]))
+    only = texts.dictionary.filter(pa.array((texts.train & ~texts.holdout)[:-1]))
+    train = _TrainTexts(only=only.filter(pc.not_equal(only, "")), held=held)
     for _ in range(TEMPLATE_ROUNDS):
-        cut = [reading for each in training for reading in _cut_readings(texts, each, fields)]
+        cut = [r for each in training for r in _cut_readings(texts, train, each, fields)]
         before = int(templated.sum())
         for reading in cut:  # all cut before any is added: each sees the same rows unmatched
             templated |= texts.add_training_reading(reading)
@@ -285,27 +288,37 @@ def _add_template_readings(
     return templated
 
 
+@dataclass(frozen=True)
+class _TrainTexts:
+    """The source texts that only train holds (non-blank), and that train holds."""
+
+    only: pa.Array
+    held: pa.Array
+
+
 def _cut_readings(
-    texts: _CodedValues, reading: pa.Array, fields: pd.Series | None
+    texts: _CodedValues, train: _TrainTexts, reading: pa.Array, fields: pd.Series | None
 ) -> list[pa.Array]:
     """``reading`` without the template its rows share (:func:`_template_reading`), and,
     for a file read by its fields (``fields``: each row's), without the template each of
     its :data:`TEMPLATE_FIELDS` largest fields shares (a user turn ``Message: {text}``
     among the replies and system prompts of a chat file), where there is one."""
     everywhere = np.ones(len(reading), dtype=bool)
-    readings = [_template_reading(texts, reading, everywhere)]
+    readings = [_template_reading(texts, train, reading, everywhere)]
     if fields is not None:
         codes, _ = pd.factorize(fields)
         sizes = np.bincount(codes)
         largest = np.argsort(-sizes, kind="stable")[:TEMPLATE_FIELDS]
-        of_fields = [_template_reading(texts, reading, codes == f) for f in largest]
+        of_fields = [_template_reading(texts, train, reading, codes == f) for f in largest]
         found = [cut for cut in of_fields if cut is not None]
         if found:
             readings.append(pc.coalesce(*found))
     return [cut for cut in readings if cut is not None]
 
 
-def _template_reading(texts: _CodedValues, reading: pa.Array, rows: np.ndarray) -> pa.Array | None:
+def _template_reading(
+    texts: _CodedValues, train: _TrainTexts, reading: pa.Array, rows: np.ndarray
+) -> pa.Array | None:
     """``reading`` (the training rows in one reading) where the ``rows`` (a mask) that equal
     no source text in any reading are read without a template they share, the others
     null; ``None`` without such a template.
@@ -345,22 +358,19 @@ def _template_reading(texts: _CodedValues, reading: pa.Array, rows: np.ndarray) 
         distinct,
         max(TEMPLATE_SAMPLE, len(distinct) * _SCORED_CHARACTERS // (characters * len(cuts))),
     )
-    train_only = texts.dictionary.filter(pa.array((texts.train & ~texts.holdout)[:-1]))
-    train_only = train_only.filter(pc.not_equal(train_only, ""))
-    scores = _cut_scores(scored, cuts, train_only)
+    scores = _cut_scores(scored, cuts, train.only)
     if not max(scores) and len(scored) < len(distinct):  # the few records among many rows
         widest = (prefixes[-1], suffixes[-1])  # what all rows share
         cuts = [cut for cut in dict.fromkeys([widest, cuts[0]]) if cut[0] or cut[1]]
-        scores = _cut_scores(distinct, cuts, train_only)
+        scores = _cut_scores(distinct, cuts, train.only)
     best = int(np.argmax(scores))
     if not scores[best]:
         return None
     middle = _between(reading, *cuts[best])
-    held_by_train = texts.dictionary.filter(pa.array(texts.train[:-1]))
     for other in (cut for cut, score in zip(cuts, scores, strict=True) if score):
         read = _between(reading, *other)  # rows the kept cut reads, that this one reads
-        train_text = pc.is_in(read, value_set=held_by_train).fill_null(False)  # as train's
-        was_train = pc.is_in(middle, value_set=held_by_train).fill_null(False)
+        train_text = pc.is_in(read, value_set=train.held).fill_null(False)  # as train's
+        was_train = pc.is_in(middle, value_set=train.held).fill_null(False)
         instead = pc.and_(pc.and_(train_text, pc.invert(was_train)), pc.is_valid(middle))
         middle = pc.if_else(instead, read, middle)
     kept = pc.and_(pa.array(unmatched), pc.not_equal(middle, "").fill_null(False))
