@@ -792,6 +792,33 @@ def test_a_template_of_one_field_is_found_among_the_others(tmp_path: Path) -> No
         _check(tmp_path, rows, source_rows=source)
 
 
+def test_the_columns_beside_a_text_column_are_read_too(tmp_path: Path) -> None:
+    """A file with a ``text`` column had its other columns left unread: a holdout record
+    in a ``response`` column beside it passed. Every string column is read, the ids and
+    the gate's own columns are not, and ``text`` still needs a string in every record."""
+    rows = [
+        {"text": "Reply to the customer.", "response": t, "lang": "en", "record_id": "r"}
+        for _, t, _ in SHORT_SOURCE[:3]
+    ]
+    found = _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    assert (found.records, found.texts, found.train_only_records_found) == (3, 9, 3)
+    assert "3 records (9 strings in their fields)" in found.summary()
+    rows[2] = {**rows[2], "response": "Sorry!", "context": HOLDOUT_SHORT}
+    with pytest.raises(BundleError, match="line 3 holds the text of a holdout record"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    rows[2] = {**rows[2], "context": json.dumps({"turns": [HOLDOUT_SHORT]})}
+    with pytest.raises(BundleError, match="line 3 holds the text of a holdout record"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    rows[2] = {**rows[2], "text": ["Reply."], "context": ""}
+    with pytest.raises(BundleError, match="line 3: 'text' must be a string; found a list"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    found = _check(
+        tmp_path, [{"text": t} for _, t, _ in SHORT_SOURCE[:3]], source_rows=SHORT_SOURCE
+    )
+    assert (found.records, found.texts, found.train_only_records_found) == (3, 3, 3)
+    assert "strings in their fields" not in found.summary()
+
+
 def test_records_without_a_string_or_with_bytes_that_are_no_text_are_refused(
     tmp_path: Path,
 ) -> None:

@@ -1,7 +1,7 @@
-"""The texts of a table whose records are not one ``text`` each: a fine-tuning file in a
-chat or instruction format (``messages: [{role, content}]``, ShareGPT's
-``conversations: [{from, value}]``, ``prompt``/``completion``,
-``instruction``/``input``/``output``) read as one row per string it holds.
+"""The texts of a table's records, one row per string they hold: a ``text`` column and
+the columns beside it, or a fine-tuning file in a chat or instruction format
+(``messages: [{role, content}]``, ShareGPT's ``conversations: [{from, value}]``,
+``prompt``/``completion``, ``instruction``/``input``/``output``).
 
 A column is read as one Arrow array, :data:`_ROWS_PER_ARRAY` records at a time, and its
 lists and objects flattened by their types, with no loop over records. Values Arrow
@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gate.data.io import RawTable, refuse_lookalike_columns
+from gate.data.io import RawTable, refuse_lookalike_columns, require_text
 from gate.errors import BundleError
 
 NOT_TEXT_COLUMNS = frozenset({"record_id", "user_id", "split", "source_id", "label"})
@@ -45,24 +45,27 @@ _MAX_DEPTH = 1_000  # nested values (and JSON read inside strings) walked at mos
 
 
 def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTable:
-    """``table`` itself if it has a ``text`` column; otherwise a table of one row per
-    string its records hold (nested in lists and objects, and in strings that are JSON
-    arrays or objects, as chat exports to CSV write them), in the order of the records,
-    each with its record's ``__line__``, ``id_columns`` and field (:data:`FIELD_COLUMN`).
+    """A table of one row per string the records of ``table`` hold (in every column but
+    the ids and :data:`NOT_TEXT_COLUMNS`, nested in lists and objects, and in strings that
+    are JSON arrays or objects, as chat exports to CSV write them), in the order of the
+    records, each with its record's ``__line__``, ``id_columns`` and field
+    (:data:`FIELD_COLUMN`). A ``text`` column is read with the others (a ``response`` or
+    ``context`` column beside it may hold records too), and must hold a string in every
+    record, as a bundle's does.
 
     Args:
         table: a table as read.
         id_columns: columns that hold ids, not texts (kept beside each text).
 
     Raises:
-        BundleError: the table has neither a ``text`` column nor a string, or a value
-            nested deeper than :data:`_MAX_DEPTH`, or bytes that are not UTF-8 (named by
-            line, never by value).
+        BundleError: a ``text`` column with a value that is not a string, no string in
+            the records, a value nested deeper than :data:`_MAX_DEPTH`, or bytes that are
+            not UTF-8 (named by line, never by value).
     """
     refuse_lookalike_columns(table)
     frame = table.frame
     if "text" in frame.columns:
-        return table
+        require_text(table)
     skipped = {"__line__", "__file__", *NOT_TEXT_COLUMNS, *id_columns}
     lines = frame["__line__"].to_numpy()
     parts: list[_Strings] = []
@@ -111,6 +114,9 @@ def _typed(values: pd.Series) -> pa.Array | None:
     objects of more than :data:`_MAX_KEYS` keys (objects keyed by data, which Arrow would
     widen to every key for every record: its first :data:`_PROBED_ROWS` records are typed
     first, for the time such widening takes grows with the square of the records)."""
+    if isinstance(values.dtype, pd.StringDtype):  # strings or missing values, as read
+        typed = pa.array(values, pa.large_string(), from_pandas=True)
+        return typed.combine_chunks() if isinstance(typed, pa.ChunkedArray) else typed
     not_one_type = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
     for some in (values.iloc[:_PROBED_ROWS], values):
         try:

@@ -94,7 +94,7 @@ class TrainingDataCheck:
     path: str
     sha256: str
     records: int
-    texts: int  # the records' texts: one each, or every string of a chat or instruction format
+    texts: int  # the strings of the records: a text column's, those beside it, a chat's
     user_column: str | None  # the first id column compared; None: no column compared
     id_columns: tuple[str, ...]  # every id column compared (the split's, then user_id)
     users: int | None  # distinct ids of the first column in the training data
@@ -166,8 +166,8 @@ def check_training_data(
     """Check that the generator's training data holds no holdout user.
 
     Args:
-        table: the training data as read (a ``text`` column, or records in a chat or
-            instruction format, read as every string they hold:
+        table: the training data as read (a ``text`` column and the columns beside it,
+            or records in a chat or instruction format, read as every string they hold:
             :func:`gate.data.record_texts.texts_of_records`; ``user_column`` if it has
             one; rows without an id in it are no user's, public text).
         source: the bundle's source records (``user_id``, ``text`` read under ``text``,
@@ -302,13 +302,14 @@ def _cut_readings(
     """``reading`` without the template its rows share (:func:`_template_reading`), and,
     for a file read by its fields (``fields``: each row's), without the template each of
     its :data:`TEMPLATE_FIELDS` largest fields shares (a user turn ``Message: {text}``
-    among the replies and system prompts of a chat file), where there is one."""
+    among the replies and system prompts of a chat file), where there is one and the
+    file has more than one field."""
     everywhere = np.ones(len(reading), dtype=bool)
     readings = [_template_reading(texts, train, reading, everywhere)]
     if fields is not None:
         codes, _ = pd.factorize(fields)
         sizes = np.bincount(codes)
-        largest = np.argsort(-sizes, kind="stable")[:TEMPLATE_FIELDS]
+        largest = np.argsort(-sizes, kind="stable")[: TEMPLATE_FIELDS if len(sizes) > 1 else 0]
         of_fields = [_template_reading(texts, train, reading, codes == f) for f in largest]
         found = [cut for cut in of_fields if cut is not None]
         if found:
