@@ -172,9 +172,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--training-data",
-        help="the records the release's generator was trained on (jsonl/csv/parquet: a "
-        "text column with each record's text as the split holds it, and the split's user "
-        "column if known); exit 2 if it holds a holdout user's id or distinctive text",
+        help="the records the release's generator was trained on (jsonl/csv/parquet: each "
+        "record's text as the split holds it, in a text column, in the columns beside it or "
+        "in a chat format, and the split's user column if known); exit 2 if it holds a "
+        "holdout user's id or distinctive text",
     )
     check.add_argument("--data-docs", help="build a Great Expectations Data Docs site here")
     check.add_argument(

@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gate.api import check_release
-from gate.data.markup import html_as_text, html_shown_text
+from gate.data import markup
+from gate.data.markup import html_as_text, html_shown_text, read_html_texts
 from gate.data.normalize import normalize_text
 from gate.policy.models import TextPolicy
 
@@ -404,3 +406,62 @@ def test_the_shown_text_leaves_out_what_the_html_holds_but_does_not_show() -> No
     assert html_shown_text(html) == "\nCall Jill & co\n"
     assert html_as_text(html) == "\nCall Jill & co\n\nmailto:jill@example.org\nnote\nhidden\nsecret"
     assert html_shown_text("plain & text") == "plain & text"
+
+
+_SKELETON_PARTS = [
+    *("<p>", "</p>", "<br>", "<br/>", "<s>", "</s>", "<b>", "</B >", "<li>", "<SPAN\t>"),
+    *("<script>", "</script>", "<style>", "</style>", "<pre>", "</pre>", "<textarea>"),
+    *("</textarea>", "<title>", "</title>", "<table>", "<tr>", "<td>", "</td>", "</table>"),
+    *("<frameset>", "<ruby>", "<rt>", "</rt>", "<template>", "</template>", "<iframe>"),
+    *("</iframe>", "<noembed>", "<noframes>", "<plaintext>", "<xmp>", "</xmp>", "<select>"),
+    *("<option>", "<colgroup>", "<head>", "<html>", "</html>", "<body>", "</body>", "<bdi>"),
+    *("<bdo>", "</bdo>", "<o:p>", "<a href='x'>", "<p dir=rtl>", "<!-- c -->", "<!doctype x>"),
+    *("&amp;", "&nbsp;", "&lt;", "&copy2024", "&", "<", ">", "\r\n", "\x0c", "\x00", "\xa0"),
+    *("\ufdd0", "\ue123", "<jill@example.org>", "</s x>", " ", "\n", "\t"),
+]
+_SKELETON_WORDS = [
+    *("hello", "a b", "x\ty", "line\nbreak", "123", "שלום", "é", "it's", 'say "hi"', "a=b"),
+    *("end ", " start", "\n", "  ", "-->", "--", "x>y", "Jill Rose", "555-0142", "w1 w2 w3"),
+    *("\ufeffa", "x\ry", "AT&T", "1 < 2", "\u200fb", "\u202eab", "a\x00b", "\U0001f600"),
+]
+
+
+def test_texts_read_through_their_skeleton_read_as_each_alone() -> None:
+    """Texts that differ only in their words are parsed once, as a skeleton with a mark
+    for each run of words (:func:`read_html_texts`): on texts made of tags that change how
+    HTML reads the text in them (raw text, tables, framesets, ruby, templates, documents
+    within the document) and of words with white space, quotes and other scripts inside,
+    each reading equals the text's own (mistakes each failed this test)."""
+    rng = np.random.default_rng(13)
+    texts = [
+        "123<template>\x0c--></template><b>",  # a template's ">" is serialised "&gt;"
+        "<frameset>a b</s>",  # a frameset keeps the space, drops the words and the mark
+    ]
+    for _ in range(2_000):
+        slots = rng.integers(0, len(_SKELETON_PARTS) + 4, size=rng.integers(1, 9))
+        for _ in range(3):  # three texts of one skeleton where their words allow
+            words = rng.choice(len(_SKELETON_WORDS), size=len(slots))
+            texts.append(
+                "".join(
+                    _SKELETON_PARTS[s] if s < len(_SKELETON_PARTS) else _SKELETON_WORDS[w]
+                    for s, w in zip(slots, words, strict=True)
+                )
+            )
+    for shown_only, read_alone in ((True, html_shown_text), (False, html_as_text)):
+        assert read_html_texts(texts, shown_only=shown_only) == [read_alone(t) for t in texts]
+
+
+def test_a_template_around_many_records_is_parsed_once(monkeypatch) -> None:
+    parsed = []
+    real = markup._read
+
+    def counted(html: str, **kwargs):
+        parsed.append(html)
+        return real(html, **kwargs)
+
+    monkeypatch.setattr(markup, "_read", counted)
+    texts = [f"### Response: record {i} of Jill's</s>" for i in range(1000)]
+    read = read_html_texts([*texts, "<p dir=rtl>x</p>"], shown_only=True)
+    assert read[:2] == ["### Response: record 0 of Jill's", "### Response: record 1 of Jill's"]
+    assert len(parsed) == 2  # the texts' skeleton, and the text with an attribute alone
+    assert parsed[1] == "<p dir=rtl>x</p>"

@@ -794,29 +794,81 @@ def test_a_template_of_one_field_is_found_among_the_others(tmp_path: Path) -> No
 
 def test_the_columns_beside_a_text_column_are_read_too(tmp_path: Path) -> None:
     """A file with a ``text`` column had its other columns left unread: a holdout record
-    in a ``response`` column beside it passed. Every string column is read, the ids and
-    the gate's own columns are not, and ``text`` still needs a string in every record."""
+    in a ``response`` or ``label`` column beside it passed. Every string column but the
+    ids is read, and ``text`` still needs a string in every record."""
     rows = [
-        {"text": "Reply to the customer.", "response": t, "lang": "en", "record_id": "r"}
+        {"text": "Reply to the customer.", "response": t, "lang": "en", "user_id": "k"}
         for _, t, _ in SHORT_SOURCE[:3]
     ]
     found = _check(tmp_path, rows, source_rows=SHORT_SOURCE)
     assert (found.records, found.texts, found.train_only_records_found) == (3, 9, 3)
     assert "3 records (9 strings in their fields)" in found.summary()
-    rows[2] = {**rows[2], "response": "Sorry!", "context": HOLDOUT_SHORT}
+    for column in ("context", "label", "record_id"):
+        beside = {**rows[2], "response": "Sorry!", column: HOLDOUT_SHORT}
+        with pytest.raises(BundleError, match="line 3 holds the text of a holdout record"):
+            _check(tmp_path, [*rows[:2], beside], source_rows=SHORT_SOURCE)
+    beside = {**rows[2], "context": json.dumps({"turns": [HOLDOUT_SHORT]})}
     with pytest.raises(BundleError, match="line 3 holds the text of a holdout record"):
-        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
-    rows[2] = {**rows[2], "context": json.dumps({"turns": [HOLDOUT_SHORT]})}
-    with pytest.raises(BundleError, match="line 3 holds the text of a holdout record"):
-        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
-    rows[2] = {**rows[2], "text": ["Reply."], "context": ""}
+        _check(tmp_path, [*rows[:2], beside], source_rows=SHORT_SOURCE)
+    beside = {**rows[2], "text": ["Reply."]}
     with pytest.raises(BundleError, match="line 3: 'text' must be a string; found a list"):
-        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+        _check(tmp_path, [*rows[:2], beside], source_rows=SHORT_SOURCE)
     found = _check(
         tmp_path, [{"text": t} for _, t, _ in SHORT_SOURCE[:3]], source_rows=SHORT_SOURCE
     )
     assert (found.records, found.texts, found.train_only_records_found) == (3, 3, 3)
     assert "strings in their fields" not in found.summary()
+
+
+def test_beside_a_text_column_bytes_are_no_texts_and_json_in_it_is_a_record(
+    tmp_path: Path,
+) -> None:
+    """A review: an image column beside ``text`` (bytes, not UTF-8) refused the file, and
+    a train record written as JSON that quotes a holdout record refused it, read out of
+    the JSON; neither does now. A column made the index of a Parquet file is read."""
+    quoting = json.dumps({"reply_to": HOLDOUT_SHORT, "reply": "We are sorry, Bo."})
+
+    def check(frame: pd.DataFrame, rows: list[tuple[str, str, str]] = SHORT_SOURCE):
+        source = write_jsonl(
+            tmp_path / "source.jsonl",
+            [{"user_id": u, "text": t, "split": side} for u, t, side in rows],
+        )
+        frame.to_parquet(tmp_path / "trained-on.parquet")
+        return load_bundle(
+            source=source,
+            synthetic=None,
+            membership=MembershipPolicy(split_check={"action": "warn"}),
+            text=TextPolicy(),
+            training_data=tmp_path / "trained-on.parquet",
+        ).membership.training_data
+
+    texts = [t for _, t, _ in SHORT_SOURCE[:3]]
+    image = pd.DataFrame({"text": texts, "image": [b"\x89PNG\xff\xfe"] * 3})
+    assert check(image).train_only_records_found == 3
+    quoted = [*SHORT_SOURCE, ("q", quoting, "train")]
+    assert check(pd.DataFrame({"text": [*texts, quoting]}), quoted).train_only_records_found == 4
+    indexed = pd.DataFrame({"text": texts, "prompt": ["Reply.", "Reply.", HOLDOUT_SHORT]})
+    with pytest.raises(BundleError, match="line 3 holds the text of a holdout record"):
+        check(indexed.set_index("prompt"))
+
+
+def test_a_templated_text_column_is_cut_beside_many_metadata_keys(tmp_path: Path) -> None:
+    """A review: a ``meta`` object of 20 keys before a templated ``text`` column put
+    ``text`` outside the 16 fields whose templates are read, and below the smallest share
+    of all rows tried; a holdout record of 10 words inside the template passed."""
+    texts = [t for _, t, _ in SHORT_SOURCE[:3]] + [f"no record {i}" for i in range(20)]
+    rows = [
+        {
+            "meta": {f"key{k}": f"value {k} of row {n}" for k in range(20)},
+            "text": TEMPLATE.format(t),
+        }
+        for n, t in enumerate(texts)
+    ]
+    found = _check(tmp_path, rows, source_rows=SHORT_SOURCE)
+    assert (found.train_only_records_found, found.template_rows) == (3, 3)
+    rows.append({"meta": rows[0]["meta"], "text": TEMPLATE.format(HOLDOUT_SHORT)})
+    with pytest.raises(BundleError, match="line 24 holds inside the template"):
+        _check(tmp_path, rows, source_rows=SHORT_SOURCE)
 
 
 def test_records_without_a_string_or_with_bytes_that_are_no_text_are_refused(
@@ -829,7 +881,7 @@ def test_records_without_a_string_or_with_bytes_that_are_no_text_are_refused(
         tmp_path / "source.jsonl",
         [{"user_id": u, "text": t, "split": side} for u, t, side in SHORT_SOURCE],
     )
-    with pytest.raises(BundleError, match=r"b\.parquet: line 2: bytes that are not UTF-8"):
+    with pytest.raises(BundleError, match=r"line 2, column 'body': bytes that are not UTF-8"):
         load_bundle(
             source=source,
             synthetic=None,

@@ -360,6 +360,10 @@ def _read_parquet(path: str | Path, raw: bytes) -> pd.DataFrame:
         raise BundleError(f"{path}: not a readable Parquet file: {exc}") from None
     _refuse_invalid_columns(path, table)
     frame = table.to_pandas()
+    named = [name for name in frame.index.names if name is not None]
+    if named:  # a column the writer made the index (pandas' `set_index`; named once, above)
+        frame = frame.reset_index(level=named)
+    frame = frame.reset_index(drop=True)
     _refuse_reserved_columns(path, frame)
     frame["__line__"] = range(1, len(frame) + 1)
     return frame

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -19,7 +18,7 @@ import pyarrow.compute as pc
 from gate.data.bidi import DIRECTING, bidi_layout, displayed_text
 from gate.data.confusables import ascii_lookalikes, code_point_ranges, fold_confusables
 from gate.data.deleted_spaces import SourceWords, spaces_restored
-from gate.data.markup import html_as_text, html_parser, html_shown_text
+from gate.data.markup import html_parser, read_html_texts
 from gate.policy.models import TextPolicy
 
 # Invisible beyond Unicode's format characters (category Cf): the rest of Unicode's
@@ -121,7 +120,7 @@ def normalize_shown_text(texts: pd.Series, policy: TextPolicy) -> pd.Series:
     hidden content ``markup: html`` reads after it), as a pipeline that extracts the text
     of HTML reads it."""
     html_parser()
-    shown = _html_read(texts, html_shown_text)
+    shown = _html_read(texts, shown_only=True)
     return normalize_text(shown, policy.model_copy(update={"markup": "none"}))
 
 
@@ -287,15 +286,16 @@ def _at_rows(readings: pd.Series, rows: np.ndarray, dtype: object) -> pd.Series:
     )
 
 
-def _html_read(texts: pd.Series, read_html: Callable[[str], str] = html_as_text) -> pd.Series:
-    """``texts`` with each that may hold markup (:func:`may_hold_markup`) replaced by
-    ``read_html`` of it (by default the text it shows and holds,
-    :func:`gate.data.markup.html_as_text`); the others as they are."""
+def _html_read(texts: pd.Series, *, shown_only: bool = False) -> pd.Series:
+    """``texts`` with each that may hold markup (:func:`may_hold_markup`) replaced by the
+    text it shows and holds (:func:`gate.data.markup.html_as_text`), or the text it shows
+    only (``shown_only``: :func:`gate.data.markup.html_shown_text`); the others as they
+    are."""
     marked = may_hold_markup(texts)
     if not marked.any():
         return texts
     read = texts.copy()
-    read[marked] = [read_html(text) for text in texts[marked]]
+    read[marked] = read_html_texts(texts[marked], shown_only=shown_only)
     return read
 
 

@@ -29,9 +29,6 @@ import pyarrow.compute as pc
 from gate.data.io import RawTable, refuse_lookalike_columns, require_text
 from gate.errors import BundleError
 
-NOT_TEXT_COLUMNS = frozenset({"record_id", "user_id", "split", "source_id", "label"})
-"""Columns of the gate's formats that hold no record's text."""
-
 FIELD_COLUMN = "__field__"
 """The column of a read table that names each text's field (internal, never shown)."""
 
@@ -46,12 +43,15 @@ _MAX_DEPTH = 1_000  # nested values (and JSON read inside strings) walked at mos
 
 def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTable:
     """A table of one row per string the records of ``table`` hold (in every column but
-    the ids and :data:`NOT_TEXT_COLUMNS`, nested in lists and objects, and in strings that
-    are JSON arrays or objects, as chat exports to CSV write them), in the order of the
-    records, each with its record's ``__line__``, ``id_columns`` and field
-    (:data:`FIELD_COLUMN`). A ``text`` column is read with the others (a ``response`` or
-    ``context`` column beside it may hold records too), and must hold a string in every
-    record, as a bundle's does.
+    ``id_columns``, nested in lists and objects, and in strings that are JSON arrays or
+    objects, as chat exports to CSV write them), in the order of the records, each with
+    its record's ``__line__``, ``id_columns`` and field (:data:`FIELD_COLUMN`).
+
+    A ``text`` column is read with the others (a ``response``, ``context`` or ``label``
+    column beside it may hold records too), as written (a JSON string in it is a record
+    of its own, which may quote others), and must hold a string in every record, as a
+    bundle's does; the bytes beside it (an image, a digest) are no texts. Without one,
+    bytes must be UTF-8 text.
 
     Args:
         table: a table as read.
@@ -59,17 +59,21 @@ def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTabl
 
     Raises:
         BundleError: a ``text`` column with a value that is not a string, no string in
-            the records, a value nested deeper than :data:`_MAX_DEPTH`, or bytes that are
-            not UTF-8 (named by line, never by value).
+            the records, a value nested deeper than :data:`_MAX_DEPTH`, or, without a
+            ``text`` column, bytes that are not UTF-8 (named by line and column, never by
+            value).
     """
     refuse_lookalike_columns(table)
     frame = table.frame
-    if "text" in frame.columns:
+    has_text = "text" in frame.columns
+    if has_text:
         require_text(table)
-    skipped = {"__line__", "__file__", *NOT_TEXT_COLUMNS, *id_columns}
-    lines = frame["__line__"].to_numpy()
+    reading = _Reading(table.path, frame["__line__"].to_numpy(), bytes_read=not has_text)
+    skipped = {"__line__", "__file__", *id_columns}
     parts: list[_Strings] = []
+    written: list[_Strings] = []  # the text column's, not read for JSON inside
     for column in (c for c in frame.columns if c not in skipped):
+        found = written if column == "text" else parts
         values = frame[column]
         for first in range(0, len(values), _ROWS_PER_ARRAY):
             chunk = values.iloc[first : first + _ROWS_PER_ARRAY]
@@ -77,14 +81,15 @@ def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTabl
             typed = _typed(chunk)
             if typed is None:  # kinds that vary from record to record: walked
                 for row, value in zip(rows, chunk.to_list(), strict=True):
-                    parts.append(_walked(value, str(column), int(row), table.path, int(lines[row])))
+                    found.append(_walked(value, str(column), int(row), reading))
             else:
                 labels = pa.array(np.full(len(chunk), str(column), dtype=object), pa.string())
-                parts.extend(_typed_strings(typed, labels, rows, table.path, lines))
+                found.extend(_typed_strings(typed, labels, rows, reading))
     parts = [part for part in parts if len(part.texts)]
+    parts.extend(_json_written(parts, reading))
+    parts.extend(part for part in written if len(part.texts))
     if not parts:
         raise BundleError(f"{table.path}: no 'text' column and no string in its records to compare")
-    parts.extend(_json_written(parts, table.path, lines))
     texts = pa.concat_arrays([part.texts.cast(pa.large_string()) for part in parts])
     fields = pa.concat_arrays([part.fields.cast(pa.large_string()) for part in parts])
     rows = np.concatenate([part.rows for part in parts]).astype(np.int64)
@@ -95,6 +100,23 @@ def texts_of_records(table: RawTable, *, id_columns: Collection[str]) -> RawTabl
     expanded.insert(0, "text", pd.array(texts.take(at), dtype="str"))
     expanded[FIELD_COLUMN] = pd.array(fields.take(at), dtype="str")
     return replace(table, frame=expanded)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What reading a table's values needs beyond them: its path and lines, for errors,
+    and whether bytes are read as UTF-8 text (else left out)."""
+
+    path: str
+    lines: np.ndarray
+    bytes_read: bool
+
+    def not_text(self, row: int, field: str) -> BundleError:
+        column = field.split("\x1f")[0].split("\x1e")[0]
+        return BundleError(
+            f"{self.path}: line {int(self.lines[row])}, column {column!r}: bytes that are not "
+            "UTF-8 text; give the texts as strings"
+        )
 
 
 @dataclass(frozen=True)
@@ -161,20 +183,19 @@ def _widest_object(kind: pa.DataType) -> int:
 
 
 def _typed_strings(
-    array: pa.Array, fields: pa.Array, rows: np.ndarray, path: str, lines: np.ndarray
+    array: pa.Array, fields: pa.Array, rows: np.ndarray, reading: _Reading
 ) -> list[_Strings]:
     """The strings of a typed ``array`` (lists flattened, objects field by field), each
     with its field (``fields``: of each element so far) and the row it came from."""
     kind = array.type
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        if not reading.bytes_read:
+            return []
         try:
             array = array.cast(pa.string())
         except pa.ArrowInvalid:
             first = next(i for i, v in enumerate(array.to_pylist()) if not _is_utf8(v))
-            line = int(lines[rows[first]])
-            raise BundleError(
-                f"{path}: line {line}: bytes that are not UTF-8 text; give the texts as strings"
-            ) from None
+            raise reading.not_text(int(rows[first]), fields[first].as_py()) from None
         kind = array.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         valid = pc.is_valid(array)
@@ -184,7 +205,7 @@ def _typed_strings(
         parents = pc.list_parent_indices(array)
         at = parents.to_numpy(zero_copy_only=False)
         flat = pc.list_flatten(array)
-        return _typed_strings(flat, fields.take(parents), rows[at], path, lines)
+        return _typed_strings(flat, fields.take(parents), rows[at], reading)
     if pa.types.is_struct(kind):
         names = [kind.field(i).name for i in range(kind.num_fields)]
         children = array.flatten()
@@ -202,7 +223,7 @@ def _typed_strings(
         found = []
         for name, child in zip(names, children, strict=True):
             named = pc.binary_join_element_wise(fields, pa.scalar(name), "\x1f")
-            found.extend(_typed_strings(child, named, rows, path, lines))
+            found.extend(_typed_strings(child, named, rows, reading))
         return found
     return []
 
@@ -217,29 +238,31 @@ def _is_utf8(value: bytes | None) -> bool:
     return True
 
 
-def _walked(value: object, field: str, row: int, path: str, line: int) -> _Strings:
-    found = _walk(value, field, path, line)
+def _walked(value: object, field: str, row: int, reading: _Reading) -> _Strings:
+    found = _walk(value, field, row, reading)
     texts = pa.array([text for text, _ in found], pa.string())
     fields = pa.array([at for _, at in found], pa.string())
     return _Strings(texts, fields, np.full(len(found), row, dtype=np.int64))
 
 
-def _json_written(parts: list[_Strings], path: str, lines: np.ndarray) -> list[_Strings]:
-    """What the strings of ``parts`` that write a JSON array or object hold (a chat
-    exported to a CSV or Parquet file as a JSON string), field ``…\x1fjson``."""
+def _json_written(parts: list[_Strings], reading: _Reading) -> list[_Strings]:
+    """What the strings of ``parts`` that write a JSON array or object holding a string
+    hold (a chat exported to a CSV or Parquet file as a JSON string), field ``…\x1fjson``
+    (an array of numbers, an embedding written out, is not parsed)."""
     found = []
     for part in parts:
-        written = pc.match_substring_regex(part.texts, r"^\s*[\[{]")
+        written = pc.and_(
+            pc.match_substring_regex(part.texts, r"^\s*[\[{]"), pc.match_substring(part.texts, '"')
+        )
         for at in np.flatnonzero(written.to_numpy(zero_copy_only=False)):
             inner = _json_inside(part.texts[at].as_py())
             if inner is not None:
-                row = int(part.rows[at])
                 field = f"{part.fields[at].as_py()}\x1fjson"
-                found.append(_walked(inner, field, row, path, int(lines[row])))
+                found.append(_walked(inner, field, int(part.rows[at]), reading))
     return [part for part in found if len(part.texts)]
 
 
-def _walk(value: object, field: str, path: str, line: int) -> list[tuple[str, str]]:
+def _walk(value: object, field: str, row: int, reading: _Reading) -> list[tuple[str, str]]:
     """Every string in ``value`` with its field: the keys that lead to it from the
     column ``field``, list positions left out, a turn's speaker added (what
     :func:`_typed_strings` does for values Arrow could type)."""
@@ -248,14 +271,17 @@ def _walk(value: object, field: str, path: str, line: int) -> list[tuple[str, st
     while stack:
         item, at, depth = stack.pop()
         if depth > _MAX_DEPTH:
-            raise BundleError(f"{path}: line {line}: values nested too deeply to be a record")
+            line = int(reading.lines[row])
+            raise BundleError(
+                f"{reading.path}: line {line}: values nested too deeply to be a record"
+            )
         if isinstance(item, bytes):
+            if not reading.bytes_read:
+                continue
             try:
                 item = item.decode("utf-8")
             except UnicodeDecodeError:
-                raise BundleError(
-                    f"{path}: line {line}: bytes that are not UTF-8 text; give the texts as strings"
-                ) from None
+                raise reading.not_text(row, field) from None
         if isinstance(item, str):
             found.append((item, at))
         elif isinstance(item, dict):

@@ -302,13 +302,15 @@ def _cut_readings(
     """``reading`` without the template its rows share (:func:`_template_reading`), and,
     for a file read by its fields (``fields``: each row's), without the template each of
     its :data:`TEMPLATE_FIELDS` largest fields shares (a user turn ``Message: {text}``
-    among the replies and system prompts of a chat file), where there is one and the
-    file has more than one field."""
+    among the replies and system prompts of a chat file; a ``text`` column first, beside
+    any number of metadata keys), where there is one and the file has more than one
+    field."""
     everywhere = np.ones(len(reading), dtype=bool)
     readings = [_template_reading(texts, train, reading, everywhere)]
     if fields is not None:
-        codes, _ = pd.factorize(fields)
+        codes, names = pd.factorize(fields)
         sizes = np.bincount(codes)
+        sizes[names == "text"] = len(codes)  # a text column's first, however wide the others
         largest = np.argsort(-sizes, kind="stable")[: TEMPLATE_FIELDS if len(sizes) > 1 else 0]
         of_fields = [_template_reading(texts, train, reading, codes == f) for f in largest]
         found = [cut for cut in of_fields if cut is not None]
